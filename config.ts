@@ -1,0 +1,155 @@
+import { z } from "zod";
+
+const boolean = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
+const positiveInt = z.coerce.number().int().positive();
+const secureTransport = z.enum(["off", "starttls", "on"]);
+
+/** Every environment variable the service reads, with its default. */
+const envSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8000),
+  KV_PATH: z.string().min(1).optional(),
+  INGEST_CONTENT_TYPES: z.enum(["any", "json"]).default("any"),
+  CAPTCHA_VERIFY_URL: z.url({ protocol: /^https?$/ }).default(
+    "https://api.hcaptcha.com/siteverify",
+  ),
+  CLIENT_IP_HEADER: z.string().default("cf-connecting-ip"),
+  PLATFORM_SMTP_HOST: z.string().min(1).optional(),
+  PLATFORM_SMTP_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  PLATFORM_SMTP_SECURE_TRANSPORT: secureTransport.default("starttls"),
+  PLATFORM_SMTP_USERNAME: z.string().min(1).optional(),
+  PLATFORM_SMTP_PASSWORD: z.string().min(1).optional(),
+  PLATFORM_SMTP_FROM_EMAIL: z.email().optional(),
+  SMTP_HELO_NAME: z.string().regex(/^[A-Za-z0-9.-]+$/, "Expected a host name").default(
+    "localhost",
+  ),
+  ALLOW_PRIVATE_DESTINATIONS: boolean.default(false),
+  SUBMISSION_ENCRYPTION_KEY: z.string().refine(
+    (v) => decodesTo32Bytes(v),
+    "Expected 32 bytes in base64",
+  ).optional(),
+  DELIVERY_CONCURRENCY: positiveInt.max(1024).default(32),
+  /** Seconds between sweeps for due jobs and expired leases. */
+  SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(15),
+  /** Milliseconds a claimed job is held before another worker may take it over. */
+  DELIVERY_LEASE_MS: positiveInt.default(120_000),
+  /** Comma-separated retry delays in seconds; the contract's schedule by default. */
+  RETRY_SCHEDULE_SECONDS: z.string().regex(/^\d+(\.\d+)?(,\d+(\.\d+)?)*$/).default(
+    "5,300,1800,7200,18000,36000,36000",
+  ),
+  HTTP_TIMEOUT_MS: positiveInt.default(15_000),
+  SMTP_TIMEOUT_MS: positiveInt.default(60_000),
+  RATE_LIMIT_MAX: positiveInt.default(60),
+  RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(600),
+  AUTO_DISABLE_AFTER_FAILURES: z.coerce.number().int().min(0).default(10),
+  LOG_LEVEL: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
+  /** Set by Deno Deploy; its KV is the platform default there. */
+  DENO_DEPLOYMENT_ID: z.string().optional(),
+});
+
+function decodesTo32Bytes(value: string): boolean {
+  try {
+    return Uint8Array.fromBase64(value).length === 32;
+  } catch {
+    return false;
+  }
+}
+
+/** The platform relay for Variant B SMTP destinations. */
+export interface PlatformSmtp {
+  host: string;
+  port: number;
+  secureTransport: "off" | "starttls" | "on";
+  username: string;
+  password: string;
+  fromEmail: string;
+}
+
+/** The parsed configuration. */
+export interface Config {
+  port: number;
+  /** A file path, ":memory:", a KV Connect URL, or undefined for the platform default. */
+  kvPath: string | undefined;
+  ingestContentTypes: "any" | "json";
+  captchaVerifyUrl: string;
+  /** Header carrying the client IP; null when disabled. */
+  clientIpHeader: string | null;
+  platformSmtp: PlatformSmtp | null;
+  smtpHeloName: string;
+  allowPrivateDestinations: boolean;
+  /** 32-byte key, base64; null = generate or load beside the local KV file. */
+  submissionEncryptionKey: string | null;
+  deliveryConcurrency: number;
+  sweepIntervalMs: number;
+  leaseMs: number;
+  retryScheduleMs: number[];
+  httpTimeoutMs: number;
+  smtpTimeoutMs: number;
+  rateLimit: { max: number; windowMs: number };
+  autoDisableAfterFailures: number;
+  logLevel: "debug" | "info" | "warn" | "error" | "silent";
+}
+
+/** Start-up failure naming the variable at fault. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+const PLATFORM_VARS = [
+  "PLATFORM_SMTP_HOST",
+  "PLATFORM_SMTP_PORT",
+  "PLATFORM_SMTP_USERNAME",
+  "PLATFORM_SMTP_PASSWORD",
+  "PLATFORM_SMTP_FROM_EMAIL",
+] as const;
+
+/** Parses the environment once; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = String(issue.path[0]);
+    throw new ConfigError(`Invalid ${name}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  const givenPlatform = PLATFORM_VARS.filter((name) => e[name] !== undefined);
+  if (givenPlatform.length > 0 && givenPlatform.length < PLATFORM_VARS.length) {
+    const missing = PLATFORM_VARS.find((name) => e[name] === undefined);
+    throw new ConfigError(`Invalid ${missing}: required when any PLATFORM_SMTP_* is set`);
+  }
+  const isDeploy = e.DENO_DEPLOYMENT_ID !== undefined;
+  return {
+    port: e.PORT,
+    kvPath: e.KV_PATH ?? (isDeploy ? undefined : "data/formrelay.kv"),
+    ingestContentTypes: e.INGEST_CONTENT_TYPES,
+    captchaVerifyUrl: e.CAPTCHA_VERIFY_URL,
+    clientIpHeader: e.CLIENT_IP_HEADER.trim() === "" ? null : e.CLIENT_IP_HEADER.toLowerCase(),
+    platformSmtp: givenPlatform.length === 0 ? null : {
+      host: e.PLATFORM_SMTP_HOST!,
+      port: e.PLATFORM_SMTP_PORT!,
+      secureTransport: e.PLATFORM_SMTP_SECURE_TRANSPORT,
+      username: e.PLATFORM_SMTP_USERNAME!,
+      password: e.PLATFORM_SMTP_PASSWORD!,
+      fromEmail: e.PLATFORM_SMTP_FROM_EMAIL!,
+    },
+    smtpHeloName: e.SMTP_HELO_NAME,
+    allowPrivateDestinations: e.ALLOW_PRIVATE_DESTINATIONS,
+    submissionEncryptionKey: e.SUBMISSION_ENCRYPTION_KEY ?? null,
+    deliveryConcurrency: e.DELIVERY_CONCURRENCY,
+    sweepIntervalMs: e.SWEEP_INTERVAL_SECONDS * 1000,
+    leaseMs: e.DELIVERY_LEASE_MS,
+    retryScheduleMs: e.RETRY_SCHEDULE_SECONDS.split(",").map((s) => Number(s) * 1000),
+    httpTimeoutMs: e.HTTP_TIMEOUT_MS,
+    smtpTimeoutMs: e.SMTP_TIMEOUT_MS,
+    rateLimit: { max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000 },
+    autoDisableAfterFailures: e.AUTO_DISABLE_AFTER_FAILURES,
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+/** Config for tests: defaults plus overrides, with an in-memory KV and private targets allowed. */
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return {
+    ...loadConfig({ KV_PATH: ":memory:", ALLOW_PRIVATE_DESTINATIONS: "true", LOG_LEVEL: "silent" }),
+    ...overrides,
+  };
+}

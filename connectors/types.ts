@@ -1,0 +1,51 @@
+import type { z } from "zod";
+import type { SubmissionEnvelope } from "../delivery/envelope.ts";
+
+/** One attempt to hand a submission to one destination. */
+export interface DeliveryRequest<C> {
+  envelope: SubmissionEnvelope;
+  config: C;
+  /** Stable id of this (submission, destination) pair: the idempotency key across retries. */
+  deliveryId: string;
+  destinationId: string;
+  signal: AbortSignal;
+}
+
+/** What a successful attempt reports. */
+export interface DeliveryReceipt {
+  statusCode?: number;
+  /** Short human-readable note, e.g. rejected SMTP recipients. Never payload. */
+  detail?: string;
+}
+
+/** A failed attempt; `permanent` failures are not retried. */
+export class DeliveryError extends Error {
+  readonly permanent: boolean;
+  readonly statusCode?: number;
+  /** Server-requested wait before the next attempt (HTTP Retry-After). */
+  readonly retryAfterMs?: number;
+
+  constructor(
+    message: string,
+    options: { permanent: boolean; statusCode?: number; retryAfterMs?: number; cause?: unknown },
+  ) {
+    super(message, { cause: options.cause });
+    this.name = "DeliveryError";
+    this.permanent = options.permanent;
+    this.statusCode = options.statusCode;
+    this.retryAfterMs = options.retryAfterMs;
+  }
+}
+
+/** A destination type: how its config is validated, shown and delivered to. */
+export interface Connector<C = unknown> {
+  /** zod schema of the config as the admin API accepts it (defaults applied). */
+  configSchema: z.ZodType<C>;
+  /** The config with secret values replaced by "********", for list and PATCH answers. */
+  redact(config: C): C;
+  /** Delivers one envelope; resolves on success, throws DeliveryError on failure. */
+  deliver(request: DeliveryRequest<C>): Promise<DeliveryReceipt>;
+}
+
+/** Secret values in admin answers other than the one that stored them. */
+export const REDACTED = "********";
