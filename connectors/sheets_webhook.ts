@@ -1,4 +1,12 @@
 import { z } from "zod";
+import {
+  discardBody,
+  type HttpConnectorDeps,
+  jsonRequestHeaders,
+  settleResponse,
+  startAttempt,
+} from "./http.ts";
+import { type Connector, REDACTED } from "./types.ts";
 
 /** Spreadsheet script web app destination config (spec 2.3). */
 export const sheetsWebhookConfigSchema = z.strictObject({
@@ -8,3 +16,66 @@ export const sheetsWebhookConfigSchema = z.strictObject({
 });
 
 export type SheetsWebhookConfig = z.infer<typeof sheetsWebhookConfigSchema>;
+
+/** Redirect hops a delivery follows before it fails. */
+export const MAX_REDIRECTS = 5;
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+
+/**
+ * The spreadsheet script web app connector: the envelope as JSON with
+ * `config.method`, `Authorization` from `authHeader`, and redirects followed the
+ * way a script web app needs (its POST answers 302 to a URL fetched with GET).
+ * Every hop's host is checked; success is a final 2xx.
+ */
+export function createSheetsWebhookConnector(
+  deps: HttpConnectorDeps,
+): Connector<SheetsWebhookConfig> {
+  return {
+    configSchema: sheetsWebhookConfigSchema,
+    redact(config) {
+      return config.authHeader === undefined ? config : { ...config, authHeader: REDACTED };
+    },
+    async deliver({ envelope, config, signal }) {
+      const send = startAttempt(deps, signal);
+      const headers = jsonRequestHeaders();
+      if (config.authHeader !== undefined) headers.set("authorization", config.authHeader);
+      let url = new URL(config.url);
+      let method: string = config.method;
+      let body: string | undefined = JSON.stringify(envelope);
+      for (let hop = 0;; hop++) {
+        const response = await send(url, { method, headers, body });
+        if (!REDIRECT_STATUSES.has(response.status)) return await settleResponse(url, response);
+        if (hop === MAX_REDIRECTS) {
+          return await settleResponse(url, response, `more than ${MAX_REDIRECTS} redirects`);
+        }
+        const next = redirectTarget(url, response.headers.get("location"));
+        if (typeof next === "string") return await settleResponse(url, response, next);
+        await discardBody(response);
+        // Credentials stay with the origin they were configured for (as fetch does).
+        if (next.origin !== url.origin) headers.delete("authorization");
+        if (response.status <= 303) {
+          method = "GET";
+          body = undefined;
+          headers.delete("content-type");
+        }
+        url = next;
+      }
+    },
+  };
+}
+
+/** The URL a redirect leads to, or why it cannot be followed. */
+function redirectTarget(from: URL, location: string | null): URL | string {
+  if (location === null) return "no Location header";
+  let target: URL;
+  try {
+    target = new URL(location, from);
+  } catch {
+    return "invalid Location header";
+  }
+  if (target.protocol !== "http:" && target.protocol !== "https:") {
+    return `redirect to a "${target.protocol}" URL`;
+  }
+  return target;
+}

@@ -1,4 +1,11 @@
 import { z } from "zod";
+import {
+  type HttpConnectorDeps,
+  jsonRequestHeaders,
+  settleResponse,
+  startAttempt,
+} from "./http.ts";
+import { type Connector, REDACTED } from "./types.ts";
 
 /** Standard Webhooks signing secret: `whsec_` + base64 of at least 24 bytes. */
 const webhookSecret = z.string().refine((value) => {
@@ -22,3 +29,60 @@ export const webhookConfigSchema = z.strictObject({
 });
 
 export type WebhookConfig = z.infer<typeof webhookConfigSchema>;
+
+/**
+ * The webhook connector: the envelope as JSON with `config.method` and
+ * `config.headers`, a `webhook-id` that is stable across retries and, with a
+ * secret, Standard Webhooks `webhook-timestamp` and `webhook-signature`.
+ * Redirects are failures (Standard Webhooks).
+ */
+export function createWebhookConnector(deps: HttpConnectorDeps): Connector<WebhookConfig> {
+  return {
+    configSchema: webhookConfigSchema,
+    redact(config) {
+      const headers = Object.fromEntries(
+        Object.keys(config.headers).map((name) => [name, REDACTED]),
+      );
+      const redacted: WebhookConfig = { ...config, headers };
+      if (config.secret !== undefined) redacted.secret = REDACTED;
+      return redacted;
+    },
+    async deliver({ envelope, config, deliveryId, signal }) {
+      const url = new URL(config.url);
+      const body = JSON.stringify(envelope);
+      const headers = jsonRequestHeaders(config.headers);
+      headers.set("webhook-id", deliveryId);
+      if (config.secret !== undefined) {
+        const timestamp = Math.floor(Date.now() / 1000).toString();
+        headers.set("webhook-timestamp", timestamp);
+        const signature = await sign(config.secret, `${deliveryId}.${timestamp}.${body}`);
+        headers.set("webhook-signature", signature);
+      }
+      const send = startAttempt(deps, signal);
+      const response = await send(url, { method: config.method, headers, body });
+      const redirected = response.status >= 300 && response.status < 400;
+      return await settleResponse(
+        url,
+        response,
+        redirected ? "redirects are not followed" : undefined,
+      );
+    },
+  };
+}
+
+/**
+ * A Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 of `<id>.<timestamp>.<body>`,
+ * keyed with the base64-decoded part of the secret after `whsec_`.
+ */
+async function sign(secret: string, content: string): Promise<string> {
+  const key = await crypto.subtle.importKey(
+    "raw",
+    Uint8Array.fromBase64(secret.slice("whsec_".length)),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const data = new TextEncoder().encode(content);
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, data));
+  return `v1,${mac.toBase64()}`;
+}

@@ -1,0 +1,140 @@
+/**
+ * HTTP plumbing shared by the webhook and spreadsheet connectors: the attempt
+ * time-out, the address check before every request, status classification,
+ * Retry-After and error text that never shows a query string, userinfo or payload.
+ *
+ * @module
+ */
+import { VERSION } from "../version.ts";
+import { DeliveryError, type DeliveryReceipt } from "./types.ts";
+
+/** `User-Agent` of every delivery request. */
+export const USER_AGENT = `formrelay/${VERSION}`;
+
+/** What an HTTP connector needs from its surroundings. */
+export interface HttpConnectorDeps {
+  /** Time-out of one delivery attempt, redirects included, in milliseconds. */
+  timeoutMs: number;
+  /** Throws a DeliveryError when a host may not be a destination (see outbound_guard.ts). */
+  checkHost: (hostname: string) => Promise<void>;
+}
+
+/** One request of an attempt; redirects are never followed by `fetch` itself. */
+export interface HttpRequestInit {
+  method: string;
+  headers: Headers;
+  body?: string;
+}
+
+/** Sends one request of an attempt: checks the host, then fetches under the attempt's signal. */
+export type SendRequest = (url: URL, init: HttpRequestInit) => Promise<Response>;
+
+/** The URL as error text shows it: scheme, host, port and path; no userinfo, query or fragment. */
+export function displayUrl(url: URL): string {
+  return `${url.protocol}//${url.host}${url.pathname}`;
+}
+
+/** Request headers for a JSON delivery: `extra` first, then Content-Type and User-Agent. */
+export function jsonRequestHeaders(extra: Record<string, string> = {}): Headers {
+  const headers = new Headers(extra);
+  headers.set("content-type", "application/json");
+  headers.set("user-agent", USER_AGENT);
+  return headers;
+}
+
+/**
+ * Starts one delivery attempt: its requests share one time-out (`deps.timeoutMs`)
+ * combined with the caller's signal, and each one's host is checked first.
+ *
+ * @returns a function sending one request; it throws a transient DeliveryError on
+ *   network errors, the time-out and cancellation
+ */
+export function startAttempt(deps: HttpConnectorDeps, signal: AbortSignal): SendRequest {
+  const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(deps.timeoutMs)]);
+  return async (url, init) => {
+    try {
+      await deps.checkHost(url.hostname);
+    } catch (error) {
+      if (error instanceof DeliveryError) throw error;
+      throw new DeliveryError(`Cannot deliver to "${displayUrl(url)}": cannot check the address`, {
+        permanent: false,
+        cause: error,
+      });
+    }
+    try {
+      attemptSignal.throwIfAborted();
+      return await fetch(url, { ...init, redirect: "manual", signal: attemptSignal });
+    } catch (error) {
+      const reason = attemptSignal.aborted
+        ? abortReason(attemptSignal, deps.timeoutMs)
+        : networkReason(error);
+      // The raw error is not kept as cause: its text carries the full URL.
+      throw new DeliveryError(`Cannot deliver to "${displayUrl(url)}": ${reason}`, {
+        permanent: false,
+      });
+    }
+  };
+}
+
+/**
+ * Ends an attempt with its final answer: the body is cancelled, a 2xx is a receipt,
+ * anything else a DeliveryError (408, 429 and 5xx transient with Retry-After, others permanent).
+ *
+ * @param detail a note appended to the failure text, e.g. why a redirect was not followed
+ */
+export async function settleResponse(
+  url: URL,
+  response: Response,
+  detail?: string,
+): Promise<DeliveryReceipt> {
+  await discardBody(response);
+  const status = response.status;
+  if (status >= 200 && status < 300) return { statusCode: status };
+  const transient = status === 408 || status === 429 || status >= 500;
+  const statusLine = `${status} ${response.statusText}`.trim();
+  const note = detail === undefined ? "" : ` (${detail})`;
+  throw new DeliveryError(`Cannot deliver to "${displayUrl(url)}": ${statusLine}${note}`, {
+    permanent: !transient,
+    statusCode: status,
+    retryAfterMs: transient ? parseRetryAfter(response.headers.get("retry-after")) : undefined,
+  });
+}
+
+/** Releases a response body that is not read. */
+export async function discardBody(response: Response): Promise<void> {
+  await response.body?.cancel().catch(() => {});
+}
+
+/**
+ * Reads a Retry-After value: delay-seconds or an HTTP-date.
+ *
+ * @returns milliseconds to wait (0 for a date in the past), or undefined when absent or invalid
+ */
+export function parseRetryAfter(
+  value: string | null,
+  now: number = Date.now(),
+): number | undefined {
+  if (value === null) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  if (!/^[A-Za-z]{3,9}, /.test(text) && !/^[A-Za-z]{3} [A-Za-z]{3} /.test(text)) return undefined;
+  const date = Date.parse(text.endsWith("GMT") ? text : `${text} GMT`);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+function abortReason(signal: AbortSignal, timeoutMs: number): string {
+  const reason = signal.reason;
+  if (reason instanceof DOMException && reason.name === "TimeoutError") {
+    return `no answer within ${timeoutMs} ms`;
+  }
+  return "the attempt was cancelled";
+}
+
+/** The network error's own text, without the URL Deno puts into it. */
+function networkReason(error: unknown): string {
+  const inner = error instanceof Error && error.cause instanceof Error ? error.cause : error;
+  const text = inner instanceof Error ? inner.message : String(inner);
+  return text
+    .replace(/^error sending request for url \([^)]*\):\s*/, "")
+    .replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, "<url>") || "network error";
+}
