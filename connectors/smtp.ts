@@ -1,4 +1,9 @@
 import { z } from "zod";
+import type { PlatformSmtp } from "../config.ts";
+import { buildMessage } from "./smtp/message.ts";
+import { type SendResult, SmtpConnection, SmtpError, type SmtpRelay } from "./smtp/client.ts";
+import { SmtpPool } from "./smtp/pool.ts";
+import { type Connector, DeliveryError, type DeliveryReceipt, REDACTED } from "./types.ts";
 
 const email = z.email();
 const recipients = z.array(email).min(1);
@@ -53,4 +58,183 @@ export function smtpConfigSchema(platformConfigured: boolean): z.ZodType<SmtpCon
     }
     return result.data;
   }) as unknown as z.ZodType<SmtpConfig>;
+}
+
+/** What {@linkcode createSmtpConnector} needs from the deployment. */
+export interface SmtpConnectorDeps {
+  /** The platform relay for Variant B configs; null when not configured. */
+  platform: PlatformSmtp | null;
+  /** The name sent with EHLO (SMTP_HELO_NAME). */
+  heloName: string;
+  /** Time-out of one whole conversation (SMTP_TIMEOUT_MS); also caps each wait. */
+  timeoutMs: number;
+  /** Extra trusted CA certificates (PEM) for TLS. */
+  caCerts?: string[];
+  /** Outbound-address guard: throws DeliveryError for a relay host that is not allowed. */
+  checkHost?: (hostname: string) => Promise<void>;
+  /** How long an idle session to a relay is kept for the next message; 0 disables reuse. */
+  idleMs?: number;
+}
+
+/** Connect time-out at most; the conversation time-out applies when smaller. */
+const CONNECT_MS = 15_000;
+/** Greeting and per-command time-outs at most. */
+const COMMAND_MS = 30_000;
+const DEFAULT_IDLE_MS = 3_000;
+const MAX_IDLE_PER_RELAY = 8;
+
+/**
+ * The SMTP connector: builds the message for the config's variant and sends it
+ * over raw TCP. `close()` ends the idle sessions it keeps for reuse.
+ */
+export function createSmtpConnector(
+  deps: SmtpConnectorDeps,
+): Connector<SmtpConfig> & { close(): void } {
+  const pool = new SmtpPool({
+    idleMs: deps.idleMs ?? DEFAULT_IDLE_MS,
+    maxIdlePerKey: MAX_IDLE_PER_RELAY,
+  });
+  const timeouts = {
+    connectMs: Math.min(deps.timeoutMs, CONNECT_MS),
+    greetingMs: Math.min(deps.timeoutMs, COMMAND_MS),
+    commandMs: Math.min(deps.timeoutMs, COMMAND_MS),
+  };
+
+  return {
+    configSchema: smtpConfigSchema(deps.platform !== null),
+
+    redact(config) {
+      return isRelayConfig(config) ? { ...config, password: REDACTED } : { ...config };
+    },
+
+    async deliver({ envelope, config, destinationId, signal }): Promise<DeliveryReceipt> {
+      const deadline = Date.now() + deps.timeoutMs;
+      const route = resolveRoute(config, deps.platform);
+      const target = `"${printable(route.relay.host)}:${route.relay.port}"`;
+      const message = await buildMessage(envelope, {
+        layout: route.layout,
+        from: route.from,
+        to: route.to,
+        subjectTemplate: route.subjectTemplate,
+        destinationId,
+      });
+      const key = JSON.stringify([
+        route.relay.host.toLowerCase(),
+        route.relay.port,
+        route.relay.secureTransport,
+        route.relay.username,
+        route.relay.password,
+      ]);
+
+      let connection = pool.take(key);
+      let result: SendResult | undefined;
+      try {
+        if (connection) {
+          connection.use({ deadline, signal });
+          try {
+            result = await connection.send(message, { reset: true });
+          } catch (error) {
+            // A stale idle session: nothing was sent, so a fresh one may try again.
+            if (!(error instanceof SmtpError && error.beforeTransaction) || signal.aborted) {
+              throw error;
+            }
+            connection.close();
+            connection = undefined;
+          }
+        }
+        if (!connection) {
+          if (deps.checkHost) await deps.checkHost(route.relay.host);
+          connection = await SmtpConnection.open(route.relay, {
+            heloName: deps.heloName,
+            timeouts,
+            caCerts: deps.caCerts,
+            deadline,
+            signal,
+          });
+          result = await connection.send(message);
+        }
+      } catch (error) {
+        if (connection) await connection.quit();
+        throw toDeliveryError(error, target);
+      }
+      if (!pool.put(key, connection)) await connection.quit();
+      const receipt: DeliveryReceipt = { statusCode: 250 };
+      if (result!.rejected.length > 0) {
+        receipt.detail = "Rejected recipients: " + result!.rejected
+          .map((r) => `${r.address} (${r.reply.code})`)
+          .join(", ");
+      }
+      return receipt;
+    },
+
+    close() {
+      pool.close();
+    },
+  };
+}
+
+interface Route {
+  relay: SmtpRelay;
+  layout: "plain" | "alternative";
+  from: string;
+  to: string[];
+  subjectTemplate: string;
+}
+
+/** Variant A sends through the destination's relay, Variant B through the platform's. */
+function resolveRoute(config: SmtpConfig, platform: PlatformSmtp | null): Route {
+  if (isRelayConfig(config)) {
+    const parsed = smtpRelayConfigSchema.safeParse(config);
+    if (!parsed.success) {
+      throw new DeliveryError("Cannot deliver by SMTP: the destination config is invalid", {
+        permanent: true,
+      });
+    }
+    const c = parsed.data;
+    return {
+      relay: c,
+      layout: "plain",
+      from: c.from,
+      to: c.to,
+      subjectTemplate: c.subjectTemplate,
+    };
+  }
+  const parsed = smtpPlatformConfigSchema.safeParse(config);
+  if (!parsed.success) {
+    throw new DeliveryError("Cannot deliver by SMTP: the destination config is invalid", {
+      permanent: true,
+    });
+  }
+  if (platform === null) {
+    throw new DeliveryError(
+      "Cannot deliver by SMTP: the platform relay is not configured on this deployment",
+      { permanent: true },
+    );
+  }
+  return {
+    relay: platform,
+    layout: "alternative",
+    from: platform.fromEmail,
+    to: parsed.data.to,
+    subjectTemplate: parsed.data.subjectTemplate,
+  };
+}
+
+function toDeliveryError(error: unknown, target: string): DeliveryError {
+  if (error instanceof DeliveryError) return error;
+  if (error instanceof SmtpError) {
+    return new DeliveryError(`Cannot deliver to ${target}: ${error.message}`, {
+      permanent: error.permanent,
+      statusCode: error.replyCode,
+      cause: error,
+    });
+  }
+  return new DeliveryError(`Cannot deliver to ${target}: unexpected error`, {
+    permanent: false,
+    cause: error,
+  });
+}
+
+function printable(value: string): string {
+  return value.replace(/[\x00-\x1f\x7f"]+/g, "?");
 }

@@ -1,0 +1,590 @@
+/**
+ * A minimal SMTP submission client over raw TCP (spec 6.4-6.6): greeting, EHLO,
+ * STARTTLS, EHLO again, AUTH LOGIN, then MAIL FROM / RCPT TO / DATA for as many
+ * messages as the caller sends on the connection, and QUIT.
+ *
+ * Every wait is bounded twice: by its own time-out (connect, greeting, command)
+ * and by the deadline of the caller's conversation. A time-out or an abort closes
+ * the socket, which ends any pending read or write.
+ *
+ * @module
+ */
+
+/** Where and how to connect and log in. */
+export interface SmtpRelay {
+  host: string;
+  port: number;
+  /** `on`: TLS from the first byte; `starttls`: upgrade required; `off`: plaintext. */
+  secureTransport: "off" | "starttls" | "on";
+  username: string;
+  password: string;
+}
+
+/** Limits for the waits of one conversation, in milliseconds. */
+export interface SmtpTimeouts {
+  connectMs: number;
+  greetingMs: number;
+  /** Each command's reply, the reply after the final dot included. */
+  commandMs: number;
+}
+
+/** Options of {@linkcode SmtpConnection.open}. */
+export interface SmtpOpenOptions {
+  /** The name sent with EHLO. */
+  heloName: string;
+  timeouts: SmtpTimeouts;
+  /** Extra trusted CA certificates (PEM) for TLS. */
+  caCerts?: string[];
+  /** The conversation ends with a time-out error at this time (epoch ms). */
+  deadline: number;
+  signal?: AbortSignal;
+}
+
+/** The per-use context of a pooled connection. */
+export interface SmtpUseOptions {
+  deadline: number;
+  signal?: AbortSignal;
+}
+
+/** One server reply: its code and its text lines (code and separator removed). */
+export interface SmtpReply {
+  code: number;
+  lines: string[];
+}
+
+/** A recipient the server refused, with its reply. */
+export interface RejectedRecipient {
+  address: string;
+  reply: SmtpReply;
+}
+
+/** What {@linkcode SmtpConnection.send} reports for a message the server took. */
+export interface SendResult {
+  accepted: string[];
+  rejected: RejectedRecipient[];
+  /** The reply to the final dot. */
+  reply: SmtpReply;
+}
+
+/** A message as the client sends it. */
+export interface OutgoingMail {
+  from: string;
+  recipients: string[];
+  /** The message with CRLF line endings; dot-stuffed by the client. */
+  data: string;
+}
+
+/** Why a conversation failed. */
+export type SmtpErrorKind = "reply" | "timeout" | "network" | "protocol" | "aborted" | "policy";
+
+/** A failed conversation; `permanent` failures should not be retried. */
+export class SmtpError extends Error {
+  readonly kind: SmtpErrorKind;
+  readonly permanent: boolean;
+  /** The SMTP reply code, when a reply caused the failure. */
+  readonly replyCode?: number;
+  /** True when no transaction had started: retrying on a new connection is safe. */
+  readonly beforeTransaction: boolean;
+
+  constructor(
+    message: string,
+    options: {
+      kind: SmtpErrorKind;
+      permanent: boolean;
+      replyCode?: number;
+      beforeTransaction?: boolean;
+      cause?: unknown;
+    },
+  ) {
+    super(message, { cause: options.cause });
+    this.name = "SmtpError";
+    this.kind = options.kind;
+    this.permanent = options.permanent;
+    this.replyCode = options.replyCode;
+    this.beforeTransaction = options.beforeTransaction ?? false;
+  }
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+/** Longest reply accepted, all lines together. */
+const MAX_REPLY_BYTES = 64 * 1024;
+const READ_CHUNK = 16 * 1024;
+/** How long QUIT waits for its 221 before the socket is closed anyway. */
+const QUIT_WAIT_MS = 1000;
+
+/** An open, authenticated SMTP session. */
+export class SmtpConnection {
+  #conn: Deno.Conn;
+  #buffer = new Uint8Array(0);
+  #timeouts: SmtpTimeouts;
+  #capabilities = new Map<string, string>();
+  #deadline = Infinity;
+  #signal: AbortSignal | undefined;
+  #onAbort = () =>
+    this.#fail(new SmtpError("delivery aborted", { kind: "aborted", permanent: false }));
+  #failure: SmtpError | null = null;
+  #closed = false;
+  #stage = "the greeting";
+
+  private constructor(conn: Deno.Conn, timeouts: SmtpTimeouts) {
+    this.#conn = conn;
+    this.#timeouts = timeouts;
+  }
+
+  /**
+   * Connects, reads the greeting, says EHLO, upgrades with STARTTLS when the mode
+   * asks for it, and logs in with AUTH LOGIN. Throws {@linkcode SmtpError}; the
+   * socket is closed on failure.
+   */
+  static async open(relay: SmtpRelay, options: SmtpOpenOptions): Promise<SmtpConnection> {
+    const { timeouts, signal } = options;
+    const connectMs = Math.min(timeouts.connectMs, options.deadline - Date.now());
+    const conn = await connectWithin(relay, options.caCerts, connectMs, signal);
+    const connection = new SmtpConnection(conn, timeouts);
+    try {
+      connection.use({ deadline: options.deadline, signal });
+      if (relay.secureTransport === "on") {
+        connection.#stage = "the TLS handshake";
+        const tls = conn as Deno.TlsConn;
+        await connection.#bounded(
+          timeouts.greetingMs,
+          () => tls.handshake(),
+          "TLS handshake failed",
+        );
+      }
+      await connection.#handshake(relay, options);
+      return connection;
+    } catch (error) {
+      connection.close();
+      throw error;
+    }
+  }
+
+  /** Keywords of the last EHLO reply (upper case) and their parameters. */
+  get capabilities(): ReadonlyMap<string, string> {
+    return this.#capabilities;
+  }
+
+  /** True once the socket is closed. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Binds the connection to one conversation's deadline and abort signal. */
+  use(options: SmtpUseOptions): void {
+    this.release();
+    this.#deadline = options.deadline;
+    this.#signal = options.signal;
+    if (options.signal?.aborted) this.#onAbort();
+    options.signal?.addEventListener("abort", this.#onAbort, { once: true });
+  }
+
+  /** Unbinds the conversation set by {@linkcode use}. */
+  release(): void {
+    this.#signal?.removeEventListener("abort", this.#onAbort);
+    this.#signal = undefined;
+    this.#deadline = Infinity;
+  }
+
+  /**
+   * Sends one message: MAIL FROM, one RCPT TO per recipient (pipelined when the
+   * server offers PIPELINING), DATA, the dot-stuffed message and the final dot.
+   * With `reset`, RSET goes first (a reused connection). Recipients the server
+   * refuses are reported; the message goes to the others. Throws when all are
+   * refused or any other step fails.
+   */
+  async send(mail: OutgoingMail, options: { reset?: boolean } = {}): Promise<SendResult> {
+    const data = encodeData(mail.data);
+    const size = this.#capabilities.has("SIZE") ? ` SIZE=${data.length}` : "";
+    const commands = [
+      ...(options.reset ? ["RSET"] : []),
+      `MAIL FROM:<${mail.from}>${size}`,
+      ...mail.recipients.map((address) => `RCPT TO:<${address}>`),
+    ];
+    const replies = await this.#batch(commands, options.reset === true);
+    if (options.reset) {
+      const rset = replies.shift()!;
+      if (rset.code !== 250) {
+        throw replyError("RSET refused", rset, { beforeTransaction: true });
+      }
+    }
+    const mailReply = replies.shift()!;
+    if (mailReply.code !== 250) throw replyError("sender rejected", mailReply);
+    const accepted: string[] = [];
+    const rejected: RejectedRecipient[] = [];
+    mail.recipients.forEach((address, i) => {
+      const reply = replies[i];
+      if (reply.code === 250 || reply.code === 251) accepted.push(address);
+      else rejected.push({ address, reply });
+    });
+    if (accepted.length === 0) {
+      const transient = rejected.find((r) => r.reply.code >= 400 && r.reply.code < 500);
+      const first = transient ?? rejected[0];
+      throw new SmtpError(`all recipients rejected: ${describeRejected(rejected)}`, {
+        kind: "reply",
+        permanent: transient === undefined,
+        replyCode: first.reply.code,
+      });
+    }
+    const dataReply = await this.command("DATA", "the reply to DATA");
+    if (dataReply.code !== 354) throw replyError("DATA refused", dataReply);
+    this.#stage = "the reply to the message";
+    await this.#write(data);
+    const final = await this.#readReply(this.#timeouts.commandMs);
+    if (final.code !== 250) throw replyError("message rejected", final);
+    return { accepted, rejected, reply: final };
+  }
+
+  /** Writes one command and reads its reply. */
+  async command(line: string, stage = `the reply to ${line.split(" ")[0]}`): Promise<SmtpReply> {
+    this.#stage = stage;
+    await this.#write(encoder.encode(line + "\r\n"));
+    return await this.#readReply(this.#timeouts.commandMs);
+  }
+
+  /** Says QUIT, waits briefly for the 221, and closes the socket. Never throws. */
+  async quit(): Promise<void> {
+    if (this.#closed) return;
+    try {
+      this.#deadline = Math.min(this.#deadline, Date.now() + QUIT_WAIT_MS);
+      await this.command("QUIT");
+    } catch {
+      // The session is over either way.
+    } finally {
+      this.close();
+    }
+  }
+
+  /** Writes QUIT without waiting for the answer, then closes. For idle connections. */
+  async quitQuietly(): Promise<void> {
+    if (this.#closed) return;
+    try {
+      this.#deadline = Date.now() + QUIT_WAIT_MS;
+      await this.#write(encoder.encode("QUIT\r\n"));
+    } catch {
+      // Closing anyway.
+    } finally {
+      this.close();
+    }
+  }
+
+  /** Closes the socket at once; pending reads and writes end. */
+  close(): void {
+    this.release();
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#conn.close();
+    } catch {
+      // Already closed.
+    }
+  }
+
+  async #handshake(relay: SmtpRelay, options: SmtpOpenOptions): Promise<void> {
+    this.#stage = "the greeting";
+    const greeting = await this.#readReply(this.#timeouts.greetingMs);
+    if (greeting.code !== 220) throw replyError("greeting refused", greeting);
+    await this.#ehlo(options.heloName);
+    if (relay.secureTransport === "starttls") {
+      if (!this.#capabilities.has("STARTTLS")) {
+        throw new SmtpError("server does not offer STARTTLS", { kind: "policy", permanent: true });
+      }
+      const reply = await this.command("STARTTLS");
+      if (reply.code !== 220) throw replyError("STARTTLS refused", reply);
+      await this.#upgrade(relay.host, options.caCerts);
+      // Capabilities before TLS are not to be trusted (RFC 3207 4.2).
+      await this.#ehlo(options.heloName);
+    }
+    await this.#authLogin(relay.username, relay.password);
+  }
+
+  async #ehlo(heloName: string): Promise<void> {
+    const reply = await this.command(`EHLO ${heloName}`, "the reply to EHLO");
+    if (reply.code !== 250) throw replyError("EHLO rejected", reply);
+    this.#capabilities = parseCapabilities(reply);
+  }
+
+  async #authLogin(username: string, password: string): Promise<void> {
+    let reply = await this.command("AUTH LOGIN", "the reply to AUTH LOGIN");
+    if (reply.code === 334) {
+      reply = await this.command(base64(username), "the reply to the AUTH LOGIN username");
+      if (reply.code === 334) {
+        reply = await this.command(base64(password), "the reply to the AUTH LOGIN password");
+      }
+    }
+    if (reply.code !== 235) throw replyError("authentication failed", reply);
+  }
+
+  /** STARTTLS: nothing may be pending or buffered on the plaintext socket. */
+  async #upgrade(hostname: string, caCerts: string[] | undefined): Promise<void> {
+    // Bytes the server sent after its 220 are discarded, never read as TLS-protected.
+    this.#buffer = new Uint8Array(0);
+    this.#stage = "the TLS handshake";
+    let tls: Deno.TlsConn;
+    try {
+      tls = await Deno.startTls(this.#conn as Deno.TcpConn, { hostname, caCerts });
+    } catch (error) {
+      throw this.#failure ?? networkError("TLS upgrade failed", error);
+    }
+    this.#conn = tls;
+    await this.#bounded(this.#timeouts.commandMs, async () => {
+      await tls.handshake();
+    }, "TLS handshake failed");
+  }
+
+  /** Sends commands in one write when the server offers PIPELINING, else one by one. */
+  async #batch(commands: string[], firstIsReset: boolean): Promise<SmtpReply[]> {
+    const stage = (line: string) => `the reply to ${line.split(/[ :]/)[0]}`;
+    const replies: SmtpReply[] = [];
+    const guard = async (i: number, step: () => Promise<void>) => {
+      try {
+        await step();
+      } catch (error) {
+        if (firstIsReset && i === 0 && error instanceof SmtpError && error.kind !== "aborted") {
+          throw new SmtpError(error.message, {
+            kind: error.kind,
+            permanent: error.permanent,
+            replyCode: error.replyCode,
+            beforeTransaction: true,
+            cause: error,
+          });
+        }
+        throw error;
+      }
+    };
+    if (this.#capabilities.has("PIPELINING")) {
+      this.#stage = stage(commands[0]);
+      await guard(0, () => this.#write(encoder.encode(commands.join("\r\n") + "\r\n")));
+      for (let i = 0; i < commands.length; i++) {
+        this.#stage = stage(commands[i]);
+        await guard(i, async () => {
+          replies.push(await this.#readReply(this.#timeouts.commandMs));
+        });
+      }
+      return replies;
+    }
+    for (let i = 0; i < commands.length; i++) {
+      await guard(i, async () => {
+        replies.push(await this.command(commands[i], stage(commands[i])));
+      });
+      const isMail = commands[i].startsWith("MAIL ");
+      if (isMail && replies[i].code !== 250) {
+        // Without a sender there is no point in asking about recipients.
+        while (replies.length < commands.length) replies.push(replies[i]);
+        break;
+      }
+    }
+    return replies;
+  }
+
+  async #readReply(limitMs: number): Promise<SmtpReply> {
+    const lines: string[] = [];
+    let code = 0;
+    let total = 0;
+    for (;;) {
+      const line = await this.#readLine(limitMs);
+      total += line.length + 2;
+      const match = /^(\d{3})([ -]?)(.*)$/.exec(line);
+      if (match === null || total > MAX_REPLY_BYTES) {
+        throw new SmtpError(`unexpected answer while waiting for ${this.#stage}`, {
+          kind: "protocol",
+          permanent: false,
+        });
+      }
+      const lineCode = Number(match[1]);
+      if (lines.length > 0 && lineCode !== code) {
+        throw new SmtpError(`inconsistent reply codes while waiting for ${this.#stage}`, {
+          kind: "protocol",
+          permanent: false,
+        });
+      }
+      code = lineCode;
+      lines.push(match[3]);
+      if (match[2] !== "-") return { code, lines };
+    }
+  }
+
+  async #readLine(limitMs: number): Promise<string> {
+    for (;;) {
+      const end = this.#buffer.indexOf(10);
+      if (end >= 0) {
+        const stop = end > 0 && this.#buffer[end - 1] === 13 ? end - 1 : end;
+        const line = decoder.decode(this.#buffer.subarray(0, stop));
+        this.#buffer = this.#buffer.subarray(end + 1);
+        return line;
+      }
+      if (this.#buffer.length > MAX_REPLY_BYTES) {
+        throw new SmtpError(`overlong reply while waiting for ${this.#stage}`, {
+          kind: "protocol",
+          permanent: false,
+        });
+      }
+      const chunk = new Uint8Array(READ_CHUNK);
+      const n = await this.#bounded(limitMs, () => this.#conn.read(chunk), "connection failed");
+      if (n === null) {
+        throw new SmtpError(`connection closed by the server while waiting for ${this.#stage}`, {
+          kind: "network",
+          permanent: false,
+        });
+      }
+      const merged = new Uint8Array(this.#buffer.length + n);
+      merged.set(this.#buffer);
+      merged.set(chunk.subarray(0, n), this.#buffer.length);
+      this.#buffer = merged;
+    }
+  }
+
+  async #write(bytes: Uint8Array): Promise<void> {
+    let offset = 0;
+    while (offset < bytes.length) {
+      offset += await this.#bounded(
+        this.#timeouts.commandMs,
+        () => this.#conn.write(bytes.subarray(offset)),
+        "connection failed",
+      );
+    }
+  }
+
+  /**
+   * Runs one socket operation under the smaller of `limitMs` and the time left
+   * to the deadline; on expiry the socket is closed, which ends the operation.
+   */
+  async #bounded<T>(limitMs: number, op: () => Promise<T>, networkText: string): Promise<T> {
+    if (this.#failure) throw this.#failure;
+    if (this.#closed) {
+      throw new SmtpError("connection already closed", { kind: "network", permanent: false });
+    }
+    const left = this.#deadline - Date.now();
+    const waitMs = Math.min(limitMs, left);
+    const overall = left <= limitMs;
+    const timeoutError = () =>
+      new SmtpError(
+        overall
+          ? `conversation time-out exceeded while waiting for ${this.#stage}`
+          : `timed out after ${limitMs} ms waiting for ${this.#stage}`,
+        { kind: "timeout", permanent: false },
+      );
+    if (waitMs <= 0) {
+      this.#fail(timeoutError());
+      throw this.#failure!;
+    }
+    const timer = setTimeout(() => this.#fail(timeoutError()), waitMs);
+    try {
+      return await op();
+    } catch (error) {
+      throw this.#failure ?? networkError(networkText, error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  #fail(error: SmtpError): void {
+    this.#failure ??= error;
+    this.close();
+  }
+}
+
+/** Connects (TLS from the first byte in `on` mode) within `limitMs`. */
+async function connectWithin(
+  relay: SmtpRelay,
+  caCerts: string[] | undefined,
+  limitMs: number,
+  signal: AbortSignal | undefined,
+): Promise<Deno.Conn> {
+  if (signal?.aborted) {
+    throw new SmtpError("delivery aborted", { kind: "aborted", permanent: false });
+  }
+  if (limitMs <= 0) {
+    throw new SmtpError("conversation time-out exceeded before connecting", {
+      kind: "timeout",
+      permanent: false,
+    });
+  }
+  const { host: hostname, port } = relay;
+  const pending = relay.secureTransport === "on"
+    ? Deno.connectTls({ hostname, port, caCerts })
+    : Deno.connect({ hostname, port, transport: "tcp" });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let onAbort: (() => void) | undefined;
+  const stop = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(
+        new SmtpError(`timed out after ${limitMs} ms connecting`, {
+          kind: "timeout",
+          permanent: false,
+        }),
+      );
+    }, limitMs);
+    onAbort = () =>
+      reject(new SmtpError("delivery aborted", { kind: "aborted", permanent: false }));
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([
+      pending.catch((error) => {
+        throw networkError("connection failed", error);
+      }),
+      stop,
+    ]);
+  } catch (error) {
+    // A connection that completes after the time-out is closed straight away.
+    pending.then((conn) => conn.close(), () => {});
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+/** Dot-stuffs the message (RFC 5321 4.5.2), ends it with CRLF and adds the final dot. */
+export function encodeData(data: string): Uint8Array {
+  let text = data.replace(/\r\n|\r|\n/g, "\r\n");
+  if (!text.endsWith("\r\n")) text += "\r\n";
+  text = text.replace(/(^|\r\n)\./g, "$1..");
+  return encoder.encode(text + ".\r\n");
+}
+
+/** EHLO keywords (upper case) mapped to their parameters; the first line is the greeting. */
+export function parseCapabilities(reply: SmtpReply): Map<string, string> {
+  const capabilities = new Map<string, string>();
+  for (const line of reply.lines.slice(1)) {
+    const [keyword, ...params] = line.trim().split(/[\s=]+/);
+    if (keyword) capabilities.set(keyword.toUpperCase(), params.join(" "));
+  }
+  return capabilities;
+}
+
+function base64(text: string): string {
+  return encoder.encode(text).toBase64();
+}
+
+/** The reply text as it may appear in an error: one line, no control characters, short. */
+export function replyText(reply: SmtpReply): string {
+  const text = reply.lines.join(" ").replace(/[\x00-\x1f\x7f]+/g, " ").replace(/\s+/g, " ").trim();
+  return text.length > 200 ? text.slice(0, 200) + "…" : text;
+}
+
+function replyError(
+  what: string,
+  reply: SmtpReply,
+  options: { beforeTransaction?: boolean } = {},
+): SmtpError {
+  const text = replyText(reply);
+  const permanent = reply.code >= 500;
+  return new SmtpError(`${reply.code} ${what}${text ? `: ${text}` : ""}`, {
+    kind: "reply",
+    permanent,
+    replyCode: reply.code,
+    beforeTransaction: options.beforeTransaction,
+  });
+}
+
+function describeRejected(rejected: RejectedRecipient[]): string {
+  return rejected.map((r) => `${r.address} (${r.reply.code})`).join(", ");
+}
+
+function networkError(what: string, error: unknown): SmtpError {
+  const detail = error instanceof Error ? error.message : String(error);
+  return new SmtpError(`${what}: ${detail}`, { kind: "network", permanent: false, cause: error });
+}

@@ -1,0 +1,298 @@
+/**
+ * The MIME builder for SMTP deliveries (spec 2.5): RFC 5322 headers, RFC 2047
+ * encoded-words, RFC 2045 quoted-printable bodies, CRLF line endings throughout.
+ *
+ * Every line it produces is 7-bit ASCII and at most 998 octets long; header values
+ * cannot carry a line break, so no input can add a header. Dot-stuffing is the SMTP
+ * client's job.
+ *
+ * @module
+ */
+import { z } from "zod";
+import type { SubmissionEnvelope } from "../../delivery/envelope.ts";
+
+/** A message ready for the SMTP client: the envelope addresses and the content. */
+export interface MailMessage {
+  /** Envelope sender (MAIL FROM). */
+  from: string;
+  /** Envelope recipients (one RCPT TO each). */
+  recipients: string[];
+  /** The RFC 5322 message with CRLF line endings, not dot-stuffed. */
+  data: string;
+  /** The Message-ID header value, angle brackets included. */
+  messageId: string;
+}
+
+/** What a message is built from. */
+export interface BuildMessageOptions {
+  /**
+   * `plain`: Variant A, text/plain. `alternative`: Variant B, multipart/alternative
+   * with a form-specific From display name, Reply-To and metadata headers.
+   */
+  layout: "plain" | "alternative";
+  /** Sender address: MAIL FROM and the From header's address. */
+  from: string;
+  to: string[];
+  subjectTemplate: string;
+  destinationId: string;
+  /** The Date header's time; now by default. */
+  date?: Date;
+}
+
+const CRLF = "\r\n";
+const encoder = new TextEncoder();
+const emailSchema = z.email();
+const DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+/** Bytes of UTF-8 per encoded-word: 52 base64 characters, 64 with the wrapper. */
+const ENCODED_WORD_BYTES = 39;
+const QP_LINE = 76;
+
+/** Builds the email for one submission to one destination. */
+export async function buildMessage(
+  envelope: SubmissionEnvelope,
+  options: BuildMessageOptions,
+): Promise<MailMessage> {
+  const messageId = await stableMessageId(
+    envelope.submissionId,
+    options.destinationId,
+    domainOf(options.from),
+  );
+  const subject = renderSubject(options.subjectTemplate, envelope);
+  const headers: string[] = [
+    header("Date", formatDate(options.date ?? new Date())),
+    header("Message-ID", messageId),
+  ];
+  let body: string;
+  if (options.layout === "plain") {
+    headers.push(header("From", oneLine(options.from)));
+    headers.push(addressListHeader("To", options.to));
+    headers.push(textHeader("Subject", subject));
+    headers.push(header("MIME-Version", "1.0"));
+    headers.push(header("Content-Type", "text/plain; charset=UTF-8"));
+    headers.push(header("Content-Transfer-Encoding", "quoted-printable"));
+    body = encodeQuotedPrintable(plainText(envelope, null));
+  } else {
+    const replyTo = replyToAddress(envelope.payload);
+    headers.push(header("From", `${encodePhrase(envelope.formName)} <${oneLine(options.from)}>`));
+    headers.push(addressListHeader("To", options.to));
+    if (replyTo !== null) headers.push(header("Reply-To", oneLine(replyTo)));
+    headers.push(textHeader("Subject", subject));
+    headers.push(textHeader("X-Formrelay-Form-Id", envelope.formId));
+    headers.push(textHeader("X-Formrelay-Submission-Id", envelope.submissionId));
+    headers.push(header("MIME-Version", "1.0"));
+    // "=_" cannot occur in quoted-printable text, so the boundary never appears in a part.
+    const boundary = `=_formrelay_${crypto.getRandomValues(new Uint8Array(12)).toHex()}`;
+    headers.push(header("Content-Type", `multipart/alternative; boundary="${boundary}"`));
+    body = [
+      `--${boundary}`,
+      "Content-Type: text/plain; charset=UTF-8",
+      "Content-Transfer-Encoding: quoted-printable",
+      "",
+      encodeQuotedPrintable(plainText(envelope, replyTo)),
+      `--${boundary}`,
+      "Content-Type: text/html; charset=UTF-8",
+      "Content-Transfer-Encoding: quoted-printable",
+      "",
+      encodeQuotedPrintable(htmlText(envelope, replyTo, subject)),
+      `--${boundary}--`,
+    ].join(CRLF);
+  }
+  return {
+    from: options.from,
+    recipients: [...options.to],
+    data: headers.join(CRLF) + CRLF + CRLF + body + CRLF,
+    messageId,
+  };
+}
+
+/** Replaces `{{formName}}` and `{{submissionId}}` (spaces inside the braces allowed). */
+export function renderSubject(template: string, envelope: SubmissionEnvelope): string {
+  return template.replace(
+    /\{\{\s*(formName|submissionId)\s*\}\}/g,
+    (_, name: string) => name === "formName" ? envelope.formName : envelope.submissionId,
+  );
+}
+
+/** The payload's top-level `email` when it is a valid address, else null. */
+export function replyToAddress(payload: unknown): string | null {
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return null;
+  const value = (payload as Record<string, unknown>).email;
+  if (typeof value !== "string") return null;
+  const address = value.trim();
+  if (address.length > 254 || /[\x00-\x20\x7f]/.test(address)) return null;
+  return emailSchema.safeParse(address).success ? address : null;
+}
+
+/** RFC 5322 date-time in UTC with a numeric zone: `Tue, 15 Apr 2025 10:00:00 +0000`. */
+export function formatDate(date: Date): string {
+  const two = (n: number) => String(n).padStart(2, "0");
+  return `${DAYS[date.getUTCDay()]}, ${two(date.getUTCDate())} ${MONTHS[date.getUTCMonth()]} ` +
+    `${date.getUTCFullYear()} ${two(date.getUTCHours())}:${two(date.getUTCMinutes())}:` +
+    `${two(date.getUTCSeconds())} +0000`;
+}
+
+/**
+ * A Message-ID that is the same for every attempt of one submission to one
+ * destination, so receivers can drop duplicates after a retry.
+ */
+export async function stableMessageId(
+  submissionId: string,
+  destinationId: string,
+  domain: string,
+): Promise<string> {
+  const digest = await crypto.subtle.digest(
+    "SHA-256",
+    encoder.encode(`formrelay\n${submissionId}\n${destinationId}`),
+  );
+  return `<${new Uint8Array(digest).subarray(0, 16).toHex()}@${domain}>`;
+}
+
+/**
+ * Quoted-printable (RFC 2045 6.7) of the UTF-8 text; line breaks become CRLF and
+ * long lines get soft breaks, so no encoded line exceeds 76 characters.
+ */
+export function encodeQuotedPrintable(text: string): string {
+  const out: string[] = [];
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    const bytes = encoder.encode(line);
+    let current = "";
+    for (let i = 0; i < bytes.length; i++) {
+      const b = bytes[i];
+      let token: string;
+      if ((b >= 33 && b <= 126 && b !== 61) || ((b === 32 || b === 9) && i < bytes.length - 1)) {
+        token = String.fromCharCode(b);
+      } else {
+        token = "=" + b.toString(16).toUpperCase().padStart(2, "0");
+      }
+      if (current.length + token.length > QP_LINE - 1) {
+        out.push(current + "=");
+        current = "";
+      }
+      current += token;
+    }
+    out.push(current);
+  }
+  return out.join(CRLF);
+}
+
+/**
+ * An unstructured header value (RFC 5322 2.2.1): control characters, CR and LF
+ * included, become spaces; non-ASCII text, text that looks like an encoded-word
+ * and overlong text become RFC 2047 encoded-words on folded lines.
+ */
+export function encodeHeaderText(value: string, nameLength = 0): string {
+  const text = oneLine(value);
+  const plain = /^[\x20-\x7e]*$/.test(text) && !text.includes("=?") &&
+    nameLength + 2 + text.length <= 998;
+  return plain ? text : encodeWords(text);
+}
+
+/** A display name: a quoted-string when ASCII, else encoded-words (RFC 2047 5(3)). */
+export function encodePhrase(value: string): string {
+  const text = oneLine(value);
+  if (/^[\x20-\x7e]*$/.test(text) && !text.includes("=?") && text.length <= 900) {
+    return `"${text.replace(/[\\"]/g, (c) => "\\" + c)}"`;
+  }
+  return encodeWords(text);
+}
+
+/** `=?UTF-8?B?...?=` words of whole characters, folded one per line. */
+function encodeWords(text: string): string {
+  const words: string[] = [];
+  let chunk: number[] = [];
+  for (const char of text) {
+    const bytes = encoder.encode(char);
+    if (chunk.length + bytes.length > ENCODED_WORD_BYTES) {
+      words.push(`=?UTF-8?B?${new Uint8Array(chunk).toBase64()}?=`);
+      chunk = [];
+    }
+    chunk.push(...bytes);
+  }
+  if (chunk.length > 0 || words.length === 0) {
+    words.push(`=?UTF-8?B?${new Uint8Array(chunk).toBase64()}?=`);
+  }
+  return words.join(CRLF + " ");
+}
+
+/** A header whose value the caller has already made safe (folding CRLFs kept). */
+function header(name: string, value: string): string {
+  return `${name}: ${value}`;
+}
+
+function textHeader(name: string, value: string): string {
+  return `${name}: ${encodeHeaderText(value, name.length)}`;
+}
+
+function addressListHeader(name: string, addresses: string[]): string {
+  return `${name}: ${addresses.map(oneLine).join("," + CRLF + " ")}`;
+}
+
+/** One line of text: CR, LF and other control characters become spaces. */
+function oneLine(value: string): string {
+  return value.replace(/[\x00-\x1f\x7f\u2028\u2029]+/g, " ");
+}
+
+function domainOf(address: string): string {
+  const domain = address.slice(address.lastIndexOf("@") + 1);
+  return /^[A-Za-z0-9.-]+$/.test(domain) ? domain : "formrelay.invalid";
+}
+
+function labelledLines(
+  envelope: SubmissionEnvelope,
+  replyTo: string | null,
+): [string, string][] {
+  const lines: [string, string][] = [
+    ["Form", envelope.formName],
+    ["Submission ID", envelope.submissionId],
+    ["Submitted At", envelope.metadata.submittedAt],
+  ];
+  if (replyTo !== null) lines.push(["Reply-To", replyTo]);
+  lines.push(["Origin", envelope.metadata.origin ?? "(none)"]);
+  lines.push(["IP", envelope.metadata.ip ?? "(none)"]);
+  return lines.map(([label, value]) => [label, oneLine(value)]);
+}
+
+function payloadJson(payload: unknown): string {
+  return JSON.stringify(payload ?? null, null, 2);
+}
+
+function plainText(envelope: SubmissionEnvelope, replyTo: string | null): string {
+  const lines = labelledLines(envelope, replyTo).map(([label, value]) => `${label}: ${value}`);
+  return [...lines, "Payload:", payloadJson(envelope.payload)].join("\n") + "\n";
+}
+
+function htmlText(envelope: SubmissionEnvelope, replyTo: string | null, subject: string): string {
+  const rows = labelledLines(envelope, replyTo).map(([label, value]) =>
+    `<tr><th align="left" valign="top">${escapeHtml(label)}</th><td>${escapeHtml(value)}</td></tr>`
+  );
+  return [
+    "<!DOCTYPE html>",
+    '<html><head><meta charset="utf-8">',
+    `<title>${escapeHtml(oneLine(subject))}</title></head>`,
+    '<body style="font-family: sans-serif">',
+    "<table>",
+    ...rows,
+    "</table>",
+    "<p><strong>Payload</strong></p>",
+    `<pre>${escapeHtml(payloadJson(envelope.payload))}</pre>`,
+    "</body></html>",
+  ].join("\n") + "\n";
+}
+
+/** Escapes the five HTML-significant characters. */
+export function escapeHtml(value: string): string {
+  return value.replace(
+    /[&<>"']/g,
+    (c) =>
+      c === "&"
+        ? "&amp;"
+        : c === "<"
+        ? "&lt;"
+        : c === ">"
+        ? "&gt;"
+        : c === '"'
+        ? "&quot;"
+        : "&#39;",
+  );
+}
