@@ -1,0 +1,62 @@
+import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { describeError } from "./log.ts";
+import { tenantAuth } from "./routes/auth.ts";
+import { destinationRoutes } from "./routes/destinations.ts";
+import type { AdminEnv, AppDeps } from "./routes/env.ts";
+import { formRoutes } from "./routes/forms.ts";
+import { ingestRoutes } from "./routes/ingest.ts";
+import { ApiError, errorBody } from "./routes/http.ts";
+import { keyRoutes } from "./routes/keys.ts";
+
+/** The HTTP application: health, admin API and ingestion, with one error handler. */
+export function createApp(deps: AppDeps): Hono {
+  const { db, logger } = deps;
+  const app = new Hono();
+
+  app.use(async (c, next) => {
+    const started = performance.now();
+    await next();
+    logger.info("request", {
+      method: c.req.method,
+      path: c.req.path.length > 200 ? c.req.path.slice(0, 200) + "…" : c.req.path,
+      status: c.res.status,
+      ms: Math.round((performance.now() - started) * 10) / 10,
+    });
+  });
+
+  app.get("/healthz", async (c) => {
+    try {
+      await db.kv.get(["health"]);
+      return c.json({ ok: true });
+    } catch (error) {
+      logger.error("health check failed", { error: describeError(error) });
+      return c.json(errorBody("KV is not answering"), 503);
+    }
+  });
+
+  const admin = new Hono<AdminEnv>();
+  admin.use(tenantAuth(db));
+  admin.route("/", keyRoutes(deps));
+  admin.route("/", formRoutes(deps));
+  admin.route("/", destinationRoutes(deps));
+  app.route("/v1/admin", admin);
+  app.route("/v1/f", ingestRoutes(deps));
+
+  app.notFound((c) => c.json(errorBody("Not found"), 404));
+  app.onError((error, c) => {
+    if (error instanceof ApiError) {
+      return c.json(errorBody(error.message, error.details), error.status);
+    }
+    if (error instanceof HTTPException) {
+      return c.json(errorBody(error.message || "Bad request"), error.status);
+    }
+    logger.error("unhandled error", {
+      method: c.req.method,
+      path: c.req.path,
+      error: describeError(error),
+    });
+    return c.json(errorBody("Internal error"), 500);
+  });
+  return app;
+}

@@ -1,0 +1,30 @@
+import type { Config } from "../config.ts";
+import type { DestinationType } from "../store/destinations.ts";
+import { checkDestinationHost } from "./outbound_guard.ts";
+import { createSheetsWebhookConnector } from "./sheets_webhook.ts";
+import { createSmtpConnector } from "./smtp.ts";
+import type { Connector } from "./types.ts";
+import { createWebhookConnector } from "./webhook.ts";
+
+/** The connectors of every destination type, closable as a whole. */
+export type Connectors = Record<DestinationType, Connector> & { close(): void };
+
+/** Builds every connector from the configuration. */
+export function createConnectors(config: Config, options: { caCerts?: string[] } = {}): Connectors {
+  const checkHost = (hostname: string) =>
+    checkDestinationHost(hostname, { allowPrivate: config.allowPrivateDestinations });
+  const http = { timeoutMs: config.httpTimeoutMs, checkHost };
+  const smtp = createSmtpConnector({
+    platform: config.platformSmtp,
+    heloName: config.smtpHeloName,
+    timeoutMs: config.smtpTimeoutMs,
+    caCerts: options.caCerts,
+    checkHost,
+  });
+  return {
+    webhook: createWebhookConnector(http) as Connector,
+    sheets_webhook: createSheetsWebhookConnector(http) as Connector,
+    smtp: smtp as Connector,
+    close: () => smtp.close(),
+  };
+}

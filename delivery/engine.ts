@@ -1,0 +1,282 @@
+import type { Config } from "../config.ts";
+import { type Connector, DeliveryError } from "../connectors/types.ts";
+import { describeError, type Logger } from "../log.ts";
+import type { Db } from "../store/db.ts";
+import {
+  destinationKey,
+  type DestinationRecord,
+  type DestinationType,
+} from "../store/destinations.ts";
+import {
+  type ClaimedJob,
+  claimJob,
+  finishJob,
+  type JobRecord,
+  type JobRef,
+  listDueJobs,
+  outcomeOf,
+  readSealedEnvelope,
+  rescheduleJob,
+} from "../store/jobs.ts";
+import { openJson } from "../store/sealing.ts";
+import { isWakeMessage, type WakeMessage } from "../store/submissions.ts";
+import { openEnvelope } from "./envelope.ts";
+import { nextRetryDelay } from "./retry.ts";
+
+/** What the engine needs. */
+export interface EngineDeps {
+  db: Db;
+  connectors: Record<DestinationType, Connector>;
+  config: Pick<
+    Config,
+    "deliveryConcurrency" | "leaseMs" | "retryScheduleMs" | "sweepIntervalMs"
+  >;
+  logger: Logger;
+  /** Whether the KV offers queues (local KV does; KV Connect and Deno Deploy do not). */
+  queues: boolean;
+  now?: () => number;
+  /** Called after every final outcome (auto-disable and tests hook in here). */
+  onFinal?: (job: JobRecord, status: "delivered" | "failed") => void | Promise<void>;
+}
+
+/** The delivery engine of one process. */
+export interface DeliveryEngine {
+  /** Wakes jobs in this process (after acceptance, from the queue, from the sweep). */
+  wake(refs: JobRef[]): void;
+  /** Dispatches every due job and expired lease; returns how many were found. */
+  sweep(): Promise<number>;
+  /**
+   * Stops sweeping and waits for deliveries under way, which are aborted and put back
+   * as due. The queue listener ends when the KV is closed: await `listening` after that.
+   */
+  close(): Promise<void>;
+  /** Settles once the queue listener has stopped (after kv.close()). */
+  listening: Promise<void>;
+}
+
+const SWEEP_BATCH = 5000;
+const refKey = (ref: JobRef) => `${ref.submissionId}/${ref.destinationId}`;
+
+/**
+ * Runs delivery jobs: claims each with a versionstamp check, delivers through the
+ * destination type's connector under a bounded concurrency, then records the outcome
+ * (delivered, failed, or retry at a time) in one commit. Queue messages and the sweep
+ * only wake jobs; the job in KV is the truth, so a lost or duplicate wake-up does no harm.
+ */
+export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
+  const { db, connectors, config, logger } = deps;
+  const now = deps.now ?? Date.now;
+  const waiting: JobRef[] = [];
+  const known = new Set<string>();
+  const timers = new Set<ReturnType<typeof setTimeout>>();
+  const closing = new AbortController();
+  let active = 0;
+  let closed = false;
+  let idle: PromiseWithResolvers<void> | null = null;
+
+  function wake(refs: JobRef[]) {
+    if (closed) return;
+    for (const ref of refs) {
+      const key = refKey(ref);
+      if (known.has(key)) continue;
+      known.add(key);
+      waiting.push(ref);
+    }
+    pump();
+  }
+
+  function pump() {
+    while (!closed && active < config.deliveryConcurrency && waiting.length > 0) {
+      const ref = waiting.shift()!;
+      active++;
+      run(ref)
+        .catch((error) =>
+          logger.error("delivery run failed", { ...ref, error: describeError(error) })
+        )
+        .finally(() => {
+          active--;
+          known.delete(refKey(ref));
+          if (active === 0 && idle) idle.resolve();
+          pump();
+        });
+    }
+  }
+
+  async function run(ref: JobRef) {
+    const claimed = await claimJob(db, ref, { now: now(), leaseMs: config.leaseMs });
+    if (claimed === null) return;
+    const { job } = claimed;
+    const started = performance.now();
+    try {
+      const receipt = await attempt(job);
+      await finish(claimed, "delivered", {
+        statusCode: receipt.statusCode,
+        detail: receipt.detail,
+      });
+    } catch (error) {
+      if (closed) {
+        // Shutting down is not the destination's fault: hand the job back at once.
+        const back = {
+          ...job,
+          state: "pending" as const,
+          dueAt: now(),
+          attempts: job.attempts - 1,
+        };
+        await rescheduleJob(db, claimed, back, { wakeUp: null });
+        return;
+      }
+      const failure = error instanceof DeliveryError ? error : new DeliveryError(
+        `Delivery failed: ${describeError(error)}`,
+        { permanent: false, cause: error },
+      );
+      await fail(claimed, failure);
+    } finally {
+      logger.info("delivery attempt", {
+        submissionId: job.submissionId,
+        destinationId: job.destinationId,
+        type: job.type,
+        attempt: job.attempts,
+        ms: Math.round(performance.now() - started),
+      });
+    }
+  }
+
+  async function attempt(job: JobRecord) {
+    const destination = (await db.kv.get<DestinationRecord>(
+      destinationKey(job.formId, job.destinationId),
+    )).value;
+    if (destination === null) {
+      throw new DeliveryError("Destination was deleted before delivery", { permanent: true });
+    }
+    if (!destination.isEnabled) {
+      throw new DeliveryError("Destination was disabled before delivery", { permanent: true });
+    }
+    const sealed = await readSealedEnvelope(db, job.submissionId, job.chunks);
+    if (sealed === null) {
+      throw new DeliveryError("Submission data expired before delivery", { permanent: true });
+    }
+    const envelope = await openEnvelope(db.sealer, job.submissionId, sealed);
+    const connector = connectors[destination.type];
+    const stored = await openJson(
+      db.sealer,
+      destination.sealedConfig,
+      `destination:${destination.id}`,
+    );
+    const parsed = connector.configSchema.safeParse(stored);
+    if (!parsed.success) {
+      throw new DeliveryError("Destination config is no longer valid", { permanent: true });
+    }
+    return await connector.deliver({
+      envelope,
+      config: parsed.data,
+      deliveryId: `${job.submissionId}.${job.destinationId}`,
+      destinationId: job.destinationId,
+      signal: closing.signal,
+    });
+  }
+
+  async function finish(
+    claimed: ClaimedJob,
+    status: "delivered" | "failed",
+    result: { statusCode?: number; detail?: string; error?: string },
+  ) {
+    const job: JobRecord = {
+      ...claimed.job,
+      lastError: result.error ?? null,
+      lastStatusCode: result.statusCode ?? null,
+      updatedAt: now(),
+    };
+    if (!await finishJob(db, claimed, outcomeOf(job, status, result.detail ?? null))) {
+      logger.warn("delivery lease lost", {
+        submissionId: job.submissionId,
+        destinationId: job.destinationId,
+      });
+      return;
+    }
+    logger.info(`delivery ${status}`, {
+      submissionId: job.submissionId,
+      destinationId: job.destinationId,
+      type: job.type,
+      attempts: job.attempts,
+      statusCode: job.lastStatusCode,
+      error: job.lastError,
+    });
+    await deps.onFinal?.(job, status);
+  }
+
+  async function fail(claimed: ClaimedJob, failure: DeliveryError) {
+    const { job } = claimed;
+    const delay = failure.permanent ? null : nextRetryDelay(job.attempts, {
+      scheduleMs: config.retryScheduleMs,
+      retryAfterMs: failure.retryAfterMs,
+    });
+    if (delay === null) {
+      const error = failure.permanent
+        ? failure.message
+        : `Retries exhausted after ${job.attempts} attempts: ${failure.message}`;
+      await finish(claimed, "failed", { statusCode: failure.statusCode, error });
+      return;
+    }
+    const next: JobRecord = {
+      ...job,
+      state: "pending",
+      dueAt: now() + delay,
+      lastError: failure.message,
+      lastStatusCode: failure.statusCode ?? null,
+      updatedAt: now(),
+    };
+    const ref = { submissionId: job.submissionId, destinationId: job.destinationId };
+    const message: WakeMessage = { wake: ref };
+    const ok = await rescheduleJob(db, claimed, next, {
+      wakeUp: deps.queues ? { message, delayMs: delay } : null,
+    });
+    if (!ok) return;
+    logger.info("delivery retry scheduled", {
+      ...ref,
+      attempts: job.attempts,
+      inMs: delay,
+      statusCode: next.lastStatusCode,
+      error: next.lastError,
+    });
+    if (delay < config.sweepIntervalMs) {
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        wake([ref]);
+      }, delay);
+      timers.add(timer);
+    }
+  }
+
+  async function sweep(): Promise<number> {
+    if (closed) return 0;
+    const due = await listDueJobs(db, now(), SWEEP_BATCH);
+    wake(due);
+    return due.length;
+  }
+
+  const listener = deps.queues
+    ? db.kv.listenQueue((message) => {
+      if (isWakeMessage(message)) wake([message.wake]);
+    })
+    : null;
+  const sweeper = setInterval(() => {
+    sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }));
+  }, config.sweepIntervalMs);
+  sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }));
+
+  return {
+    wake,
+    sweep,
+    listening: listener ?? Promise.resolve(),
+    async close() {
+      closed = true;
+      clearInterval(sweeper);
+      for (const timer of timers) clearTimeout(timer);
+      closing.abort(new Error("Delivery engine closed"));
+      if (active > 0) {
+        idle = Promise.withResolvers();
+        await idle.promise;
+      }
+    },
+  };
+}

@@ -1,0 +1,32 @@
+/** Structured JSON log lines. Callers pass ids, statuses and timings: never payloads or secrets. */
+
+const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
+
+/** A log level name. */
+export type LogLevel = keyof typeof LEVELS;
+
+/** Writes one JSON object per line. */
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** A logger writing lines at or above `level` to `write` (console by default). */
+export function createLogger(
+  level: LogLevel,
+  write: (line: string) => void = (line) => console.log(line),
+): Logger {
+  const threshold = LEVELS[level];
+  const emit = (at: Exclude<LogLevel, "silent">) => (msg: string, fields = {}) => {
+    if (LEVELS[at] < threshold) return;
+    write(JSON.stringify({ time: new Date().toISOString(), level: at, msg, ...fields }));
+  };
+  return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
+}
+
+/** The name and message of an error, without its stack (which may quote data). */
+export function describeError(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

@@ -1,0 +1,23 @@
+import type { Config } from "../config.ts";
+import type { Connector } from "../connectors/types.ts";
+import type { DeliveryEngine } from "../delivery/engine.ts";
+import type { Logger } from "../log.ts";
+import type { Db } from "../store/db.ts";
+import type { DestinationType } from "../store/destinations.ts";
+import type { SubmissionWriter } from "../store/submissions.ts";
+
+/** What the routes are built from. */
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  connectors: Record<DestinationType, Connector>;
+  logger: Logger;
+  writer: SubmissionWriter;
+  /** Null where this process only accepts and another one delivers. */
+  engine: DeliveryEngine | null;
+}
+
+/** Hono environment of the admin routes: the caller's organization. */
+export interface AdminEnv {
+  Variables: { orgId: string };
+}

@@ -1,0 +1,110 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import {
+  createForm,
+  deleteForm,
+  type FormRecord,
+  type FormSettings,
+  getForm,
+  listForms,
+  updateForm,
+} from "../store/forms.ts";
+import type { AdminEnv, AppDeps } from "./env.ts";
+import { ApiError, readJsonBody, refuseOtherMethods, validate } from "./http.ts";
+
+const anyHttpUrl = z.url({ protocol: /^https?$/ });
+
+/** Form fields a tenant may set; allowed origins are stored as bare origins. */
+const formFields = {
+  name: z.string().trim().min(1).max(200),
+  allowedOrigins: z.array(anyHttpUrl.transform((url) => new URL(url).origin)).max(100),
+  verifyCaptcha: z.boolean(),
+  captchaSecret: z.string().min(1).max(1000),
+  enabled: z.boolean(),
+  honeypotField: z.string().min(1).max(100).nullable(),
+  redirectUrl: anyHttpUrl.max(2000).nullable(),
+};
+
+const createSchema = z.strictObject(formFields).partial().required({ name: true });
+const patchSchema = z.strictObject(formFields).partial();
+
+const DEFAULTS = {
+  allowedOrigins: [],
+  verifyCaptcha: false,
+  enabled: true,
+  honeypotField: null,
+  redirectUrl: null,
+} satisfies Omit<FormSettings, "name">;
+
+function assertCaptchaSecret(settings: FormSettings, hasStoredSecret: boolean) {
+  if (settings.verifyCaptcha && settings.captchaSecret === undefined && !hasStoredSecret) {
+    throw new ApiError(400, "Validation error", {
+      issues: [{ path: "captchaSecret", message: "Required when verifyCaptcha is true" }],
+    });
+  }
+}
+
+/** A form as the admin API shows it: the captcha secret is write-only. */
+export function formView(form: FormRecord) {
+  return {
+    id: form.id,
+    name: form.name,
+    publicKey: form.publicKey,
+    allowedOrigins: form.allowedOrigins,
+    verifyCaptcha: form.verifyCaptcha,
+    hasCaptchaSecret: form.sealedCaptchaSecret !== null,
+    enabled: form.enabled,
+    honeypotField: form.honeypotField,
+    redirectUrl: form.redirectUrl,
+    createdAt: form.createdAt,
+    updatedAt: form.updatedAt,
+  };
+}
+
+/** Forms CRUD (the contract's admin table). */
+export function formRoutes({ db }: AppDeps) {
+  const router = new Hono<AdminEnv>();
+
+  router.post("/forms", async (c) => {
+    const settings: FormSettings = {
+      ...DEFAULTS,
+      ...validate(createSchema, await readJsonBody(c)),
+    };
+    assertCaptchaSecret(settings, false);
+    const form = await createForm(db, c.get("orgId"), settings);
+    return c.json({ ok: true, form: formView(form) });
+  });
+
+  router.get("/forms", async (c) => {
+    const forms = await listForms(db, c.get("orgId"));
+    return c.json({ ok: true, forms: forms.map(formView) });
+  });
+
+  router.get("/forms/:id", async (c) => {
+    const form = await getForm(db, c.get("orgId"), c.req.param("id"));
+    if (form === null) throw new ApiError(404, "Form not found");
+    return c.json({ ok: true, form: formView(form) });
+  });
+
+  router.patch("/forms/:id", async (c) => {
+    const patch = validate(patchSchema, await readJsonBody(c));
+    const form = await updateForm(db, c.get("orgId"), c.req.param("id"), (current) => {
+      const { sealedCaptchaSecret, ...stored } = current;
+      const settings: FormSettings = { ...stored, captchaSecret: undefined, ...patch };
+      assertCaptchaSecret(settings, sealedCaptchaSecret !== null);
+      return settings;
+    });
+    if (form === null) throw new ApiError(404, "Form not found");
+    return c.json({ ok: true, form: formView(form) });
+  });
+
+  router.delete("/forms/:id", async (c) => {
+    if (!await deleteForm(db, c.get("orgId"), c.req.param("id"))) {
+      throw new ApiError(404, "Form not found");
+    }
+    return c.json({ ok: true });
+  });
+
+  refuseOtherMethods(router, "/forms", "/forms/:id");
+  return router;
+}

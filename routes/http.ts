@@ -1,0 +1,97 @@
+import type { Context, Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { z } from "zod";
+
+/** An error answer with the contract's body `{ ok: false, error, ...details }`. */
+export class ApiError extends HTTPException {
+  readonly details: Record<string, unknown>;
+  constructor(status: ContentfulStatusCode, error: string, details: Record<string, unknown> = {}) {
+    super(status, { message: error });
+    this.details = details;
+  }
+}
+
+/** The JSON error body of the contract. */
+export function errorBody(error: string, details: Record<string, unknown> = {}) {
+  return { ok: false as const, error, ...details };
+}
+
+/** Issue list of `400 Validation error`: dotted paths under an optional prefix. */
+export function validationIssues(error: z.ZodError, prefix: PropertyKey[] = []) {
+  return error.issues.map((issue) => ({
+    path: [...prefix, ...issue.path].map(String).join("."),
+    message: issue.message,
+  }));
+}
+
+/** Parses with a zod schema or throws `400 Validation error` listing each issue. */
+export function validate<T>(schema: z.ZodType<T>, input: unknown, prefix: PropertyKey[] = []): T {
+  const result = schema.safeParse(input);
+  if (!result.success) {
+    throw new ApiError(400, "Validation error", { issues: validationIssues(result.error, prefix) });
+  }
+  return result.data;
+}
+
+/** Admin request bodies: JSON only, at most 64 KB. */
+export const ADMIN_BODY_LIMIT = 64 * 1024;
+
+/** Reads an admin JSON body: 415 for another type, 413 over the limit, 400 for bad JSON. */
+export async function readJsonBody(c: Context): Promise<unknown> {
+  const type = c.req.header("content-type") ?? "";
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
+    throw new ApiError(415, "Unsupported content type: use application/json");
+  }
+  const declared = Number(c.req.header("content-length") ?? "0");
+  if (declared > ADMIN_BODY_LIMIT) throw new ApiError(413, "Payload too large (max 64KB)");
+  const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT);
+  if (bytes === null) throw new ApiError(413, "Payload too large (max 64KB)");
+  try {
+    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch {
+    throw new ApiError(400, "Invalid JSON body");
+  }
+}
+
+/**
+ * Reads a body stream up to `limit` bytes; null as soon as it goes over, without
+ * buffering the rest (the stream is cancelled).
+ */
+export async function readCapped(
+  body: ReadableStream<Uint8Array<ArrayBuffer>> | null,
+  limit: number,
+): Promise<Uint8Array<ArrayBuffer> | null> {
+  if (body === null) return new Uint8Array(0);
+  const chunks: Uint8Array<ArrayBuffer>[] = [];
+  let size = 0;
+  const reader = body.getReader();
+  while (true) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      return null;
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1) return chunks[0];
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return bytes;
+}
+
+/** Answers 405 for every other method on the given paths (register after the real routes). */
+// deno-lint-ignore no-explicit-any
+export function refuseOtherMethods(router: Hono<any>, ...paths: string[]): void {
+  for (const path of paths) {
+    router.all(path, () => {
+      throw new ApiError(405, "Method not allowed");
+    });
+  }
+}

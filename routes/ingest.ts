@@ -1,0 +1,156 @@
+import { type Context, Hono } from "hono";
+import { sealEnvelope, type SubmissionEnvelope } from "../delivery/envelope.ts";
+import { envelopeTtlMs } from "../delivery/retry.ts";
+import type { AppDeps } from "./env.ts";
+import type { Db } from "../store/db.ts";
+import { listDestinationRecords } from "../store/destinations.ts";
+import { type FormRecord, getFormByPublicKey, openCaptchaSecret } from "../store/forms.ts";
+import { verifyCaptcha } from "./captcha.ts";
+import { ApiError, errorBody, readCapped, refuseOtherMethods } from "./http.ts";
+import { bodyKind, parsePayload, unsupportedTypeMessage } from "./ingest_body.ts";
+
+/** Largest accepted submission body: 128 KB (CONTRACT). */
+export const MAX_SUBMISSION_BYTES = 131072;
+
+const PUBLIC_KEY = /^pk_[A-Za-z0-9_-]{16,100}$/;
+
+/** Origin of a URL or Origin header, or null when it is not one. */
+function originOf(value: string | undefined): string | null {
+  if (!value || value === "null") return null;
+  try {
+    return new URL(value).origin;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The allow-origin decision for a request to a form: "*" for an empty allow-list, the
+ * request's origin when it is listed, null (no header, 403 on POST) otherwise.
+ */
+function allowedOrigin(form: FormRecord | null, origin: string | null): string | null {
+  if (form === null || form.allowedOrigins.length === 0) return "*";
+  return origin !== null && form.allowedOrigins.includes(origin) ? origin : null;
+}
+
+function setCorsHeaders(c: Context, allow: string | null) {
+  if (allow === null) return;
+  c.header("Access-Control-Allow-Origin", allow);
+  if (allow !== "*") c.header("Vary", "Origin");
+}
+
+async function lookUpForm(db: Db, publicKey: string): Promise<FormRecord | null> {
+  if (!PUBLIC_KEY.test(publicKey)) return null;
+  const form = await getFormByPublicKey(db, publicKey);
+  return form !== null && form.enabled ? form : null;
+}
+
+/** `POST /v1/f/:publicKey` and its CORS preflight (spec 4.1, CONTRACT "Ingestion"). */
+export function ingestRoutes(deps: AppDeps) {
+  const { config, db, writer, logger } = deps;
+  const ttlMs = envelopeTtlMs(config.retryScheduleMs, config.leaseMs);
+  const router = new Hono<{ Bindings: Partial<Deno.ServeHandlerInfo> }>();
+
+  router.options("/:publicKey", async (c) => {
+    const form = await lookUpForm(db, c.req.param("publicKey"));
+    const allow = allowedOrigin(form, originOf(c.req.header("origin")));
+    setCorsHeaders(c, allow);
+    if (form === null) return c.json(errorBody("Form endpoint not found or disabled"), 404);
+    if (allow === null) return c.json(errorBody("Origin is not allowed for this form"), 403);
+    c.header("Access-Control-Allow-Methods", "POST");
+    c.header("Access-Control-Allow-Headers", "Content-Type, x-captcha-token");
+    c.header("Access-Control-Max-Age", "86400");
+    return c.body(null, 204);
+  });
+
+  router.post("/:publicKey", async (c) => {
+    const contentType = c.req.header("content-type") ?? "";
+    const declaredLength = Number(c.req.header("content-length") ?? "0");
+    const kind = bodyKind(contentType, config.ingestContentTypes);
+    // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
+    const form = await lookUpForm(db, c.req.param("publicKey"));
+    const origin = originOf(c.req.header("origin"));
+    const allow = allowedOrigin(form, origin);
+    setCorsHeaders(c, allow);
+
+    if (declaredLength > MAX_SUBMISSION_BYTES) {
+      throw new ApiError(413, "Payload too large (max 128KB)");
+    }
+    if (kind === null) throw new ApiError(415, unsupportedTypeMessage(config.ingestContentTypes));
+    if (form === null) throw new ApiError(404, "Form endpoint not found or disabled");
+    if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
+    const bytes = await readCapped(c.req.raw.body, MAX_SUBMISSION_BYTES);
+    if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
+    const payload = await parsePayload(kind, bytes, {
+      contentType,
+      variant: config.ingestContentTypes,
+    });
+
+    const ip = clientIp(c, config.clientIpHeader);
+    if (form.verifyCaptcha) {
+      const token = c.req.header("x-captcha-token");
+      if (!token) throw new ApiError(400, "Captcha token is required");
+      const secret = await openCaptchaSecret(db, form);
+      const valid = secret !== null && token.length <= 10_000 &&
+        await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip });
+      if (!valid) throw new ApiError(400, "Invalid captcha token");
+    }
+
+    const submittedAt = Date.now();
+    const envelope: SubmissionEnvelope = {
+      submissionId: crypto.randomUUID(),
+      formId: form.id,
+      formName: form.name,
+      payload,
+      metadata: {
+        origin: c.req.header("origin") ?? null,
+        ip,
+        userAgent: c.req.header("user-agent") ?? null,
+        referer: c.req.header("referer") ?? null,
+        submittedAt: new Date(submittedAt).toISOString(),
+      },
+    };
+    const destinations = (await listDestinationRecords(db, form.id))
+      .filter((d) => d.isEnabled)
+      .map((d) => ({ id: d.id, type: d.type }));
+    if (destinations.length > 0) {
+      try {
+        await writer.write({
+          submissionId: envelope.submissionId,
+          formId: form.id,
+          orgId: form.orgId,
+          sealedEnvelope: await sealEnvelope(db.sealer, envelope),
+          destinations,
+          submittedAt,
+          envelopeTtlMs: ttlMs,
+        });
+      } catch (error) {
+        logger.error("submission not stored", {
+          formId: form.id,
+          submissionId: envelope.submissionId,
+          error: error instanceof Error ? error.message : String(error),
+        });
+        throw new ApiError(503, "Submission could not be stored: try again");
+      }
+      deps.engine?.wake(destinations.map((d) => ({
+        submissionId: envelope.submissionId,
+        destinationId: d.id,
+      })));
+    }
+    return c.json({ ok: true, submissionId: envelope.submissionId }, 202);
+  });
+
+  refuseOtherMethods(router, "/:publicKey");
+  return router;
+}
+
+/** The submitter's IP: the configured edge header, else the connection's address. */
+function clientIp(
+  c: Context<{ Bindings: Partial<Deno.ServeHandlerInfo> }>,
+  header: string | null,
+): string | null {
+  const forwarded = header === null ? undefined : c.req.header(header);
+  if (forwarded) return forwarded.split(",", 1)[0].trim().slice(0, 100) || null;
+  const addr = c.env?.remoteAddr;
+  return addr && "hostname" in addr ? addr.hostname : null;
+}

@@ -1,0 +1,64 @@
+import type { Hono } from "hono";
+import { createApp } from "./app.ts";
+import type { Config } from "./config.ts";
+import { createConnectors } from "./connectors/mod.ts";
+import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
+import { createLogger, type Logger } from "./log.ts";
+import type { Db } from "./store/db.ts";
+import { createSealer, loadSealingKey } from "./store/sealing.ts";
+import { createSubmissionWriter } from "./store/submissions.ts";
+
+/** A running formrelay: its app, store and delivery engine. */
+export interface Service {
+  app: Hono;
+  db: Db;
+  engine: DeliveryEngine | null;
+  logger: Logger;
+  /** Stops delivering, closes connectors and the KV. */
+  close(): Promise<void>;
+}
+
+/** Whether the KV at this path offers queues: KV Connect and the platform KV on Deploy do not. */
+export function kvHasQueues(kvPath: string | undefined): boolean {
+  return kvPath !== undefined && !/^https?:\/\//.test(kvPath);
+}
+
+/** Opens the KV, builds the app and starts delivering. */
+export async function startService(
+  config: Config,
+  options: { deliver?: boolean; logger?: Logger; caCerts?: string[] } = {},
+): Promise<Service> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  if (config.kvPath && config.kvPath !== ":memory:" && !/^https?:\/\//.test(config.kvPath)) {
+    const dir = config.kvPath.includes("/")
+      ? config.kvPath.slice(0, config.kvPath.lastIndexOf("/"))
+      : ".";
+    await Deno.mkdir(dir, { recursive: true });
+  }
+  const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
+  const kv = await Deno.openKv(config.kvPath);
+  const db: Db = { kv, sealer: await createSealer(sealingKey) };
+  const queues = kvHasQueues(config.kvPath);
+  const connectors = createConnectors(config, { caCerts: options.caCerts });
+  const engine = options.deliver === false ? null : startDeliveryEngine({
+    db,
+    connectors,
+    config,
+    logger,
+    queues,
+  });
+  const writer = createSubmissionWriter(db, { queues });
+  const app = createApp({ config, db, connectors, logger, writer, engine });
+  return {
+    app,
+    db,
+    engine,
+    logger,
+    async close() {
+      await engine?.close();
+      connectors.close();
+      kv.close();
+      await engine?.listening;
+    },
+  };
+}

@@ -1,0 +1,156 @@
+import { type Db, retryAtomic } from "./db.ts";
+import { formKey, type FormRecord } from "./forms.ts";
+import { openJson, sealJson } from "./sealing.ts";
+
+/** Destination types (spec 1.7). */
+export type DestinationType = "webhook" | "smtp" | "sheets_webhook";
+
+/** A destination as stored: its whole config sealed, since most configs carry secrets. */
+export interface DestinationRecord {
+  id: string;
+  formId: string;
+  orgId: string;
+  type: DestinationType;
+  sealedConfig: string;
+  isEnabled: boolean;
+  /** Why the service disabled it, when it did (consecutive final failures). */
+  disabledReason: string | null;
+  disabledAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A destination with its config opened. */
+export type Destination = Omit<DestinationRecord, "sealedConfig"> & { config: unknown };
+
+/** Destinations a form may have; keeps every per-submission commit within KV's limits. */
+export const MAX_DESTINATIONS_PER_FORM = 20;
+
+/** Key builder: destinations live under their form. */
+export const destinationKey = (
+  formId: string,
+  destinationId: string,
+): ["destinations", string, string] => ["destinations", formId, destinationId];
+
+const sealContext = (destinationId: string) => `destination:${destinationId}`;
+
+async function openDestination(db: Db, record: DestinationRecord): Promise<Destination> {
+  const { sealedConfig, ...rest } = record;
+  return { ...rest, config: await openJson(db.sealer, sealedConfig, sealContext(record.id)) };
+}
+
+/** Thrown when a form already has MAX_DESTINATIONS_PER_FORM destinations. */
+export class TooManyDestinationsError extends Error {
+  override name = "TooManyDestinationsError";
+}
+
+/** Adds a destination to a form; null when the form is gone. */
+export async function addDestination(
+  db: Db,
+  form: FormRecord,
+  input: { type: DestinationType; config: unknown; isEnabled: boolean },
+): Promise<Destination | null> {
+  const id = crypto.randomUUID();
+  const now = new Date().toISOString();
+  const record: DestinationRecord = {
+    id,
+    formId: form.id,
+    orgId: form.orgId,
+    type: input.type,
+    sealedConfig: await sealJson(db.sealer, input.config, sealContext(id)),
+    isEnabled: input.isEnabled,
+    disabledReason: null,
+    disabledAt: null,
+    createdAt: now,
+    updatedAt: now,
+  };
+  const stored = await retryAtomic(async () => {
+    const formEntry = await db.kv.get<FormRecord>(formKey(form.id));
+    if (formEntry.value === null) return { op: null, result: false };
+    const existing = await listDestinationRecords(db, form.id);
+    if (existing.length >= MAX_DESTINATIONS_PER_FORM) {
+      throw new TooManyDestinationsError(
+        `A form can have at most ${MAX_DESTINATIONS_PER_FORM} destinations`,
+      );
+    }
+    // Checking the form record guards against a concurrent delete of the form.
+    const op = db.kv.atomic().check(formEntry)
+      .check({ key: destinationKey(form.id, id), versionstamp: null })
+      .set(destinationKey(form.id, id), record);
+    return { op, result: true };
+  });
+  if (!stored) return null;
+  const { sealedConfig: _, ...rest } = record;
+  return { ...rest, config: input.config };
+}
+
+/** The stored destination records of a form, configs still sealed (the ingestion path). */
+export async function listDestinationRecords(
+  db: Db,
+  formId: string,
+): Promise<DestinationRecord[]> {
+  const records: DestinationRecord[] = [];
+  for await (const entry of db.kv.list<DestinationRecord>({ prefix: ["destinations", formId] })) {
+    records.push(entry.value);
+  }
+  return records.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+}
+
+/** The destinations of a form with their configs opened. */
+export async function listDestinations(db: Db, formId: string): Promise<Destination[]> {
+  const records = await listDestinationRecords(db, formId);
+  return await Promise.all(records.map((record) => openDestination(db, record)));
+}
+
+/** One destination of a form, or null. */
+export async function getDestination(
+  db: Db,
+  formId: string,
+  destinationId: string,
+): Promise<Destination | null> {
+  const record = (await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId))).value;
+  return record === null ? null : await openDestination(db, record);
+}
+
+/** Changes a destination's config and/or enabled flag; null when not found. */
+export async function updateDestination(
+  db: Db,
+  formId: string,
+  destinationId: string,
+  change: { config?: unknown; isEnabled?: boolean },
+): Promise<Destination | null> {
+  const key = destinationKey(formId, destinationId);
+  const sealedConfig = change.config === undefined
+    ? undefined
+    : await sealJson(db.sealer, change.config, sealContext(destinationId));
+  const record = await retryAtomic(async () => {
+    const entry = await db.kv.get<DestinationRecord>(key);
+    if (entry.value === null) return { op: null, result: null };
+    const updated: DestinationRecord = {
+      ...entry.value,
+      sealedConfig: sealedConfig ?? entry.value.sealedConfig,
+      isEnabled: change.isEnabled ?? entry.value.isEnabled,
+      updatedAt: new Date().toISOString(),
+    };
+    if (change.isEnabled === true) {
+      updated.disabledReason = null;
+      updated.disabledAt = null;
+    }
+    return { op: db.kv.atomic().check(entry).set(key, updated), result: updated };
+  });
+  return record === null ? null : await openDestination(db, record);
+}
+
+/** Deletes a destination; false when not found. */
+export async function deleteDestination(
+  db: Db,
+  formId: string,
+  destinationId: string,
+): Promise<boolean> {
+  const key = destinationKey(formId, destinationId);
+  return await retryAtomic(async () => {
+    const entry = await db.kv.get(key);
+    if (entry.value === null) return { op: null, result: false };
+    return { op: db.kv.atomic().check(entry).delete(key), result: true };
+  });
+}

@@ -1,0 +1,145 @@
+import { type Db, retryAtomic } from "./db.ts";
+import { newKey, openJson, sealJson } from "./sealing.ts";
+
+/** A form as stored; the captcha secret only sealed. */
+export interface FormRecord {
+  id: string;
+  orgId: string;
+  name: string;
+  publicKey: string;
+  allowedOrigins: string[];
+  verifyCaptcha: boolean;
+  sealedCaptchaSecret: string | null;
+  enabled: boolean;
+  honeypotField: string | null;
+  redirectUrl: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** The settings a tenant gives a form. */
+export interface FormSettings {
+  name: string;
+  allowedOrigins: string[];
+  verifyCaptcha: boolean;
+  /** undefined keeps the stored secret. */
+  captchaSecret?: string;
+  enabled: boolean;
+  honeypotField: string | null;
+  redirectUrl: string | null;
+}
+
+/** Key builders. */
+export const formKey = (formId: string): ["forms", string] => ["forms", formId];
+export const formByOrgKey = (orgId: string, formId: string): ["forms_by_org", string, string] => [
+  "forms_by_org",
+  orgId,
+  formId,
+];
+export const formByPublicKeyKey = (publicKey: string): ["forms_by_public_key", string] => [
+  "forms_by_public_key",
+  publicKey,
+];
+
+async function sealCaptchaSecret(db: Db, formId: string, secret: string | undefined) {
+  return secret === undefined ? null : await sealJson(db.sealer, secret, `form:${formId}`);
+}
+
+/** Creates a form with a new public key; record and both indexes in one commit. */
+export async function createForm(
+  db: Db,
+  orgId: string,
+  settings: FormSettings,
+): Promise<FormRecord> {
+  const id = crypto.randomUUID();
+  const now = new Date().toISOString();
+  const { captchaSecret, ...rest } = settings;
+  const form: FormRecord = {
+    ...rest,
+    id,
+    orgId,
+    publicKey: newKey("pk"),
+    sealedCaptchaSecret: await sealCaptchaSecret(db, id, captchaSecret),
+    createdAt: now,
+    updatedAt: now,
+  };
+  const commit = await db.kv.atomic()
+    .check({ key: formKey(id), versionstamp: null })
+    .check({ key: formByPublicKeyKey(form.publicKey), versionstamp: null })
+    .set(formKey(id), form)
+    .set(formByOrgKey(orgId, id), null)
+    .set(formByPublicKeyKey(form.publicKey), id)
+    .commit();
+  if (!commit.ok) throw new Error("Cannot create form: key collision, try again");
+  return form;
+}
+
+/** A form of the given organization, or null (another org's form is not found either). */
+export async function getForm(db: Db, orgId: string, formId: string): Promise<FormRecord | null> {
+  const form = (await db.kv.get<FormRecord>(formKey(formId))).value;
+  return form !== null && form.orgId === orgId ? form : null;
+}
+
+/** The forms of an organization, oldest first. */
+export async function listForms(db: Db, orgId: string): Promise<FormRecord[]> {
+  const ids: string[] = [];
+  for await (const entry of db.kv.list({ prefix: ["forms_by_org", orgId] })) {
+    ids.push(entry.key[2] as string);
+  }
+  const forms: FormRecord[] = [];
+  // getMany takes at most 10 keys.
+  for (let i = 0; i < ids.length; i += 10) {
+    const entries = await db.kv.getMany<FormRecord[]>(ids.slice(i, i + 10).map(formKey));
+    for (const entry of entries) if (entry.value !== null) forms.push(entry.value);
+  }
+  return forms.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+}
+
+/** The form behind a public key, enabled or not. */
+export async function getFormByPublicKey(db: Db, publicKey: string): Promise<FormRecord | null> {
+  const formId = (await db.kv.get<string>(formByPublicKeyKey(publicKey))).value;
+  return formId === null ? null : (await db.kv.get<FormRecord>(formKey(formId))).value;
+}
+
+/** Applies new settings to a form of the organization; null when not found. */
+export async function updateForm(
+  db: Db,
+  orgId: string,
+  formId: string,
+  change: (form: FormRecord) => FormSettings,
+): Promise<FormRecord | null> {
+  return await retryAtomic(async () => {
+    const entry = await db.kv.get<FormRecord>(formKey(formId));
+    if (entry.value === null || entry.value.orgId !== orgId) return { op: null, result: null };
+    const { captchaSecret, ...settings } = change(entry.value);
+    const form: FormRecord = {
+      ...entry.value,
+      ...settings,
+      sealedCaptchaSecret: captchaSecret === undefined
+        ? entry.value.sealedCaptchaSecret
+        : await sealCaptchaSecret(db, formId, captchaSecret),
+      updatedAt: new Date().toISOString(),
+    };
+    return { op: db.kv.atomic().check(entry).set(formKey(formId), form), result: form };
+  });
+}
+
+/** Deletes a form with its indexes and destinations; false when not found. */
+export async function deleteForm(db: Db, orgId: string, formId: string): Promise<boolean> {
+  return await retryAtomic(async () => {
+    const entry = await db.kv.get<FormRecord>(formKey(formId));
+    if (entry.value === null || entry.value.orgId !== orgId) return { op: null, result: false };
+    const op = db.kv.atomic().check(entry)
+      .delete(formKey(formId))
+      .delete(formByOrgKey(orgId, formId))
+      .delete(formByPublicKeyKey(entry.value.publicKey));
+    for await (const dest of db.kv.list({ prefix: ["destinations", formId] })) op.delete(dest.key);
+    return { op, result: true };
+  });
+}
+
+/** The plaintext captcha secret of a form, or null. */
+export async function openCaptchaSecret(db: Db, form: FormRecord): Promise<string | null> {
+  if (form.sealedCaptchaSecret === null) return null;
+  return await openJson<string>(db.sealer, form.sealedCaptchaSecret, `form:${form.id}`);
+}

@@ -1,0 +1,86 @@
+import { type Db, retryAtomic } from "./db.ts";
+import { newKey, sha256Hex } from "./sealing.ts";
+
+/** An organization: the owner of forms and tenant keys. */
+export interface OrgRecord {
+  id: string;
+  name: string;
+  createdAt: string;
+}
+
+/** A tenant key, stored by the SHA-256 of its plaintext. */
+export interface TenantKeyRecord {
+  orgId: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+/** Key builders. */
+export const orgKey = (orgId: string): ["orgs", string] => ["orgs", orgId];
+export const tenantKeyKey = (hash: string): ["tenant_keys", string] => ["tenant_keys", hash];
+export const tenantKeyByOrgKey = (
+  orgId: string,
+  hash: string,
+): ["tenant_keys_by_org", string, string] => ["tenant_keys_by_org", orgId, hash];
+
+/** Creates an organization with its first tenant key; the plaintext key is returned once. */
+export async function createOrg(
+  db: Db,
+  name: string,
+): Promise<{ orgId: string; tenantKey: string }> {
+  const org: OrgRecord = { id: crypto.randomUUID(), name, createdAt: new Date().toISOString() };
+  const tenantKey = newKey("sk");
+  const hash = await sha256Hex(tenantKey);
+  const record: TenantKeyRecord = { orgId: org.id, createdAt: org.createdAt, revokedAt: null };
+  const commit = await db.kv.atomic()
+    .check({ key: orgKey(org.id), versionstamp: null })
+    .check({ key: tenantKeyKey(hash), versionstamp: null })
+    .set(orgKey(org.id), org)
+    .set(tenantKeyKey(hash), record)
+    .set(tenantKeyByOrgKey(org.id, hash), null)
+    .commit();
+  if (!commit.ok) throw new Error("Cannot create organization: key collision, try again");
+  return { orgId: org.id, tenantKey };
+}
+
+/** The org id of an active tenant key, or null when the key is unknown or revoked. */
+export async function authenticateTenantKey(db: Db, tenantKey: string): Promise<string | null> {
+  const entry = await db.kv.get<TenantKeyRecord>(tenantKeyKey(await sha256Hex(tenantKey)));
+  if (entry.value === null || entry.value.revokedAt !== null) return null;
+  return entry.value.orgId;
+}
+
+/**
+ * Revokes every active key of the caller's organization and issues a new one, in one
+ * atomic commit guarded by the caller's key: of concurrent rotations with the same key
+ * exactly one succeeds, the others find the key revoked and get null.
+ */
+export async function rotateTenantKey(db: Db, callerKey: string): Promise<string | null> {
+  const callerHash = await sha256Hex(callerKey);
+  return await retryAtomic(async () => {
+    const caller = await db.kv.get<TenantKeyRecord>(tenantKeyKey(callerHash));
+    if (caller.value === null || caller.value.revokedAt !== null) {
+      return { op: null, result: null };
+    }
+    const orgId = caller.value.orgId;
+    const now = new Date().toISOString();
+    const op = db.kv.atomic();
+    for await (const index of db.kv.list({ prefix: ["tenant_keys_by_org", orgId] })) {
+      const hash = index.key[2] as string;
+      const entry = await db.kv.get<TenantKeyRecord>(tenantKeyKey(hash));
+      // The index holds active keys only, so the checks stay within the atomic limit.
+      op.check(entry).delete(index.key);
+      if (entry.value !== null && entry.value.revokedAt === null) {
+        op.set(tenantKeyKey(hash), { ...entry.value, revokedAt: now });
+      }
+    }
+    const fresh = newKey("sk");
+    const freshHash = await sha256Hex(fresh);
+    const record: TenantKeyRecord = { orgId, createdAt: now, revokedAt: null };
+    op.check(caller)
+      .check({ key: tenantKeyKey(freshHash), versionstamp: null })
+      .set(tenantKeyKey(freshHash), record)
+      .set(tenantKeyByOrgKey(orgId, freshHash), null);
+    return { op, result: fresh };
+  });
+}
