@@ -236,5 +236,6 @@ function toDeliveryError(error: unknown, target: string): DeliveryError {
 }
 
 function printable(value: string): string {
+  // deno-lint-ignore no-control-regex -- control characters are what is removed here
   return value.replace(/[\x00-\x1f\x7f"]+/g, "?");
 }

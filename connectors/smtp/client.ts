@@ -203,12 +203,7 @@ export class SmtpConnection {
       ...mail.recipients.map((address) => `RCPT TO:<${address}>`),
     ];
     const replies = await this.#batch(commands, options.reset === true);
-    if (options.reset) {
-      const rset = replies.shift()!;
-      if (rset.code !== 250) {
-        throw replyError("RSET refused", rset, { beforeTransaction: true });
-      }
-    }
+    if (options.reset) replies.shift();
     const mailReply = replies.shift()!;
     if (mailReply.code !== 250) throw replyError("sender rejected", mailReply);
     const accepted: string[] = [];
@@ -353,6 +348,12 @@ export class SmtpConnection {
         throw error;
       }
     };
+    // A refused RSET (often 421 from a server that dropped an idle session) ends the batch.
+    const checkReset = (i: number) => {
+      if (firstIsReset && i === 0 && replies[0].code !== 250) {
+        throw replyError("RSET refused", replies[0], { beforeTransaction: true });
+      }
+    };
     if (this.#capabilities.has("PIPELINING")) {
       this.#stage = stage(commands[0]);
       await guard(0, () => this.#write(encoder.encode(commands.join("\r\n") + "\r\n")));
@@ -361,6 +362,7 @@ export class SmtpConnection {
         await guard(i, async () => {
           replies.push(await this.#readReply(this.#timeouts.commandMs));
         });
+        checkReset(i);
       }
       return replies;
     }
@@ -368,6 +370,7 @@ export class SmtpConnection {
       await guard(i, async () => {
         replies.push(await this.command(commands[i], stage(commands[i])));
       });
+      checkReset(i);
       const isMail = commands[i].startsWith("MAIL ");
       if (isMail && replies[i].code !== 250) {
         // Without a sender there is no point in asking about recipients.
@@ -561,6 +564,7 @@ function base64(text: string): string {
 
 /** The reply text as it may appear in an error: one line, no control characters, short. */
 export function replyText(reply: SmtpReply): string {
+  // deno-lint-ignore no-control-regex -- control characters are what is removed here
   const text = reply.lines.join(" ").replace(/[\x00-\x1f\x7f]+/g, " ").replace(/\s+/g, " ").trim();
   return text.length > 200 ? text.slice(0, 200) + "…" : text;
 }

@@ -89,19 +89,20 @@ export async function buildMessage(
       "Content-Type: text/plain; charset=UTF-8",
       "Content-Transfer-Encoding: quoted-printable",
       "",
-      encodeQuotedPrintable(plainText(envelope, replyTo)),
+      // The CRLF before a boundary belongs to the boundary (RFC 2046 5.1.1).
+      encodeQuotedPrintable(plainText(envelope, replyTo).replace(/\n$/, "")),
       `--${boundary}`,
       "Content-Type: text/html; charset=UTF-8",
       "Content-Transfer-Encoding: quoted-printable",
       "",
-      encodeQuotedPrintable(htmlText(envelope, replyTo, subject)),
+      encodeQuotedPrintable(htmlText(envelope, replyTo, subject).replace(/\n$/, "")),
       `--${boundary}--`,
     ].join(CRLF);
   }
   return {
     from: options.from,
     recipients: [...options.to],
-    data: headers.join(CRLF) + CRLF + CRLF + body + CRLF,
+    data: headers.join(CRLF) + CRLF + CRLF + body + (body.endsWith(CRLF) ? "" : CRLF),
     messageId,
   };
 }
@@ -120,6 +121,7 @@ export function replyToAddress(payload: unknown): string | null {
   const value = (payload as Record<string, unknown>).email;
   if (typeof value !== "string") return null;
   const address = value.trim();
+  // deno-lint-ignore no-control-regex -- control characters are what is removed here
   if (address.length > 254 || /[\x00-\x20\x7f]/.test(address)) return null;
   return emailSchema.safeParse(address).success ? address : null;
 }
@@ -230,6 +232,7 @@ function addressListHeader(name: string, addresses: string[]): string {
 
 /** One line of text: CR, LF and other control characters become spaces. */
 function oneLine(value: string): string {
+  // deno-lint-ignore no-control-regex -- control characters are what is removed here
   return value.replace(/[\x00-\x1f\x7f\u2028\u2029]+/g, " ");
 }
 

@@ -1,0 +1,211 @@
+/**
+ * A real SMTP server for tests and benchmarks: npm `smtp-server` on loopback,
+ * port 0, in plaintext, STARTTLS or implicit-TLS mode, checking AUTH LOGIN
+ * credentials and capturing every message it accepts.
+ *
+ * @module
+ */
+import { SMTPServer, type SMTPServerOptions } from "smtp-server";
+import type { TestCertificates } from "./certs.ts";
+
+/** A message the server accepted. */
+export interface CapturedMessage {
+  /** MAIL FROM address. */
+  from: string;
+  /** RCPT TO addresses that were accepted. */
+  to: string[];
+  /** The message as received, dot-unstuffed, CRLF line endings. */
+  raw: string;
+  /** Authenticated user. */
+  user: string | undefined;
+  /** True when the session was TLS-protected. */
+  secure: boolean;
+  /** The name the client gave with EHLO. */
+  heloName: string;
+}
+
+/** Options of {@linkcode startSmtpServer}. */
+export interface SmtpServerOptions {
+  /** `off`: plaintext; `starttls`: plaintext with STARTTLS; `on`: TLS from the first byte. */
+  mode: "off" | "starttls" | "on";
+  /** Needed for `starttls` and `on`. */
+  certs?: TestCertificates;
+  username?: string;
+  password?: string;
+  /** Reply codes for recipients the server refuses, by address. */
+  rejectRecipients?: Record<string, number>;
+  /** Leave STARTTLS out of the EHLO reply (for the downgrade test). */
+  hideStartTls?: boolean;
+  /** Keep no messages (benchmarks). */
+  discard?: boolean;
+  /** Idle time after which the server says 421 and hangs up (smtp-server default 60 s). */
+  socketTimeoutMs?: number;
+}
+
+/** A running server; `close()` it at the end of the test. */
+export interface TestSmtpServer {
+  hostname: string;
+  port: number;
+  /** Messages accepted so far, in order. */
+  messages: CapturedMessage[];
+  /** Number of messages accepted (also counted when discarded). */
+  readonly received: number;
+  /** Connections accepted so far. */
+  readonly connections: number;
+  /** Connections ended so far (by either side). */
+  readonly closedConnections: number;
+  /** Successful and failed logins so far. */
+  readonly logins: { ok: number; failed: number };
+  /** Resolves once `count` messages arrived; rejects after `timeoutMs`. */
+  waitForMessages(count: number, timeoutMs?: number): Promise<void>;
+  /** Resolves once `count` connections have ended; rejects after `timeoutMs`. */
+  waitForClosed(count: number, timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Starts the server on 127.0.0.1 with an OS-assigned port. */
+export async function startSmtpServer(options: SmtpServerOptions): Promise<TestSmtpServer> {
+  const username = options.username ?? "relay-user";
+  const password = options.password ?? "relay-pässword";
+  const messages: CapturedMessage[] = [];
+  const waiters = new Set<() => void>();
+  let received = 0;
+  let connections = 0;
+  let closedConnections = 0;
+  const logins = { ok: 0, failed: 0 };
+
+  const serverOptions: SMTPServerOptions = {
+    name: "localhost",
+    banner: "formrelay test server",
+    disableReverseLookup: true,
+    logger: false,
+    secure: options.mode === "on",
+    hideSTARTTLS: options.mode === "off" || options.hideStartTls === true,
+    allowInsecureAuth: options.mode === "off" || options.hideStartTls === true,
+    authMethods: ["LOGIN", "PLAIN"],
+    size: 10 * 1024 * 1024,
+    closeTimeout: 100,
+    ...(options.socketTimeoutMs ? { socketTimeout: options.socketTimeoutMs } : {}),
+    ...(options.certs ? { key: options.certs.key, cert: options.certs.cert } : {}),
+    onConnect(_session, callback) {
+      connections++;
+      callback();
+    },
+    onClose() {
+      closedConnections++;
+      for (const wake of waiters) wake();
+    },
+    onAuth(auth, _session, callback) {
+      if (auth.username === username && auth.password === password) {
+        logins.ok++;
+        callback(null, { user: auth.username });
+      } else {
+        logins.failed++;
+        callback(withCode(new Error("Invalid username or password"), 535));
+      }
+    },
+    onRcptTo(address, _session, callback) {
+      const code = options.rejectRecipients?.[address.address];
+      if (code === undefined) callback();
+      else callback(withCode(new Error(`Recipient ${address.address} not accepted`), code));
+    },
+    onData(stream, session, callback) {
+      const chunks: Uint8Array[] = [];
+      stream.on("data", (chunk: Uint8Array) => {
+        if (!options.discard) chunks.push(chunk);
+      });
+      stream.on("end", () => {
+        received++;
+        if (!options.discard) {
+          messages.push({
+            from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+            to: session.envelope.rcptTo.map((r) => r.address),
+            raw: new TextDecoder().decode(concat(chunks)),
+            user: session.user as string | undefined,
+            secure: session.secure,
+            heloName: session.hostNameAppearsAs,
+          });
+        }
+        for (const wake of waiters) wake();
+        callback(null, "Message queued");
+      });
+    },
+  };
+  function waitUntil(done: () => boolean, timeoutMs: number, why: () => string): Promise<void> {
+    if (done()) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const wake = () => {
+        if (!done()) return;
+        waiters.delete(wake);
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        waiters.delete(wake);
+        reject(new Error(why()));
+      }, timeoutMs);
+      waiters.add(wake);
+    });
+  }
+
+  const server = new SMTPServer(serverOptions);
+  server.on("error", () => {
+    // Client-side disconnects in failure tests are expected.
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const address = server.server.address();
+  if (address === null || typeof address === "string") throw new Error("No server address");
+
+  return {
+    hostname: "127.0.0.1",
+    port: address.port,
+    messages,
+    get received() {
+      return received;
+    },
+    get connections() {
+      return connections;
+    },
+    get closedConnections() {
+      return closedConnections;
+    },
+    get logins() {
+      return { ...logins };
+    },
+    waitForMessages(count, timeoutMs = 5000) {
+      return waitUntil(
+        () => received >= count,
+        timeoutMs,
+        () => `Expected ${count} messages within ${timeoutMs} ms, got ${received}`,
+      );
+    },
+    waitForClosed(count, timeoutMs = 5000) {
+      return waitUntil(
+        () => closedConnections >= count,
+        timeoutMs,
+        () =>
+          `Expected ${count} closed connections within ${timeoutMs} ms, got ${closedConnections}`,
+      );
+    },
+    close() {
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+function withCode(error: Error, responseCode: number): Error {
+  return Object.assign(error, { responseCode });
+}
+
+function concat(chunks: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return out;
+}
