@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { describeError } from "./log.ts";
 import { tenantAuth } from "./routes/auth.ts";
+import { deliveryRoutes } from "./routes/deliveries.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
 import type { AdminEnv, AppDeps } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
@@ -40,6 +41,7 @@ export function createApp(deps: AppDeps): Hono {
   admin.route("/", keyRoutes(deps));
   admin.route("/", formRoutes(deps));
   admin.route("/", destinationRoutes(deps));
+  admin.route("/", deliveryRoutes(deps));
   app.route("/v1/admin", admin);
   app.route("/v1/f", ingestRoutes(deps));
 

@@ -1,0 +1,88 @@
+import assert from "node:assert/strict";
+import { ConfigError, loadConfig } from "./config.ts";
+
+Deno.test("loadConfig applies the contract's defaults", () => {
+  const config = loadConfig({});
+  assert.equal(config.port, 8000);
+  assert.equal(config.kvPath, "data/formrelay.kv");
+  assert.equal(config.ingestContentTypes, "any");
+  assert.equal(config.captchaVerifyUrl, "https://api.hcaptcha.com/siteverify");
+  assert.equal(config.clientIpHeader, "cf-connecting-ip");
+  assert.equal(config.platformSmtp, null);
+  assert.equal(config.allowPrivateDestinations, false);
+  assert.equal(config.deliveryConcurrency, 32);
+  assert.deepEqual(
+    config.retryScheduleMs,
+    [5, 300, 1800, 7200, 18000, 36000, 36000].map((s) => s * 1000),
+  );
+  assert.equal(config.httpTimeoutMs, 15_000);
+  assert.equal(config.smtpTimeoutMs, 60_000);
+});
+
+Deno.test("loadConfig takes KV_PATH as a file, :memory: or a KV Connect URL", () => {
+  assert.equal(loadConfig({ KV_PATH: ":memory:" }).kvPath, ":memory:");
+  assert.equal(loadConfig({ KV_PATH: "/tmp/x.kv" }).kvPath, "/tmp/x.kv");
+  assert.equal(
+    loadConfig({ KV_PATH: "https://kv.example.com/db" }).kvPath,
+    "https://kv.example.com/db",
+  );
+  assert.equal(loadConfig({ DENO_DEPLOYMENT_ID: "abc" }).kvPath, undefined);
+});
+
+Deno.test("an empty CLIENT_IP_HEADER disables the header", () => {
+  assert.equal(loadConfig({ CLIENT_IP_HEADER: "" }).clientIpHeader, null);
+  assert.equal(loadConfig({ CLIENT_IP_HEADER: "X-Real-IP" }).clientIpHeader, "x-real-ip");
+});
+
+Deno.test("an invalid value stops start-up with one line naming the variable", () => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ PORT: "eighty" }, /^Invalid PORT: /],
+    [{ PORT: "70000" }, /^Invalid PORT: /],
+    [{ INGEST_CONTENT_TYPES: "xml" }, /^Invalid INGEST_CONTENT_TYPES: /],
+    [{ ALLOW_PRIVATE_DESTINATIONS: "yes" }, /^Invalid ALLOW_PRIVATE_DESTINATIONS: /],
+    [{ SUBMISSION_ENCRYPTION_KEY: "c2hvcnQ=" }, /^Invalid SUBMISSION_ENCRYPTION_KEY: /],
+    [{ CAPTCHA_VERIFY_URL: "not a url" }, /^Invalid CAPTCHA_VERIFY_URL: /],
+    [{ PLATFORM_SMTP_HOST: "smtp.example.com" }, /^Invalid PLATFORM_SMTP_PORT: required/],
+    [{ PLATFORM_SMTP_SECURE_TRANSPORT: "tls" }, /^Invalid PLATFORM_SMTP_SECURE_TRANSPORT: /],
+  ];
+  for (const [env, message] of cases) {
+    assert.throws(() => loadConfig(env), (error: Error) => {
+      assert.ok(error instanceof ConfigError);
+      assert.match(error.message, message);
+      assert.ok(!error.message.includes("\n"));
+      return true;
+    });
+  }
+});
+
+Deno.test("PLATFORM_SMTP_* configure the platform relay", () => {
+  const config = loadConfig({
+    PLATFORM_SMTP_HOST: "smtp.example.com",
+    PLATFORM_SMTP_PORT: "465",
+    PLATFORM_SMTP_SECURE_TRANSPORT: "on",
+    PLATFORM_SMTP_USERNAME: "u",
+    PLATFORM_SMTP_PASSWORD: "p",
+    PLATFORM_SMTP_FROM_EMAIL: "forms@example.com",
+  });
+  assert.deepEqual(config.platformSmtp, {
+    host: "smtp.example.com",
+    port: 465,
+    secureTransport: "on",
+    username: "u",
+    password: "p",
+    fromEmail: "forms@example.com",
+  });
+});
+
+Deno.test("main.ts refuses to start on an invalid variable with one clear line", async () => {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("./main.ts", import.meta.url).pathname],
+    env: { PORT: "nope", KV_PATH: ":memory:" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(output.code, 1);
+  const stderr = new TextDecoder().decode(output.stderr).trim();
+  assert.match(stderr, /^formrelay: Invalid PORT: /);
+  assert.equal(stderr.split("\n").length, 1);
+});
