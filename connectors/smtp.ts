@@ -111,7 +111,7 @@ export function createSmtpConnector(
       const deadline = Date.now() + deps.timeoutMs;
       const route = resolveRoute(config, deps.platform);
       const target = `"${printable(route.relay.host)}:${route.relay.port}"`;
-      const message = await buildMessage(envelope, {
+      const message = buildMessage(envelope, {
         layout: route.layout,
         from: route.from,
         to: route.to,

@@ -125,6 +125,8 @@ export class SmtpConnection {
     this.#fail(new SmtpError("delivery aborted", { kind: "aborted", permanent: false }));
   #failure: SmtpError | null = null;
   #closed = false;
+  /** True between a 354 and the reply to the final dot: QUIT would be message text. */
+  #inData = false;
   #stage = "the greeting";
 
   private constructor(conn: Deno.Conn, timeouts: SmtpTimeouts) {
@@ -197,23 +199,36 @@ export class SmtpConnection {
   async send(mail: OutgoingMail, options: { reset?: boolean } = {}): Promise<SendResult> {
     const data = encodeData(mail.data);
     const size = this.#capabilities.has("SIZE") ? ` SIZE=${data.length}` : "";
+    // With PIPELINING, DATA may end the batch (RFC 2920 3.1): one round trip fewer.
+    const pipelining = this.#capabilities.has("PIPELINING");
     const commands = [
       ...(options.reset ? ["RSET"] : []),
       `MAIL FROM:<${mail.from}>${size}`,
       ...mail.recipients.map((address) => `RCPT TO:<${address}>`),
+      ...(pipelining ? ["DATA"] : []),
     ];
     const replies = await this.#batch(commands, options.reset === true);
     if (options.reset) replies.shift();
     const mailReply = replies.shift()!;
-    if (mailReply.code !== 250) throw replyError("sender rejected", mailReply);
+    const recipientReplies = replies.splice(0, mail.recipients.length);
+    let dataReply = pipelining ? replies.shift() : undefined;
+    // A server that said 354 anyway is waiting for a message: this session cannot go on.
+    const abandon = () => {
+      if (dataReply?.code === 354) this.#inData = true;
+    };
+    if (mailReply.code !== 250) {
+      abandon();
+      throw replyError("sender rejected", mailReply);
+    }
     const accepted: string[] = [];
     const rejected: RejectedRecipient[] = [];
     mail.recipients.forEach((address, i) => {
-      const reply = replies[i];
+      const reply = recipientReplies[i];
       if (reply.code === 250 || reply.code === 251) accepted.push(address);
       else rejected.push({ address, reply });
     });
     if (accepted.length === 0) {
+      abandon();
       const transient = rejected.find((r) => r.reply.code >= 400 && r.reply.code < 500);
       const first = transient ?? rejected[0];
       throw new SmtpError(`all recipients rejected: ${describeRejected(rejected)}`, {
@@ -222,11 +237,13 @@ export class SmtpConnection {
         replyCode: first.reply.code,
       });
     }
-    const dataReply = await this.command("DATA", "the reply to DATA");
+    dataReply ??= await this.command("DATA", "the reply to DATA");
     if (dataReply.code !== 354) throw replyError("DATA refused", dataReply);
+    this.#inData = true;
     this.#stage = "the reply to the message";
     await this.#write(data);
     const final = await this.#readReply(this.#timeouts.commandMs);
+    this.#inData = false;
     if (final.code !== 250) throw replyError("message rejected", final);
     return { accepted, rejected, reply: final };
   }
@@ -241,6 +258,7 @@ export class SmtpConnection {
   /** Says QUIT, waits briefly for the 221, and closes the socket. Never throws. */
   async quit(): Promise<void> {
     if (this.#closed) return;
+    if (this.#inData) return this.close();
     try {
       this.#deadline = Math.min(this.#deadline, Date.now() + QUIT_WAIT_MS);
       await this.command("QUIT");
@@ -254,6 +272,7 @@ export class SmtpConnection {
   /** Writes QUIT without waiting for the answer, then closes. For idle connections. */
   async quitQuietly(): Promise<void> {
     if (this.#closed) return;
+    if (this.#inData) return this.close();
     try {
       this.#deadline = Date.now() + QUIT_WAIT_MS;
       await this.#write(encoder.encode("QUIT\r\n"));
