@@ -81,6 +81,11 @@ export function ingestRoutes(deps: AppDeps) {
     if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
     const bytes = await readCapped(c.req.raw.body, MAX_SUBMISSION_BYTES);
     if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
+    if (bytes.length === 0) {
+      throw new ApiError(400, kind === "json" ? "Invalid JSON payload" : "Invalid form payload", {
+        detail: "Empty body",
+      });
+    }
     const payload = await parsePayload(kind, bytes, {
       contentType,
       variant: config.ingestContentTypes,

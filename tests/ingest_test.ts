@@ -1,0 +1,652 @@
+import assert from "node:assert/strict";
+import { createApp } from "../app.ts";
+import { MAX_JSON_DEPTH } from "../routes/ingest_body.ts";
+import { createSubmissionWriter } from "../store/submissions.ts";
+import { startHarness } from "./helpers/harness.ts";
+import { rawHttp, serveApp } from "./helpers/serve.ts";
+
+const WEBHOOK = { type: "webhook", config: { url: "https://hooks.example.com/in" } };
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const ANY_415 =
+  "Unsupported content type: use application/json, application/x-www-form-urlencoded or multipart/form-data";
+
+async function expectError(response: Response, status: number, error: string) {
+  const body = await response.json();
+  assert.equal(response.status, status, JSON.stringify(body));
+  assert.match(response.headers.get("content-type") ?? "", /application\/json/);
+  assert.equal(body.ok, false);
+  assert.equal(body.error, error);
+  return body;
+}
+
+/** A harness without a delivery engine, one form with one webhook destination. */
+async function setUp(overrides = {}, formSettings: Record<string, unknown> = {}) {
+  const h = await startHarness(overrides, { deliver: false });
+  const form = await h.createForm(formSettings);
+  const destinationId = await h.addDestination(form.id, WEBHOOK);
+  const post = (body: BodyInit | null, headers: Record<string, string> = {}) =>
+    h.request(`/v1/f/${form.publicKey}`, { method: "POST", headers, body });
+  return { h, form, destinationId, post };
+}
+
+/** Decrypted envelopes of every stored submission. */
+async function storedEnvelopes(h: Awaited<ReturnType<typeof startHarness>>) {
+  const { openEnvelope } = await import("../delivery/envelope.ts");
+  const { readSealedEnvelope } = await import("../store/jobs.ts");
+  const envelopes = [];
+  for await (const entry of h.service.db.kv.list<{ chunks: number }>({ prefix: ["jobs"] })) {
+    const submissionId = entry.key[1] as string;
+    const sealed = await readSealedEnvelope(h.service.db, submissionId, entry.value.chunks);
+    envelopes.push(await openEnvelope(h.service.db.sealer, submissionId, sealed!));
+  }
+  return envelopes;
+}
+
+async function countKeys(h: Awaited<ReturnType<typeof startHarness>>, prefix: string) {
+  let n = 0;
+  for await (const _ of h.service.db.kv.list({ prefix: [prefix] })) n++;
+  return n;
+}
+
+Deno.test("POST /v1/f/:publicKey accepts any JSON value and answers 202 with the submission id", async () => {
+  const { h, form, post } = await setUp();
+  await using _ = h;
+  for (const value of [{ a: 1 }, [1, "two"], "text", 42, null, true]) {
+    const response = await post(JSON.stringify(value), { "content-type": "application/json" });
+    assert.equal(response.status, 202);
+    assert.match(response.headers.get("content-type") ?? "", /application\/json/);
+    const body = await response.json();
+    assert.equal(body.ok, true);
+    assert.match(body.submissionId, UUID_V4);
+  }
+  const payloads = (await storedEnvelopes(h)).map((e) => JSON.stringify(e.payload)).sort();
+  assert.deepEqual(payloads, ['"text"', "42", '[1,"two"]', '{"a":1}', "null", "true"].sort());
+  assert.ok((await storedEnvelopes(h)).every((e) => e.formId === form.id));
+});
+
+Deno.test("content types take charset and boundary parameters in any case", async () => {
+  const { h, post } = await setUp();
+  await using _ = h;
+  const json = await post('{"a":1}', { "content-type": "Application/JSON; Charset=UTF-8" });
+  assert.equal(json.status, 202);
+  const form = await post("a=1", {
+    "content-type": "APPLICATION/X-WWW-FORM-URLENCODED; charset=utf-8",
+  });
+  assert.equal(form.status, 202);
+  const boundary = "AaB03x";
+  const multipart = await post(
+    `--${boundary}\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--${boundary}--\r\n`,
+    { "content-type": `Multipart/Form-Data; BOUNDARY="${boundary}"; charset=UTF-8` },
+  );
+  assert.equal(multipart.status, 202);
+});
+
+Deno.test("form fields are normalised: once a string, repeated an array, name[] kept", async () => {
+  const { h, post } = await setUp();
+  await using _ = h;
+  const urlencoded = await post(
+    "name=Ada+Lovelace&tag=a&tag=b&tag=c&items%5B%5D=x&items%5B%5D=y&note=caf%C3%A9&__proto__=p&empty=",
+    { "content-type": "application/x-www-form-urlencoded" },
+  );
+  assert.equal(urlencoded.status, 202);
+  const fd = new FormData();
+  fd.append("name", "Grace");
+  fd.append("tag", "x");
+  fd.append("tag", "y");
+  fd.append("items[]", "1");
+  const multipart = await h.request(
+    `/v1/f/${(await h.admin("GET", "/forms").then((r) => r.json())).forms[0].publicKey}`,
+    {
+      method: "POST",
+      body: fd,
+    },
+  );
+  assert.equal(multipart.status, 202);
+  const payloads = (await storedEnvelopes(h)).map((e) => e.payload as Record<string, unknown>);
+  const ada = payloads.find((p) => p.name === "Ada Lovelace")!;
+  assert.equal(
+    JSON.stringify(ada),
+    '{"name":"Ada Lovelace","tag":["a","b","c"],"items[]":["x","y"],"note":"café","__proto__":"p","empty":""}',
+  );
+  assert.equal(Object.getPrototypeOf(ada), Object.prototype);
+  const grace = payloads.find((p) => p.name === "Grace")!;
+  assert.deepEqual(grace, { name: "Grace", tag: ["x", "y"], "items[]": "1" });
+});
+
+Deno.test("a multipart body with a file part is refused, even an empty file input", async () => {
+  const { h, post } = await setUp();
+  await using _ = h;
+  const fd = new FormData();
+  fd.append("name", "Ada");
+  fd.append("cv", new File(["%PDF"], "cv.pdf", { type: "application/pdf" }));
+  const response = await h.request(
+    `/v1/f/${(await h.admin("GET", "/forms").then((r) => r.json())).forms[0].publicKey}`,
+    { method: "POST", body: fd },
+  );
+  await expectError(response, 400, "File uploads are not supported");
+  const b = "XyZ";
+  const empty = await post(
+    `--${b}\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--${b}\r\nContent-Disposition: form-data; name="f"; filename=""\r\nContent-Type: application/octet-stream\r\n\r\n\r\n--${b}--\r\n`,
+    { "content-type": `multipart/form-data; boundary=${b}` },
+  );
+  await expectError(empty, 400, "File uploads are not supported");
+  assert.equal(await countKeys(h, "jobs"), 0);
+});
+
+Deno.test("other content types get 415 with the contract's text", async () => {
+  const { h, post } = await setUp();
+  await using _ = h;
+  for (const type of ["text/plain", "application/xml", "application/jsonx", ""]) {
+    const headers: Record<string, string> = type ? { "content-type": type } : {};
+    await expectError(await post("x", headers), 415, ANY_415);
+  }
+});
+
+Deno.test("INGEST_CONTENT_TYPES=json accepts JSON objects only (Variant B)", async () => {
+  const { h, post } = await setUp({ ingestContentTypes: "json" });
+  await using _ = h;
+  assert.equal((await post('{"a":1}', { "content-type": "application/json" })).status, 202);
+  await expectError(
+    await post("a=1", { "content-type": "application/x-www-form-urlencoded" }),
+    415,
+    "Unsupported content type: use application/json",
+  );
+  for (const value of ["[1]", '"s"', "1", "null"]) {
+    await expectError(
+      await post(value, { "content-type": "application/json" }),
+      400,
+      "Invalid JSON payload",
+    );
+  }
+});
+
+Deno.test("a 128 KB payload is accepted and stored in chunks under the KV value limit", async () => {
+  const { h, post } = await setUp();
+  await using _ = h;
+  const filler = "x".repeat(131072 - '{"f":""}'.length);
+  const body = `{"f":"${filler}"}`;
+  assert.equal(new TextEncoder().encode(body).length, 131072);
+  const response = await post(body, { "content-type": "application/json" });
+  assert.equal(response.status, 202);
+  let chunks = 0;
+  for await (const entry of h.service.db.kv.list<Uint8Array>({ prefix: ["envelopes"] })) {
+    assert.ok(entry.value.length < 65536);
+    chunks++;
+  }
+  assert.ok(chunks >= 3, `expected several chunks, got ${chunks}`);
+  const [envelope] = await storedEnvelopes(h);
+  assert.equal((envelope.payload as { f: string }).f, filler);
+});
+
+Deno.test("Content-Length over 131072 is answered 413 without reading the body", async () => {
+  const { h, form } = await setUp();
+  await using _ = h;
+  await using served = serveApp(h.service.app);
+  // The body never comes: a server that tried to read it would hang instead of answering.
+  const answer = await rawHttp(
+    served.port,
+    `POST /v1/f/${form.publicKey} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 131073\r\n\r\n`,
+    { until: /\r\n\r\n[\s\S]*\}/ },
+  );
+  assert.match(answer, /^HTTP\/1\.1 413/);
+  assert.match(answer, /"error":"Payload too large \(max 128KB\)"/);
+});
+
+Deno.test("a chunked body over 128 KB is cut off at the cap and answered 413", async () => {
+  const { h, form } = await setUp();
+  await using _ = h;
+  await using served = serveApp(h.service.app);
+  let sent = 0;
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (sent >= 50 * 1024 * 1024) return controller.close();
+      sent += 16384;
+      controller.enqueue(new Uint8Array(16384).fill(0x20));
+    },
+  });
+  const response = await fetch(`${served.origin}/v1/f/${form.publicKey}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+  });
+  await expectError(response, 413, "Payload too large (max 128KB)");
+  assert.ok(sent < 50 * 1024 * 1024, `the server read on: ${sent} bytes sent`);
+  assert.equal(await countKeys(h, "jobs"), 0);
+});
+
+Deno.test("a Content-Length that understates the body is cut off at the cap and answered 413", async () => {
+  const { h, post } = await setUp();
+  await using _ = h;
+  const big = new TextEncoder().encode(JSON.stringify({ f: "y".repeat(200_000) }));
+  const response = await post(big, { "content-type": "application/json", "content-length": "10" });
+  await expectError(response, 413, "Payload too large (max 128KB)");
+});
+
+Deno.test("unknown or disabled public keys are 404 Form endpoint not found or disabled", async () => {
+  const { h, form, post } = await setUp();
+  await using _ = h;
+  const json = { "content-type": "application/json" };
+  const unknown = await h.request("/v1/f/pk_doesnotexistdoesnotexist", {
+    method: "POST",
+    headers: json,
+    body: "{}",
+  });
+  await expectError(unknown, 404, "Form endpoint not found or disabled");
+  const long = await h.request(`/v1/f/pk_${"a".repeat(5000)}`, {
+    method: "POST",
+    headers: json,
+    body: "{}",
+  });
+  await expectError(long, 404, "Form endpoint not found or disabled");
+  await h.admin("PATCH", `/forms/${form.id}`, { enabled: false });
+  await expectError(await post("{}", json), 404, "Form endpoint not found or disabled");
+  await h.admin("PATCH", `/forms/${form.id}`, { enabled: true });
+  assert.equal((await post("{}", json)).status, 202);
+});
+
+Deno.test("CORS preflight with an empty allow-list answers 204 with *", async () => {
+  const { h, form } = await setUp();
+  await using _ = h;
+  const response = await h.request(`/v1/f/${form.publicKey}`, {
+    method: "OPTIONS",
+    headers: { origin: "https://anywhere.example", "access-control-request-method": "POST" },
+  });
+  assert.equal(response.status, 204);
+  assert.equal(response.headers.get("access-control-allow-origin"), "*");
+  assert.equal(response.headers.get("access-control-allow-methods"), "POST");
+  assert.equal(
+    response.headers.get("access-control-allow-headers"),
+    "Content-Type, x-captcha-token",
+  );
+  assert.equal(response.headers.get("access-control-max-age"), "86400");
+});
+
+Deno.test("CORS with an allow-list echoes a matching origin with Vary and refuses others with 403", async (t) => {
+  const { h, form, post } = await setUp({}, {
+    allowedOrigins: ["https://Shop.Example.com/contact/", "http://localhost:3000"],
+  });
+  await using _ = h;
+  const preflight = (origin?: string) =>
+    h.request(`/v1/f/${form.publicKey}`, {
+      method: "OPTIONS",
+      headers: origin ? { origin } : {},
+    });
+  await t.step("preflight from a listed origin (host case and path ignored)", async () => {
+    const response = await preflight("https://shop.example.com");
+    assert.equal(response.status, 204);
+    assert.equal(response.headers.get("access-control-allow-origin"), "https://shop.example.com");
+    assert.match(response.headers.get("vary") ?? "", /Origin/);
+  });
+  await t.step("preflight from another origin: 403 and no allow-origin", async () => {
+    for (
+      const origin of [
+        "https://evil.example",
+        "http://shop.example.com",
+        "https://shop.example.com:8443",
+        undefined,
+      ]
+    ) {
+      const response = await preflight(origin);
+      await expectError(response, 403, "Origin is not allowed for this form");
+      assert.equal(response.headers.get("access-control-allow-origin"), null);
+    }
+  });
+  await t.step("POST from a listed origin: 202 with the origin echoed", async () => {
+    const response = await post("{}", {
+      "content-type": "application/json",
+      origin: "http://localhost:3000",
+    });
+    assert.equal(response.status, 202);
+    assert.equal(response.headers.get("access-control-allow-origin"), "http://localhost:3000");
+    assert.match(response.headers.get("vary") ?? "", /Origin/);
+  });
+  await t.step("POST without or from another origin: 403, nothing stored", async () => {
+    const before = await countKeys(h, "jobs");
+    const origins: Record<string, string>[] = [{}, { origin: "https://evil.example" }, {
+      origin: "null",
+    }];
+    for (const headers of origins) {
+      const response = await post("{}", { "content-type": "application/json", ...headers });
+      await expectError(response, 403, "Origin is not allowed for this form");
+      assert.equal(response.headers.get("access-control-allow-origin"), null);
+    }
+    assert.equal(await countKeys(h, "jobs"), before);
+  });
+  await t.step("error answers to a listed origin carry the allow-origin header", async () => {
+    const response = await post("not json", {
+      "content-type": "application/json",
+      origin: "https://shop.example.com",
+    });
+    await expectError(response, 400, "Invalid JSON payload");
+    assert.equal(response.headers.get("access-control-allow-origin"), "https://shop.example.com");
+    const unsupported = await post("x", {
+      "content-type": "text/plain",
+      origin: "https://shop.example.com",
+    });
+    await expectError(unsupported, 415, ANY_415);
+    assert.equal(
+      unsupported.headers.get("access-control-allow-origin"),
+      "https://shop.example.com",
+    );
+  });
+});
+
+Deno.test("the envelope carries the form, the payload and request metadata", async () => {
+  const { h, form, post } = await setUp();
+  await using _ = h;
+  const before = Date.now();
+  await post('{"msg":"hi"}', {
+    "content-type": "application/json",
+    origin: "https://site.example",
+    "user-agent": "TestAgent/1.0",
+    referer: "https://site.example/contact",
+    "cf-connecting-ip": "203.0.113.7",
+  });
+  await post('{"msg":"bare"}', { "content-type": "application/json" });
+  const envelopes = await storedEnvelopes(h);
+  const full = envelopes.find((e) => (e.payload as { msg: string }).msg === "hi")!;
+  assert.match(full.submissionId, UUID_V4);
+  assert.equal(full.formId, form.id);
+  assert.equal(full.formName, "Contact");
+  assert.deepEqual(full.metadata, {
+    origin: "https://site.example",
+    ip: "203.0.113.7",
+    userAgent: "TestAgent/1.0",
+    referer: "https://site.example/contact",
+    submittedAt: full.metadata.submittedAt,
+  });
+  assert.ok(Date.parse(full.metadata.submittedAt) >= before);
+  assert.equal(new Date(full.metadata.submittedAt).toISOString(), full.metadata.submittedAt);
+  const bare = envelopes.find((e) => (e.payload as { msg: string }).msg === "bare")!;
+  assert.equal(bare.metadata.origin, null);
+  assert.equal(bare.metadata.referer, null);
+  assert.equal(bare.metadata.ip, null, "no header and no connection in app.request");
+});
+
+Deno.test("metadata.ip follows CLIENT_IP_HEADER, else the connection's address", async (t) => {
+  await t.step("a custom header", async () => {
+    const { h, post } = await setUp({ clientIpHeader: "x-real-ip" });
+    await using _ = h;
+    await post("{}", {
+      "content-type": "application/json",
+      "x-real-ip": "198.51.100.4",
+      "cf-connecting-ip": "203.0.113.9",
+    });
+    assert.equal((await storedEnvelopes(h))[0].metadata.ip, "198.51.100.4");
+  });
+  await t.step("the header disabled: the remote address of the connection", async () => {
+    const { h, form } = await setUp({ clientIpHeader: null });
+    await using _ = h;
+    await using served = serveApp(h.service.app);
+    const response = await fetch(`${served.origin}/v1/f/${form.publicKey}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "cf-connecting-ip": "203.0.113.9" },
+      body: "{}",
+    });
+    assert.equal(response.status, 202);
+    await response.body?.cancel();
+    assert.equal((await storedEnvelopes(h))[0].metadata.ip, "127.0.0.1");
+  });
+});
+
+Deno.test("accepting writes the envelope, one job per enabled destination and their wake-ups in one commit", async () => {
+  const { h, form, destinationId, post } = await setUp();
+  await using _ = h;
+  const second = await h.addDestination(form.id, WEBHOOK);
+  const disabled = await h.addDestination(form.id, { ...WEBHOOK, isEnabled: false });
+  const wakes: unknown[] = [];
+  const listener = h.service.db.kv.listenQueue((message) => {
+    wakes.push(message);
+  });
+  try {
+    const response = await post('{"a":1}', { "content-type": "application/json" });
+    const { submissionId } = await response.json();
+    const jobs = [];
+    for await (
+      const entry of h.service.db.kv.list<{ state: string; attempts: number }>({
+        prefix: ["jobs", submissionId],
+      })
+    ) {
+      jobs.push(entry);
+    }
+    assert.deepEqual(jobs.map((j) => j.key[2]).sort(), [destinationId, second].sort());
+    assert.ok(!jobs.some((j) => j.key[2] === disabled));
+    for (const job of jobs) {
+      assert.equal(job.value.state, "pending");
+      assert.equal(job.value.attempts, 0);
+    }
+    assert.equal(await countKeys(h, "jobs_due"), 2);
+    assert.equal(await countKeys(h, "envelopes"), 1);
+    const { waitFor } = await import("./helpers/wait.ts");
+    await waitFor(() => wakes.length === 2, { message: "two wake-ups" });
+    assert.deepEqual(
+      wakes.map((w) => (w as { wake: { destinationId: string } }).wake.destinationId).sort(),
+      [destinationId, second].sort(),
+    );
+  } finally {
+    await h.close();
+    await listener;
+  }
+});
+
+Deno.test("a form with no enabled destination answers 202 and stores nothing", async () => {
+  await using h = await startHarness({}, { deliver: false });
+  const form = await h.createForm();
+  await h.addDestination(form.id, { ...WEBHOOK, isEnabled: false });
+  const response = await h.submit(form.publicKey, { a: 1 });
+  assert.equal(response.status, 202);
+  assert.equal(await countKeys(h, "jobs"), 0);
+  assert.equal(await countKeys(h, "envelopes"), 0);
+  assert.equal(await countKeys(h, "jobs_due"), 0);
+});
+
+Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
+  const { h, form } = await setUp();
+  await using _ = h;
+  const kv = h.service.db.kv;
+  const failing = new Proxy(kv, {
+    get(target, property) {
+      if (property === "atomic") {
+        return () => {
+          const op = target.atomic();
+          op.commit = () => Promise.reject(new Error("database is locked"));
+          return op;
+        };
+      }
+      const value = Reflect.get(target, property);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const db = { kv: failing, sealer: h.service.db.sealer };
+  const app = createApp({
+    config: h.config,
+    db: h.service.db,
+    connectors: (await import("../connectors/mod.ts")).createConnectors(h.config),
+    logger: h.service.logger,
+    writer: createSubmissionWriter(db, { queues: true }),
+    engine: null,
+  });
+  const response = await app.request(`/v1/f/${form.publicKey}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: '{"a":1}',
+  });
+  await expectError(response, 503, "Submission could not be stored: try again");
+  for (const prefix of ["jobs", "jobs_due", "envelopes"]) {
+    assert.equal(await countKeys(h, prefix), 0);
+  }
+});
+
+Deno.test("concurrent submissions share atomic commits", async () => {
+  await using h = await startHarness({}, { deliver: false });
+  let commits = 0;
+  const kv = h.service.db.kv;
+  const counting = new Proxy(kv, {
+    get(target, property) {
+      if (property === "atomic") {
+        return () => {
+          const op = target.atomic();
+          const commit = op.commit.bind(op);
+          op.commit = () => {
+            commits++;
+            return commit();
+          };
+          return op;
+        };
+      }
+      const value = Reflect.get(target, property);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const writer = createSubmissionWriter({ kv: counting, sealer: h.service.db.sealer }, {
+    queues: false,
+  });
+  const submissions = Array.from({ length: 500 }, (_, i) => ({
+    submissionId: crypto.randomUUID(),
+    formId: "f",
+    orgId: "o",
+    sealedEnvelope: new Uint8Array(200).fill(i % 256),
+    destinations: [{ id: "d1", type: "webhook" as const }, { id: "d2", type: "webhook" as const }],
+    submittedAt: Date.now(),
+    envelopeTtlMs: 60_000,
+  }));
+  await Promise.all(submissions.map((s) => writer.write(s)));
+  assert.equal(await countKeys(h, "jobs"), 1000);
+  assert.equal(await countKeys(h, "envelopes"), 500);
+  assert.ok(commits < 50, `500 submissions took ${commits} commits`);
+  assert.ok(commits >= 3, "each commit stays within 900 mutations: 500 × 5 need at least 3");
+});
+
+Deno.test("the payload is never stored or logged in plaintext, in KV entries or the KV file", async () => {
+  const dir = await Deno.makeTempDir();
+  const marker = `MARKER-${crypto.randomUUID()}`;
+  const h = await startHarness({ kvPath: `${dir}/formrelay.kv` }, { deliver: false });
+  try {
+    const form = await h.createForm();
+    await h.addDestination(form.id, WEBHOOK);
+    assert.equal(
+      (await h.submit(form.publicKey, { message: marker, email: `${marker}@example.com` })).status,
+      202,
+    );
+    const urlencoded = await h.request(`/v1/f/${form.publicKey}`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: `message=${marker}`,
+    });
+    assert.equal(urlencoded.status, 202);
+    let entries = 0;
+    for await (const entry of h.service.db.kv.list({ prefix: [] })) {
+      entries++;
+      const value = entry.value instanceof Uint8Array
+        ? new TextDecoder("latin1").decode(entry.value)
+        : JSON.stringify(entry.value);
+      assert.ok(!value.includes(marker), `plaintext marker in ${JSON.stringify(entry.key)}`);
+      assert.ok(!JSON.stringify(entry.key).includes(marker));
+    }
+    assert.ok(entries > 0);
+    assert.ok(!h.logs.join("\n").includes(marker));
+  } finally {
+    await h.close();
+  }
+  let files = 0;
+  for await (const file of Deno.readDir(dir)) {
+    const bytes = await Deno.readFile(`${dir}/${file.name}`);
+    files++;
+    assert.ok(!new TextDecoder("latin1").decode(bytes).includes(marker), `marker in ${file.name}`);
+  }
+  assert.ok(files >= 2, "the KV file and its key file were read");
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("bad input gets a clear 4xx and the service keeps serving", async (t) => {
+  const { h, form, post } = await setUp();
+  await using _ = h;
+  await using served = serveApp(h.service.app);
+  const json = { "content-type": "application/json" };
+  const urlencoded = { "content-type": "application/x-www-form-urlencoded" };
+  await t.step("invalid JSON", async () => {
+    await expectError(await post('{"a":', json), 400, "Invalid JSON payload");
+    await expectError(
+      await post(new Uint8Array([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]), json),
+      400,
+      "Invalid JSON payload",
+    );
+  });
+  await t.step("an empty body", async () => {
+    await expectError(await post("", json), 400, "Invalid JSON payload");
+    await expectError(await post("", urlencoded), 400, "Invalid form payload");
+  });
+  await t.step("truncated multipart and multipart without boundary", async () => {
+    const b = "XyZ";
+    const whole = `--${b}\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--${b}--\r\n`;
+    await expectError(
+      await post(whole.slice(0, 50), { "content-type": `multipart/form-data; boundary=${b}` }),
+      400,
+      "Invalid form payload",
+    );
+    await expectError(
+      await post(whole, { "content-type": "multipart/form-data" }),
+      400,
+      "Invalid form payload",
+    );
+  });
+  await t.step("urlencoded with invalid percent-escapes or bytes", async () => {
+    await expectError(await post("a=%ZZ", urlencoded), 400, "Invalid form payload");
+    await expectError(await post("a=%C3%28", urlencoded), 400, "Invalid form payload");
+    await expectError(
+      await post(new Uint8Array([0x61, 0x3d, 0xff]), urlencoded),
+      400,
+      "Invalid form payload",
+    );
+  });
+  await t.step("JSON nested 60 000 levels deep", async () => {
+    const deep = "[".repeat(60_000) + "]".repeat(60_000);
+    const body = await expectError(await post(deep, json), 400, "Invalid JSON payload");
+    assert.match(body.detail, new RegExp(`${MAX_JSON_DEPTH}`));
+    const ok = "[".repeat(MAX_JSON_DEPTH) + "]".repeat(MAX_JSON_DEPTH);
+    assert.equal((await post(ok, json)).status, 202);
+  });
+  await t.step("10 000 form fields", async () => {
+    const many = Array.from({ length: 10_000 }, (_, i) => `f${i}=${i}`).join("&");
+    await expectError(await post(many, urlencoded), 400, "Invalid form payload");
+  });
+  await t.step("a 1 MB header", async () => {
+    const response = await fetch(`${served.origin}/v1/f/${form.publicKey}`, {
+      method: "POST",
+      headers: { ...json, "x-big": "h".repeat(1024 * 1024) },
+      body: "{}",
+    }).catch((error) => error);
+    if (response instanceof Response) {
+      assert.ok(response.status >= 400 && response.status < 500, `status ${response.status}`);
+      await response.body?.cancel();
+    } else {
+      // The server may refuse by closing the connection; it must keep serving afterwards.
+      assert.ok(response instanceof TypeError);
+    }
+  });
+  await t.step("a wrong method", async () => {
+    await expectError(await h.request(`/v1/f/${form.publicKey}`), 405, "Method not allowed");
+    await expectError(
+      await h.request(`/v1/f/${form.publicKey}`, { method: "PUT" }),
+      405,
+      "Method not allowed",
+    );
+  });
+  await t.step("a public key of 5 000 characters", async () => {
+    const response = await fetch(`${served.origin}/v1/f/pk_${"k".repeat(5000)}`, {
+      method: "POST",
+      headers: json,
+      body: "{}",
+    });
+    await expectError(response, 404, "Form endpoint not found or disabled");
+  });
+  await t.step("still serving: a valid submission over the wire is accepted", async () => {
+    const response = await fetch(`${served.origin}/v1/f/${form.publicKey}`, {
+      method: "POST",
+      headers: json,
+      body: '{"ok":true}',
+    });
+    assert.equal(response.status, 202);
+    await response.body?.cancel();
+  });
+});
