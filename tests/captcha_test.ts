@@ -1,0 +1,127 @@
+import assert from "node:assert/strict";
+import { startHarness } from "./helpers/harness.ts";
+
+const SECRET = "0x0000000000000000000000000000000000000000";
+
+/** A local captcha verify endpoint that records what it receives and answers as told. */
+function startVerifier(answer: () => Response | Promise<Response>) {
+  const controller = new AbortController();
+  const release = Promise.withResolvers<void>();
+  const received: URLSearchParams[] = [];
+  const contentTypes: string[] = [];
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, signal: controller.signal, onListen() {} },
+    async (request) => {
+      contentTypes.push(request.headers.get("content-type") ?? "");
+      received.push(new URLSearchParams(await request.text()));
+      return await answer();
+    },
+  );
+  return {
+    url: `http://127.0.0.1:${server.addr.port}/siteverify`,
+    received,
+    contentTypes,
+    release: release.promise,
+    async [Symbol.asyncDispose]() {
+      release.resolve();
+      controller.abort();
+      await server.finished;
+    },
+  };
+}
+
+async function captchaForm(verifyUrl: string) {
+  const h = await startHarness({ captchaVerifyUrl: verifyUrl }, { deliver: false });
+  const form = await h.createForm({ verifyCaptcha: true, captchaSecret: SECRET });
+  await h.addDestination(form.id, {
+    type: "webhook",
+    config: { url: "https://hooks.example.com/in" },
+  });
+  return { h, form };
+}
+
+async function expectError(response: Response, status: number, error: string) {
+  const body = await response.json();
+  assert.equal(response.status, status, JSON.stringify(body));
+  assert.equal(body.error, error);
+}
+
+Deno.test("captcha: a token that verifies is accepted, the verify request is form-encoded", async () => {
+  await using verifier = startVerifier(() => Response.json({ success: true }));
+  const { h, form } = await captchaForm(verifier.url);
+  await using _ = h;
+  const response = await h.submit(form.publicKey, { a: 1 }, {
+    "x-captcha-token": "token-123",
+    "cf-connecting-ip": "203.0.113.5",
+  });
+  assert.equal(response.status, 202);
+  assert.equal(verifier.received.length, 1);
+  assert.match(verifier.contentTypes[0], /^application\/x-www-form-urlencoded/);
+  const sent = verifier.received[0];
+  assert.equal(sent.get("secret"), SECRET);
+  assert.equal(sent.get("response"), "token-123");
+  assert.equal(sent.get("remoteip"), "203.0.113.5");
+});
+
+Deno.test("captcha: a missing token is 400 Captcha token is required, without calling the provider", async () => {
+  await using verifier = startVerifier(() => Response.json({ success: true }));
+  const { h, form } = await captchaForm(verifier.url);
+  await using _ = h;
+  await expectError(await h.submit(form.publicKey, { a: 1 }), 400, "Captcha token is required");
+  assert.equal(verifier.received.length, 0);
+});
+
+Deno.test("captcha: failure, non-JSON, 5xx and non-200 all give 400 Invalid captcha token", async (t) => {
+  const answers: [string, () => Response][] = [
+    [
+      "success false",
+      () => Response.json({ success: false, "error-codes": ["invalid-input-response"] }),
+    ],
+    ["success as a string", () => Response.json({ success: "true" })],
+    ["non-JSON", () => new Response("<html>oops</html>")],
+    ["500", () => Response.json({ success: true }, { status: 500 })],
+    ["201", () => Response.json({ success: true }, { status: 201 })],
+  ];
+  for (const [name, answer] of answers) {
+    await t.step(name, async () => {
+      await using verifier = startVerifier(answer);
+      const { h, form } = await captchaForm(verifier.url);
+      await using _ = h;
+      const response = await h.submit(form.publicKey, { a: 1 }, { "x-captcha-token": "t" });
+      await expectError(response, 400, "Invalid captcha token");
+      assert.equal(verifier.received.length, 1);
+      let jobs = 0;
+      for await (const _ of h.service.db.kv.list({ prefix: ["jobs"] })) jobs++;
+      assert.equal(jobs, 0);
+    });
+  }
+});
+
+Deno.test("captcha: a provider that does not answer within 5 s gives 400 Invalid captcha token", async () => {
+  let release: Promise<void> = Promise.resolve();
+  await using verifier = startVerifier(async () => {
+    await release;
+    return Response.json({ success: true });
+  });
+  release = verifier.release;
+  const { h, form } = await captchaForm(verifier.url);
+  await using _ = h;
+  const started = Date.now();
+  const response = await h.submit(form.publicKey, { a: 1 }, { "x-captcha-token": "t" });
+  await expectError(response, 400, "Invalid captcha token");
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed >= 4900 && elapsed < 9000, `answered after ${elapsed} ms`);
+});
+
+Deno.test("captcha: an unreachable provider fails closed", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  listener.close();
+  const { h, form } = await captchaForm(`http://127.0.0.1:${port}/siteverify`);
+  await using _ = h;
+  await expectError(
+    await h.submit(form.publicKey, { a: 1 }, { "x-captcha-token": "t" }),
+    400,
+    "Invalid captcha token",
+  );
+});
