@@ -1,0 +1,242 @@
+import assert from "node:assert/strict";
+import { encodeData, parseCapabilities, SmtpConnection, SmtpError } from "./client.ts";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+interface Scripted {
+  port: number;
+  /** Commands received, one per line (message text excluded). */
+  commands: string[];
+  /** Raw chunks as read, to see what arrived in one write. */
+  chunks: string[];
+  /** The message text received after 354, up to the final dot. */
+  data: string[];
+  /** Resolves when the client has closed the connection. */
+  finished: Promise<void>;
+  close(): void;
+}
+
+/** A one-connection SMTP peer answering each command line from `answer`. */
+function scriptedServer(greeting: string, answer: (command: string) => string): Scripted {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const commands: string[] = [];
+  const chunks: string[] = [];
+  const data: string[] = [];
+  const finished = (async () => {
+    const conn = await listener.accept();
+    try {
+      await conn.write(encoder.encode(greeting));
+      let pending = "";
+      let inData = false;
+      const buf = new Uint8Array(64 * 1024);
+      for (;;) {
+        const n = await conn.read(buf).catch(() => null);
+        if (n === null) return;
+        const chunk = decoder.decode(buf.subarray(0, n));
+        chunks.push(chunk);
+        pending += chunk;
+        let out = "";
+        for (;;) {
+          if (inData) {
+            const end = pending.indexOf("\r\n.\r\n");
+            if (end < 0) break;
+            data.push(pending.slice(0, end + 2));
+            pending = pending.slice(end + 5);
+            inData = false;
+            out += "250 2.0.0 queued\r\n";
+            continue;
+          }
+          const eol = pending.indexOf("\r\n");
+          if (eol < 0) break;
+          const line = pending.slice(0, eol);
+          pending = pending.slice(eol + 2);
+          commands.push(line);
+          const reply = answer(line);
+          if (reply.startsWith("354")) inData = true;
+          out += reply;
+        }
+        if (out) await conn.write(encoder.encode(out));
+      }
+    } finally {
+      conn.close();
+    }
+  })();
+  const { port } = listener.addr as Deno.NetAddr;
+  return { port, commands, chunks, data, finished, close: () => listener.close() };
+}
+
+function standardAnswers(ehlo: string) {
+  return (line: string): string => {
+    if (line.startsWith("EHLO")) return ehlo;
+    if (line === "AUTH LOGIN") return "334 VXNlcm5hbWU6\r\n";
+    if (line.startsWith("MAIL") || line.startsWith("RCPT") || line === "RSET") {
+      return "250 2.1.0 ok\r\n";
+    }
+    if (line === "DATA") return "354 go ahead\r\n";
+    if (line === "QUIT") return "221 bye\r\n";
+    // The username, then the password, of AUTH LOGIN.
+    return line === btoa("user") ? "334 UGFzc3dvcmQ6\r\n" : "235 2.7.0 accepted\r\n";
+  };
+}
+
+const timeouts = { connectMs: 2000, greetingMs: 2000, commandMs: 2000 };
+const relay = {
+  host: "127.0.0.1",
+  secureTransport: "off" as const,
+  username: "user",
+  password: "pässwörd ✓",
+};
+
+Deno.test("encodeData dot-stuffs every line that starts with a dot and ends with CRLF.CRLF", () => {
+  const encoded = decoder.decode(encodeData(".first\r\nmiddle\r\n.\r\n..two\nbare.dot"));
+  assert.equal(encoded, "..first\r\nmiddle\r\n..\r\n...two\r\nbare.dot\r\n.\r\n");
+  assert.equal(decoder.decode(encodeData("ends\r\n")), "ends\r\n.\r\n");
+});
+
+Deno.test("parseCapabilities reads keywords and parameters from a multi-line EHLO reply", () => {
+  const caps = parseCapabilities({
+    code: 250,
+    lines: [
+      "mail.example greets you",
+      "PIPELINING",
+      "SIZE 10240000",
+      "auth LOGIN PLAIN",
+      "AUTH=LOGIN",
+    ],
+  });
+  assert.equal(caps.get("PIPELINING"), "");
+  assert.equal(caps.get("SIZE"), "10240000");
+  assert.equal(caps.get("AUTH"), "LOGIN");
+  assert.equal(caps.has("MAIL.EXAMPLE"), false, "the greeting line is not a capability");
+});
+
+Deno.test("SmtpConnection logs in with AUTH LOGIN in UTF-8 base64 and pipelines MAIL, RCPT and DATA", async () => {
+  const server = scriptedServer(
+    "220-mail.example ESMTP\r\n220-second greeting line\r\n220 ready\r\n",
+    standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250-SIZE 1000000\r\n250 AUTH LOGIN\r\n"),
+  );
+  try {
+    const connection = await SmtpConnection.open({ ...relay, port: server.port }, {
+      heloName: "relay.test",
+      timeouts,
+      deadline: Date.now() + 5000,
+    });
+    assert.deepEqual([...connection.capabilities.keys()], ["PIPELINING", "SIZE", "AUTH"]);
+    const result = await connection.send({
+      from: "a@example.org",
+      recipients: ["b@example.org", "c@example.org"],
+      data: "Subject: x\r\n\r\n.dot line\r\n",
+    });
+    assert.deepEqual(result.accepted, ["b@example.org", "c@example.org"]);
+    await connection.quit();
+    await server.finished;
+
+    assert.deepEqual(server.commands.slice(0, 4), [
+      "EHLO relay.test",
+      "AUTH LOGIN",
+      btoa("user"),
+      encoder.encode("pässwörd ✓").toBase64(),
+    ]);
+    assert.deepEqual(server.commands.slice(4), [
+      "MAIL FROM:<a@example.org> SIZE=29",
+      "RCPT TO:<b@example.org>",
+      "RCPT TO:<c@example.org>",
+      "DATA",
+      "QUIT",
+    ]);
+    assert.ok(
+      server.chunks.some((c) =>
+        c.includes("MAIL FROM") && c.includes("RCPT") && c.includes("DATA")
+      ),
+      "MAIL, RCPT and DATA should travel in one write",
+    );
+    assert.deepEqual(server.data, ["Subject: x\r\n\r\n..dot line\r\n"]);
+  } finally {
+    server.close();
+  }
+});
+
+Deno.test("SmtpConnection without PIPELINING sends one command at a time and stops after a refused sender", async () => {
+  const answers = standardAnswers("250-mail.example\r\n250 AUTH LOGIN\r\n");
+  const server = scriptedServer(
+    "220 ready\r\n",
+    (line) => line.startsWith("MAIL") ? "553 5.1.8 sender refused\r\n" : answers(line),
+  );
+  try {
+    const connection = await SmtpConnection.open({ ...relay, port: server.port }, {
+      heloName: "relay.test",
+      timeouts,
+      deadline: Date.now() + 5000,
+    });
+    const error = await connection.send({
+      from: "a@example.org",
+      recipients: ["b@example.org"],
+      data: "x",
+    }).catch((e) => e);
+    assert.ok(error instanceof SmtpError);
+    assert.equal(error.permanent, true);
+    assert.equal(error.replyCode, 553);
+    assert.equal(error.message, "553 sender rejected: 5.1.8 sender refused");
+    await connection.quit();
+    await server.finished;
+    assert.ok(!server.commands.some((c) => c.startsWith("RCPT")));
+    assert.ok(server.chunks.every((c) => c.split("\r\n").length <= 2), "one command per write");
+  } finally {
+    server.close();
+  }
+});
+
+Deno.test("SmtpConnection treats a 4xx greeting as transient and closes the socket", async () => {
+  const server = scriptedServer("421 4.3.2 too busy\r\n", () => "500 no\r\n");
+  try {
+    const error = await SmtpConnection.open({ ...relay, port: server.port }, {
+      heloName: "relay.test",
+      timeouts,
+      deadline: Date.now() + 5000,
+    }).catch((e) => e);
+    assert.ok(error instanceof SmtpError);
+    assert.equal(error.permanent, false);
+    assert.equal(error.replyCode, 421);
+    await server.finished; // the client closed its end
+    assert.deepEqual(server.commands, []);
+  } finally {
+    server.close();
+  }
+});
+
+Deno.test("SmtpConnection times out a silent greeting with the greeting limit", async () => {
+  const server = scriptedServer("", () => "");
+  try {
+    const started = performance.now();
+    const error = await SmtpConnection.open({ ...relay, port: server.port }, {
+      heloName: "relay.test",
+      timeouts: { ...timeouts, greetingMs: 150 },
+      deadline: Date.now() + 5000,
+    }).catch((e) => e);
+    assert.ok(error instanceof SmtpError);
+    assert.equal(error.kind, "timeout");
+    assert.equal(error.message, "timed out after 150 ms waiting for the greeting");
+    assert.ok(performance.now() - started < 2000);
+    await server.finished;
+  } finally {
+    server.close();
+  }
+});
+
+Deno.test("SmtpConnection stops at the conversation deadline even when each wait is allowed longer", async () => {
+  const server = scriptedServer("", () => "");
+  try {
+    const error = await SmtpConnection.open({ ...relay, port: server.port }, {
+      heloName: "relay.test",
+      timeouts,
+      deadline: Date.now() + 150,
+    }).catch((e) => e);
+    assert.ok(error instanceof SmtpError);
+    assert.equal(error.kind, "timeout");
+    assert.match(error.message, /^conversation time-out exceeded while waiting for the greeting$/);
+    await server.finished;
+  } finally {
+    server.close();
+  }
+});
