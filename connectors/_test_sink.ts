@@ -65,7 +65,7 @@ export function startSink(
 
 /** Waits for `promise`, failing after `ms` milliseconds. */
 export async function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: number | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`Timed out waiting for ${what}`)), ms);
   });
