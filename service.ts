@@ -26,7 +26,13 @@ export function kvHasQueues(kvPath: string | undefined): boolean {
 /** Opens the KV, builds the app and starts delivering. */
 export async function startService(
   config: Config,
-  options: { deliver?: boolean; logger?: Logger; caCerts?: string[] } = {},
+  options: {
+    deliver?: boolean;
+    logger?: Logger;
+    caCerts?: string[];
+    /** Overrides queue detection, e.g. to run as on a KV without queues. */
+    queues?: boolean;
+  } = {},
 ): Promise<Service> {
   const logger = options.logger ?? createLogger(config.logLevel);
   if (config.kvPath && config.kvPath !== ":memory:" && !/^https?:\/\//.test(config.kvPath)) {
@@ -38,7 +44,7 @@ export async function startService(
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
   const kv = await Deno.openKv(config.kvPath);
   const db: Db = { kv, sealer: await createSealer(sealingKey) };
-  const queues = kvHasQueues(config.kvPath);
+  const queues = options.queues ?? kvHasQueues(config.kvPath);
   const connectors = createConnectors(config, { caCerts: options.caCerts });
   const engine = options.deliver === false ? null : startDeliveryEngine({
     db,

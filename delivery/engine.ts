@@ -50,6 +50,8 @@ export interface DeliveryEngine {
    * as due. The queue listener ends when the KV is closed: await `listening` after that.
    */
   close(): Promise<void>;
+  /** Deliveries running and jobs waiting for a slot in this process. */
+  stats(): { active: number; waiting: number };
   /** Settles once the queue listener has stopped (after kv.close()). */
   listening: Promise<void>;
 }
@@ -66,11 +68,16 @@ const refKey = (ref: JobRef) => `${ref.submissionId}/${ref.destinationId}`;
 export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   const { db, connectors, config, logger } = deps;
   const now = deps.now ?? Date.now;
-  const waiting: JobRef[] = [];
+  // Waiting jobs per destination, served round-robin; a destination may hold at most
+  // half the slots, so a slow or hanging one never starves the others.
+  const waiting = new Map<string, JobRef[]>();
+  const running = new Map<string, number>();
+  const perDestination = Math.max(1, Math.ceil(config.deliveryConcurrency / 2));
   const known = new Set<string>();
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const closing = new AbortController();
   let active = 0;
+  let waitingCount = 0;
   let closed = false;
   let idle: PromiseWithResolvers<void> | null = null;
 
@@ -80,26 +87,46 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       const key = refKey(ref);
       if (known.has(key)) continue;
       known.add(key);
-      waiting.push(ref);
+      const queue = waiting.get(ref.destinationId);
+      if (queue) queue.push(ref);
+      else waiting.set(ref.destinationId, [ref]);
+      waitingCount++;
     }
     pump();
   }
 
   function pump() {
-    while (!closed && active < config.deliveryConcurrency && waiting.length > 0) {
-      const ref = waiting.shift()!;
-      active++;
-      run(ref)
-        .catch((error) =>
-          logger.error("delivery run failed", { ...ref, error: describeError(error) })
-        )
-        .finally(() => {
-          active--;
-          known.delete(refKey(ref));
-          if (active === 0 && idle) idle.resolve();
-          pump();
-        });
+    let started = true;
+    while (!closed && started && active < config.deliveryConcurrency && waitingCount > 0) {
+      started = false;
+      for (const [destinationId, queue] of waiting) {
+        if (active >= config.deliveryConcurrency) break;
+        if ((running.get(destinationId) ?? 0) >= perDestination) continue;
+        const ref = queue.shift()!;
+        if (queue.length === 0) waiting.delete(destinationId);
+        waitingCount--;
+        start(ref);
+        started = true;
+      }
     }
+  }
+
+  function start(ref: JobRef) {
+    active++;
+    running.set(ref.destinationId, (running.get(ref.destinationId) ?? 0) + 1);
+    run(ref)
+      .catch((error) =>
+        logger.error("delivery run failed", { ...ref, error: describeError(error) })
+      )
+      .finally(() => {
+        active--;
+        const count = running.get(ref.destinationId)! - 1;
+        if (count === 0) running.delete(ref.destinationId);
+        else running.set(ref.destinationId, count);
+        known.delete(refKey(ref));
+        if (active === 0 && idle) idle.resolve();
+        pump();
+      });
   }
 
   async function run(ref: JobRef) {
@@ -267,6 +294,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   return {
     wake,
     sweep,
+    stats: () => ({ active, waiting: waitingCount }),
     listening: listener ?? Promise.resolve(),
     async close() {
       closed = true;
