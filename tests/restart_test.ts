@@ -1,0 +1,91 @@
+import assert from "node:assert/strict";
+import { loadConfig } from "../config.ts";
+import { startService } from "../service.ts";
+import { createOrg } from "../store/orgs.ts";
+import { startServiceProcess } from "./helpers/process.ts";
+import { startWebhookSink } from "./helpers/sink.ts";
+import { waitFor } from "./helpers/wait.ts";
+
+Deno.test("a process killed mid-delivery and restarted on the same KV file finishes every job", async () => {
+  const dir = await Deno.makeTempDir();
+  const env = {
+    KV_PATH: `${dir}/formrelay.kv`,
+    DELIVERY_LEASE_MS: "1500",
+    HTTP_TIMEOUT_MS: "1000",
+    RETRY_SCHEDULE_SECONDS: "0.05,0.05,0.05,0.05,0.05,0.05,0.05,0.05",
+    SWEEP_INTERVAL_SECONDS: "0.2",
+  };
+  // Set up the org, form and destination through the store, then close the KV.
+  const setup = await startService(
+    { ...loadConfig({ ...env, LOG_LEVEL: "silent" }) },
+    { deliver: false },
+  );
+  const { tenantKey } = await createOrg(setup.db, "Restart org");
+  await setup.close();
+
+  // Phase 1: the receiver takes requests and never answers, so deliveries are in flight.
+  let answering = false;
+  let releaseHung!: () => void;
+  const hung = new Promise<void>((resolve) => releaseHung = resolve);
+  await using sink = startWebhookSink(async () => {
+    if (!answering) {
+      await hung;
+      return new Response("too late", { status: 503 });
+    }
+    return new Response("ok");
+  });
+
+  const first = await startServiceProcess(env);
+  const accepted = new Set<string>();
+  try {
+    const admin = (path: string, body?: unknown) =>
+      fetch(`${first.origin}/v1/admin${path}`, {
+        method: body === undefined ? "GET" : "POST",
+        headers: { "x-tenant-key": tenantKey, "content-type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }).then((r) => r.json());
+    const { form } = await admin("/forms", { name: "Restart" });
+    await admin(`/forms/${form.id}/destinations`, { type: "webhook", config: { url: sink.url } });
+    for (let i = 0; i < 40; i++) {
+      const response = await fetch(`${first.origin}/v1/f/${form.publicKey}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ i }),
+      });
+      assert.equal(response.status, 202);
+      accepted.add((await response.json()).submissionId);
+    }
+    await waitFor(() => sink.hits >= 10, { message: "deliveries in flight" });
+  } finally {
+    await first.kill("SIGKILL");
+  }
+
+  // Phase 2: a new process on the same file, the receiver now answers.
+  answering = true;
+  releaseHung();
+  const second = await startServiceProcess(env);
+  try {
+    await waitFor(
+      () => new Set(sink.received.map((r) => r.json?.submissionId)).size === accepted.size,
+      { message: () => `${sink.received.length} of ${accepted.size} delivered`, timeoutMs: 30_000 },
+    );
+    const delivered = new Set(sink.received.map((r) => r.json?.submissionId as string));
+    assert.deepEqual(delivered, accepted);
+  } finally {
+    await second.kill("SIGTERM");
+  }
+
+  const after = await startService({ ...loadConfig({ ...env, LOG_LEVEL: "silent" }) }, {
+    deliver: false,
+  });
+  try {
+    for (const prefix of ["jobs", "envelopes"]) {
+      let left = 0;
+      for await (const _ of after.db.kv.list({ prefix: [prefix] })) left++;
+      assert.equal(left, 0, `${prefix} left behind`);
+    }
+  } finally {
+    await after.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
