@@ -19,7 +19,7 @@ import {
   rescheduleJob,
 } from "../store/jobs.ts";
 import { openJson } from "../store/sealing.ts";
-import { isWakeMessage, type WakeMessage } from "../store/submissions.ts";
+import { isWakeMessage, type WakeMessage, wakeRefs } from "../store/submissions.ts";
 import { openEnvelope } from "./envelope.ts";
 import { nextRetryDelay } from "./retry.ts";
 
@@ -178,7 +178,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     if (!destination.isEnabled) {
       throw new DeliveryError("Destination was disabled before delivery", { permanent: true });
     }
-    const sealed = await readSealedEnvelope(db, job.submissionId, job.chunks);
+    const sealed = await readSealedEnvelope(db, job);
     if (sealed === null) {
       throw new DeliveryError("Submission data expired before delivery", { permanent: true });
     }
@@ -252,8 +252,14 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       lastStatusCode: failure.statusCode ?? null,
       updatedAt: now(),
     };
-    const ref = { submissionId: job.submissionId, destinationId: job.destinationId };
-    const message: WakeMessage = { wake: ref };
+    const ref = {
+      submittedAt: job.submittedAt,
+      submissionId: job.submissionId,
+      destinationId: job.destinationId,
+    };
+    const message: WakeMessage = {
+      wake: { ...ref, destinationIds: [ref.destinationId] },
+    };
     const ok = await rescheduleJob(db, claimed, next, {
       wakeUp: deps.queues ? { message, delayMs: delay } : null,
     });
@@ -283,7 +289,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   const listener = deps.queues
     ? db.kv.listenQueue((message) => {
-      if (isWakeMessage(message)) wake([message.wake]);
+      if (isWakeMessage(message)) wake(wakeRefs(message));
     })
     : null;
   const sweeper = setInterval(() => {

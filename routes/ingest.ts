@@ -2,9 +2,8 @@ import { type Context, Hono } from "hono";
 import { sealEnvelope, type SubmissionEnvelope } from "../delivery/envelope.ts";
 import { envelopeTtlMs } from "../delivery/retry.ts";
 import type { AppDeps } from "./env.ts";
-import type { Db } from "../store/db.ts";
-import { listDestinationRecords } from "../store/destinations.ts";
-import { type FormRecord, getFormByPublicKey, openCaptchaSecret } from "../store/forms.ts";
+import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
+import { createIngestTargets, type IngestTarget } from "../store/ingest_targets.ts";
 import { verifyCaptcha } from "./captcha.ts";
 import { ApiError, errorBody, readCapped, refuseOtherMethods } from "./http.ts";
 import { bodyKind, parsePayload, unsupportedTypeMessage } from "./ingest_body.ts";
@@ -39,20 +38,24 @@ function setCorsHeaders(c: Context, allow: string | null) {
   if (allow !== "*") c.header("Vary", "Origin");
 }
 
-async function lookUpForm(db: Db, publicKey: string): Promise<FormRecord | null> {
-  if (!PUBLIC_KEY.test(publicKey)) return null;
-  const form = await getFormByPublicKey(db, publicKey);
-  return form !== null && form.enabled ? form : null;
-}
+/** How long a form's settings may be cached by ingestion (see createIngestTargets). */
+const TARGET_CACHE_MS = 1000;
 
 /** `POST /v1/f/:publicKey` and its CORS preflight (spec 4.1, CONTRACT "Ingestion"). */
 export function ingestRoutes(deps: AppDeps) {
   const { config, db, writer, logger } = deps;
   const ttlMs = envelopeTtlMs(config.retryScheduleMs, config.leaseMs);
+  const targets = createIngestTargets(db, { ttlMs: TARGET_CACHE_MS });
+  /** The enabled form behind a public key with its enabled destinations, or null. */
+  async function lookUp(publicKey: string): Promise<IngestTarget | null> {
+    if (!PUBLIC_KEY.test(publicKey)) return null;
+    const target = await targets.get(publicKey);
+    return target !== null && target.form.enabled ? target : null;
+  }
   const router = new Hono<{ Bindings: Partial<Deno.ServeHandlerInfo> }>();
 
   router.options("/:publicKey", async (c) => {
-    const form = await lookUpForm(db, c.req.param("publicKey"));
+    const form = (await lookUp(c.req.param("publicKey")))?.form ?? null;
     const allow = allowedOrigin(form, originOf(c.req.header("origin")));
     setCorsHeaders(c, allow);
     if (form === null) return c.json(errorBody("Form endpoint not found or disabled"), 404);
@@ -68,7 +71,8 @@ export function ingestRoutes(deps: AppDeps) {
     const declaredLength = Number(c.req.header("content-length") ?? "0");
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
-    const form = await lookUpForm(db, c.req.param("publicKey"));
+    const target = await lookUp(c.req.param("publicKey"));
+    const form = target?.form ?? null;
     const origin = originOf(c.req.header("origin"));
     const allow = allowedOrigin(form, origin);
     setCorsHeaders(c, allow);
@@ -77,7 +81,9 @@ export function ingestRoutes(deps: AppDeps) {
       throw new ApiError(413, "Payload too large (max 128KB)");
     }
     if (kind === null) throw new ApiError(415, unsupportedTypeMessage(config.ingestContentTypes));
-    if (form === null) throw new ApiError(404, "Form endpoint not found or disabled");
+    if (target === null || form === null) {
+      throw new ApiError(404, "Form endpoint not found or disabled");
+    }
     if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
     const bytes = await readCapped(c.req.raw.body, MAX_SUBMISSION_BYTES);
     if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
@@ -115,9 +121,7 @@ export function ingestRoutes(deps: AppDeps) {
         submittedAt: new Date(submittedAt).toISOString(),
       },
     };
-    const destinations = (await listDestinationRecords(db, form.id))
-      .filter((d) => d.isEnabled)
-      .map((d) => ({ id: d.id, type: d.type }));
+    const { destinations } = target;
     if (destinations.length > 0) {
       try {
         await writer.write({
@@ -138,6 +142,7 @@ export function ingestRoutes(deps: AppDeps) {
         throw new ApiError(503, "Submission could not be stored: try again");
       }
       deps.engine?.wake(destinations.map((d) => ({
+        submittedAt,
         submissionId: envelope.submissionId,
         destinationId: d.id,
       })));

@@ -1,4 +1,5 @@
 import { type Db, retryAtomic } from "./db.ts";
+import { noteFormChange } from "./ingest_targets.ts";
 import { formKey, type FormRecord } from "./forms.ts";
 import { openJson, sealJson } from "./sealing.ts";
 
@@ -79,6 +80,7 @@ export async function addDestination(
       .set(destinationKey(form.id, id), record);
     return { op, result: true };
   });
+  noteFormChange();
   if (!stored) return null;
   const { sealedConfig: _, ...rest } = record;
   return { ...rest, config: input.config };
@@ -138,6 +140,7 @@ export async function updateDestination(
     }
     return { op: db.kv.atomic().check(entry).set(key, updated), result: updated };
   });
+  noteFormChange();
   return record === null ? null : await openDestination(db, record);
 }
 
@@ -148,9 +151,11 @@ export async function deleteDestination(
   destinationId: string,
 ): Promise<boolean> {
   const key = destinationKey(formId, destinationId);
-  return await retryAtomic(async () => {
+  const deleted = await retryAtomic(async () => {
     const entry = await db.kv.get(key);
     if (entry.value === null) return { op: null, result: false };
     return { op: db.kv.atomic().check(entry).delete(key), result: true };
   });
+  noteFormChange();
+  return deleted;
 }

@@ -1,4 +1,5 @@
 import { type Db, retryAtomic } from "./db.ts";
+import { noteFormChange } from "./ingest_targets.ts";
 import { newKey, openJson, sealJson } from "./sealing.ts";
 
 /** A form as stored; the captcha secret only sealed. */
@@ -108,7 +109,7 @@ export async function updateForm(
   formId: string,
   change: (form: FormRecord) => FormSettings,
 ): Promise<FormRecord | null> {
-  return await retryAtomic(async () => {
+  const result = await retryAtomic(async () => {
     const entry = await db.kv.get<FormRecord>(formKey(formId));
     if (entry.value === null || entry.value.orgId !== orgId) return { op: null, result: null };
     const { captchaSecret, ...settings } = change(entry.value);
@@ -122,11 +123,13 @@ export async function updateForm(
     };
     return { op: db.kv.atomic().check(entry).set(formKey(formId), form), result: form };
   });
+  noteFormChange();
+  return result;
 }
 
 /** Deletes a form with its indexes and destinations; false when not found. */
 export async function deleteForm(db: Db, orgId: string, formId: string): Promise<boolean> {
-  return await retryAtomic(async () => {
+  const result = await retryAtomic(async () => {
     const entry = await db.kv.get<FormRecord>(formKey(formId));
     if (entry.value === null || entry.value.orgId !== orgId) return { op: null, result: false };
     const op = db.kv.atomic().check(entry)
@@ -136,6 +139,8 @@ export async function deleteForm(db: Db, orgId: string, formId: string): Promise
     for await (const dest of db.kv.list({ prefix: ["destinations", formId] })) op.delete(dest.key);
     return { op, result: true };
   });
+  noteFormChange();
+  return result;
 }
 
 /** The plaintext captcha secret of a form, or null. */

@@ -5,7 +5,8 @@ import type { DestinationType } from "./destinations.ts";
  * Delivery jobs: one per (submission, enabled destination), the durable truth of
  * delivery. A job is pending (waiting for `dueAt`) or in flight (leased until
  * `dueAt`); when it reaches a final state it is deleted and its outcome stays in
- * `deliveries` for 30 days. `jobs_due` indexes every job by `dueAt` for the sweep.
+ * `deliveries` for 30 days. Only unfinished jobs exist, so the sweep finds due ones by
+ * scanning them all: no due-time index to keep, which halves the writes per submission.
  */
 export interface JobRecord {
   submissionId: string;
@@ -48,20 +49,19 @@ export const OUTCOME_TTL_MS = 30 * 24 * 3600 * 1000;
 export const ENVELOPE_CHUNK_BYTES = 60_000;
 
 /** Key builders. */
-export const jobKey = (submissionId: string, destinationId: string): ["jobs", string, string] => [
+// Keys lead with the acceptance time: new entries append at the end of the KV's
+// B-tree instead of landing on random pages, which makes commits several times cheaper.
+export const jobKey = (ref: JobRef): ["jobs", number, string, string] => [
   "jobs",
-  submissionId,
-  destinationId,
+  ref.submittedAt,
+  ref.submissionId,
+  ref.destinationId,
 ];
-export const jobDueKey = (
-  dueAt: number,
-  submissionId: string,
-  destinationId: string,
-): ["jobs_due", number, string, string] => ["jobs_due", dueAt, submissionId, destinationId];
 export const envelopeChunkKey = (
+  submittedAt: number,
   submissionId: string,
   index: number,
-): ["envelopes", string, number] => ["envelopes", submissionId, index];
+): ["envelopes", number, string, number] => ["envelopes", submittedAt, submissionId, index];
 export const outcomeKey = (
   job: Pick<JobRecord, "formId" | "submittedAt" | "submissionId" | "destinationId">,
 ): ["deliveries", string, number, string, string] => [
@@ -74,6 +74,7 @@ export const outcomeKey = (
 
 /** A job's identity, as carried by wake-up messages. */
 export interface JobRef {
+  submittedAt: number;
   submissionId: string;
   destinationId: string;
 }
@@ -90,10 +91,12 @@ export function splitChunks(sealed: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBu
 /** Reads and joins the sealed envelope chunks; null when any is missing (expired or deleted). */
 export async function readSealedEnvelope(
   db: Db,
-  submissionId: string,
-  chunks: number,
+  job: Pick<JobRecord, "submittedAt" | "submissionId" | "chunks">,
 ): Promise<Uint8Array<ArrayBuffer> | null> {
-  const keys = Array.from({ length: chunks }, (_, i) => envelopeChunkKey(submissionId, i));
+  const keys = Array.from(
+    { length: job.chunks },
+    (_, i) => envelopeChunkKey(job.submittedAt, job.submissionId, i),
+  );
   const parts: Uint8Array<ArrayBuffer>[] = [];
   for (let i = 0; i < keys.length; i += 10) {
     for (const entry of await db.kv.getMany<Uint8Array<ArrayBuffer>[]>(keys.slice(i, i + 10))) {
@@ -161,7 +164,7 @@ export async function claimJob(
   ref: JobRef,
   options: { now: number; leaseMs: number },
 ): Promise<ClaimedJob | null> {
-  const entry = await db.kv.get<JobRecord>(jobKey(ref.submissionId, ref.destinationId));
+  const entry = await db.kv.get<JobRecord>(jobKey(ref));
   if (entry.value === null || entry.value.dueAt > options.now) return null;
   const current = entry.value;
   const job: JobRecord = {
@@ -171,15 +174,10 @@ export async function claimJob(
     dueAt: options.now + options.leaseMs,
     updatedAt: options.now,
   };
-  const commit = await db.kv.atomic().check(entry)
-    .set(entryKey(job), job)
-    .delete(jobDueKey(current.dueAt, job.submissionId, job.destinationId))
-    .set(jobDueKey(job.dueAt, job.submissionId, job.destinationId), null)
-    .commit();
+  const commit = await db.kv.atomic().check(entry).set(jobKey(job), job).commit();
   return commit.ok ? { job, versionstamp: commit.versionstamp } : null;
 }
 
-const entryKey = (job: JobRecord) => jobKey(job.submissionId, job.destinationId);
 
 /**
  * Puts a claimed job back to pending until `job.dueAt` after a transient failure.
@@ -193,10 +191,8 @@ export async function rescheduleJob(
 ): Promise<boolean> {
   const { job } = claimed;
   const op = db.kv.atomic()
-    .check({ key: entryKey(job), versionstamp: claimed.versionstamp })
-    .set(entryKey(next), next)
-    .delete(jobDueKey(job.dueAt, job.submissionId, job.destinationId))
-    .set(jobDueKey(next.dueAt, next.submissionId, next.destinationId), null)
+    .check({ key: jobKey(job), versionstamp: claimed.versionstamp })
+    .set(jobKey(next), next)
     .set(outcomeKey(next), outcomeOf(next, "retrying"), { expireIn: OUTCOME_TTL_MS });
   if (options.wakeUp) op.enqueue(options.wakeUp.message, { delay: options.wakeUp.delayMs });
   return (await op.commit()).ok;
@@ -222,32 +218,34 @@ export async function finishJob(
   const { job } = claimed;
   for (let attempt = 0; attempt < 20; attempt++) {
     const op = db.kv.atomic()
-      .check({ key: entryKey(job), versionstamp: claimed.versionstamp })
-      .delete(entryKey(job))
-      .delete(jobDueKey(job.dueAt, job.submissionId, job.destinationId))
+      .check({ key: jobKey(job), versionstamp: claimed.versionstamp })
+      .delete(jobKey(job))
       .set(outcomeKey(job), outcome, { expireIn: OUTCOME_TTL_MS });
     let siblings = 0;
-    for await (const sibling of db.kv.list({ prefix: ["jobs", job.submissionId] })) {
-      if (sibling.key[2] === job.destinationId) continue;
+    const family = { prefix: ["jobs", job.submittedAt, job.submissionId] };
+    for await (const sibling of db.kv.list(family)) {
+      if (sibling.key[3] === job.destinationId) continue;
       op.check(sibling);
       siblings++;
     }
     if (siblings === 0) {
-      for (let i = 0; i < job.chunks; i++) op.delete(envelopeChunkKey(job.submissionId, i));
+      for (let i = 0; i < job.chunks; i++) op.delete(envelopeChunkKey(job.submittedAt, job.submissionId, i));
     }
     if ((await op.commit()).ok) return true;
-    const mine = await db.kv.get(entryKey(job));
+    const mine = await db.kv.get(jobKey(job));
     if (mine.versionstamp !== claimed.versionstamp) return false;
   }
   return false;
 }
 
-/** Jobs due before `now` (pending ones and expired leases), oldest first. */
+/** Jobs due by `now` (pending ones and expired leases), at most `limit`. */
 export async function listDueJobs(db: Db, now: number, limit: number): Promise<JobRef[]> {
   const refs: JobRef[] = [];
-  const iter = db.kv.list({ start: ["jobs_due"], end: ["jobs_due", now + 1] }, { limit });
-  for await (const entry of iter) {
-    refs.push({ submissionId: entry.key[2] as string, destinationId: entry.key[3] as string });
+  for await (const entry of db.kv.list<JobRecord>({ prefix: ["jobs"] }, { batchSize: 500 })) {
+    if (entry.value.dueAt > now) continue;
+    const { submittedAt, submissionId, destinationId } = entry.value;
+    refs.push({ submittedAt, submissionId, destinationId });
+    if (refs.length >= limit) break;
   }
   return refs;
 }

