@@ -4,7 +4,7 @@ import type { Config } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createLogger, type Logger } from "./log.ts";
-import type { Db } from "./store/db.ts";
+import { createDb, type Db } from "./store/db.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
 
@@ -43,8 +43,8 @@ export async function startService(
   }
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
   const kv = await Deno.openKv(config.kvPath);
-  const db: Db = { kv, sealer: await createSealer(sealingKey) };
   const queues = options.queues ?? kvHasQueues(config.kvPath);
+  const db = createDb(kv, await createSealer(sealingKey), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
   const engine = options.deliver === false ? null : startDeliveryEngine({
     db,
@@ -53,7 +53,7 @@ export async function startService(
     logger,
     queues,
   });
-  const writer = createSubmissionWriter(db, { queues });
+  const writer = createSubmissionWriter(db);
   const app = createApp({ config, db, connectors, logger, writer, engine });
   return {
     app,

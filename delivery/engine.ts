@@ -2,24 +2,23 @@ import type { Config } from "../config.ts";
 import { type Connector, DeliveryError } from "../connectors/types.ts";
 import { describeError, type Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
-import {
-  destinationKey,
-  type DestinationRecord,
-  type DestinationType,
-} from "../store/destinations.ts";
+import type { DestinationType } from "../store/destinations.ts";
+import { createDestinationCache } from "../store/form_cache.ts";
 import {
   type ClaimedJob,
   claimJob,
   finishJob,
+  isWakeMessage,
   type JobRecord,
   type JobRef,
   listDueJobs,
   outcomeOf,
   readSealedEnvelope,
   rescheduleJob,
+  wakeMessage,
+  wakeRefs,
 } from "../store/jobs.ts";
 import { openJson } from "../store/sealing.ts";
-import { isWakeMessage, type WakeMessage, wakeRefs } from "../store/submissions.ts";
 import { openEnvelope } from "./envelope.ts";
 import { nextRetryDelay } from "./retry.ts";
 
@@ -57,6 +56,11 @@ export interface DeliveryEngine {
 }
 
 const SWEEP_BATCH = 5000;
+/** How long a destination record may be cached; changes in this process apply at once. */
+const DESTINATION_CACHE_MS = 1000;
+
+const RECENTLY_DONE_MAX = 50_000;
+
 const refKey = (ref: JobRef) => `${ref.submissionId}/${ref.destinationId}`;
 
 /**
@@ -74,8 +78,11 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   const running = new Map<string, number>();
   const perDestination = Math.max(1, Math.ceil(config.deliveryConcurrency / 2));
   const known = new Set<string>();
+  // Jobs finished here lately, so that their queue wake-ups cost no KV read.
+  const recentlyDone = new Set<string>();
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const closing = new AbortController();
+  const destinations = createDestinationCache(db, { ttlMs: DESTINATION_CACHE_MS });
   let active = 0;
   let waitingCount = 0;
   let closed = false;
@@ -135,7 +142,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     const { job } = claimed;
     const started = performance.now();
     try {
-      const receipt = await attempt(job);
+      const receipt = await attempt(claimed);
       await finish(claimed, "delivered", {
         statusCode: receipt.statusCode,
         detail: receipt.detail,
@@ -168,17 +175,16 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     }
   }
 
-  async function attempt(job: JobRecord) {
-    const destination = (await db.kv.get<DestinationRecord>(
-      destinationKey(job.formId, job.destinationId),
-    )).value;
+  async function attempt(claimed: ClaimedJob) {
+    const { job } = claimed;
+    const destination = await destinations.get(job.formId, job.destinationId);
     if (destination === null) {
       throw new DeliveryError("Destination was deleted before delivery", { permanent: true });
     }
     if (!destination.isEnabled) {
       throw new DeliveryError("Destination was disabled before delivery", { permanent: true });
     }
-    const sealed = await readSealedEnvelope(db, job);
+    const sealed = await readSealedEnvelope(db, claimed);
     if (sealed === null) {
       throw new DeliveryError("Submission data expired before delivery", { permanent: true });
     }
@@ -213,6 +219,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       lastStatusCode: result.statusCode ?? null,
       updatedAt: now(),
     };
+    if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
+    recentlyDone.add(refKey(job));
     if (!await finishJob(db, claimed, outcomeOf(job, status, result.detail ?? null))) {
       logger.warn("delivery lease lost", {
         submissionId: job.submissionId,
@@ -257,11 +265,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       submissionId: job.submissionId,
       destinationId: job.destinationId,
     };
-    const message: WakeMessage = {
-      wake: { ...ref, destinationIds: [ref.destinationId] },
-    };
     const ok = await rescheduleJob(db, claimed, next, {
-      wakeUp: deps.queues ? { message, delayMs: delay } : null,
+      wakeUp: deps.queues ? { message: wakeMessage([ref]), delayMs: delay } : null,
     });
     if (!ok) return;
     logger.info("delivery retry scheduled", {
@@ -289,7 +294,10 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   const listener = deps.queues
     ? db.kv.listenQueue((message) => {
-      if (isWakeMessage(message)) wake(wakeRefs(message));
+      // Jobs this process accepted were woken directly and are mostly done by now.
+      if (isWakeMessage(message)) {
+        wake(wakeRefs(message).filter((ref) => !recentlyDone.has(refKey(ref))));
+      }
     })
     : null;
   const sweeper = setInterval(() => {

@@ -3,7 +3,7 @@ import { sealEnvelope, type SubmissionEnvelope } from "../delivery/envelope.ts";
 import { envelopeTtlMs } from "../delivery/retry.ts";
 import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
-import { createIngestTargets, type IngestTarget } from "../store/ingest_targets.ts";
+import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { verifyCaptcha } from "./captcha.ts";
 import { ApiError, errorBody, readCapped, refuseOtherMethods } from "./http.ts";
 import { bodyKind, parsePayload, unsupportedTypeMessage } from "./ingest_body.ts";

@@ -1,9 +1,16 @@
+import { type CommitBatcher, createCommitBatcher } from "./batcher.ts";
 import type { Sealer } from "./sealing.ts";
 
-/** What every store function needs: the KV and the at-rest sealer. */
+/** What every store function needs: the KV, the at-rest sealer and the group committer. */
 export interface Db {
   kv: Deno.Kv;
   sealer: Sealer;
+  batcher: CommitBatcher;
+}
+
+/** A Db over an open KV; `queues` says whether the KV offers queues for wake-ups. */
+export function createDb(kv: Deno.Kv, sealer: Sealer, options = { queues: false }): Db {
+  return { kv, sealer, batcher: createCommitBatcher(kv, options) };
 }
 
 /** Thrown when an atomic commit keeps losing to concurrent writers. */

@@ -1,5 +1,5 @@
 import { type Db, retryAtomic } from "./db.ts";
-import { noteFormChange } from "./ingest_targets.ts";
+import { noteFormChange } from "./form_cache.ts";
 import { newKey, openJson, sealJson } from "./sealing.ts";
 
 /** A form as stored; the captcha secret only sealed. */

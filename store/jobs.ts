@@ -45,6 +45,9 @@ export interface DeliveryOutcome {
 /** How long outcomes are kept. */
 export const OUTCOME_TTL_MS = 30 * 24 * 3600 * 1000;
 
+/** Rough size of a job or outcome record, for commit batching. */
+const JOB_BYTES = 600;
+
 /** Largest sealed chunk: below KV's 64 KiB value limit with room for the encoding. */
 export const ENVELOPE_CHUNK_BYTES = 60_000;
 
@@ -79,6 +82,38 @@ export interface JobRef {
   destinationId: string;
 }
 
+/** A queue wake-up for jobs: compact [submittedAt, submissionId, destinationId] tuples. */
+export interface WakeMessage {
+  wake: [number, string, string][];
+}
+
+/** Most jobs one wake-up message names, well within the 64 KiB message limit. */
+export const MAX_WAKE_REFS = 400;
+
+/** The wake-up message for some jobs. */
+export function wakeMessage(refs: JobRef[]): WakeMessage {
+  return { wake: refs.map((r) => [r.submittedAt, r.submissionId, r.destinationId]) };
+}
+
+/** Type guard for wake-up messages read from the KV queue. */
+export function isWakeMessage(value: unknown): value is WakeMessage {
+  const wake = (value as WakeMessage | null)?.wake;
+  return Array.isArray(wake) &&
+    wake.every((r) =>
+      Array.isArray(r) && typeof r[0] === "number" && typeof r[1] === "string" &&
+      typeof r[2] === "string"
+    );
+}
+
+/** The jobs a wake-up message names. */
+export function wakeRefs(message: WakeMessage): JobRef[] {
+  return message.wake.map(([submittedAt, submissionId, destinationId]) => ({
+    submittedAt,
+    submissionId,
+    destinationId,
+  }));
+}
+
 /** Splits sealed bytes into chunks that each fit in a KV value. */
 export function splitChunks(sealed: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer>[] {
   const chunks: Uint8Array<ArrayBuffer>[] = [];
@@ -88,16 +123,22 @@ export function splitChunks(sealed: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBu
   return chunks;
 }
 
-/** Reads and joins the sealed envelope chunks; null when any is missing (expired or deleted). */
+/**
+ * Reads and joins the sealed envelope chunks of a claimed job (the first came with
+ * the claim); null when any is missing (expired or deleted).
+ */
 export async function readSealedEnvelope(
   db: Db,
-  job: Pick<JobRecord, "submittedAt" | "submissionId" | "chunks">,
+  claimed: ClaimedJob,
 ): Promise<Uint8Array<ArrayBuffer> | null> {
+  const { job, firstChunk } = claimed;
+  if (firstChunk === null) return null;
+  if (job.chunks === 1) return firstChunk;
   const keys = Array.from(
-    { length: job.chunks },
-    (_, i) => envelopeChunkKey(job.submittedAt, job.submissionId, i),
+    { length: job.chunks - 1 },
+    (_, i) => envelopeChunkKey(job.submittedAt, job.submissionId, i + 1),
   );
-  const parts: Uint8Array<ArrayBuffer>[] = [];
+  const parts = [firstChunk];
   for (let i = 0; i < keys.length; i += 10) {
     for (const entry of await db.kv.getMany<Uint8Array<ArrayBuffer>[]>(keys.slice(i, i + 10))) {
       if (entry.value === null) return null;
@@ -153,6 +194,8 @@ export function outcomeOf(
 export interface ClaimedJob {
   job: JobRecord;
   versionstamp: string;
+  /** The first sealed envelope chunk as read with the job; null when it is gone. */
+  firstChunk: Uint8Array<ArrayBuffer> | null;
 }
 
 /**
@@ -164,7 +207,11 @@ export async function claimJob(
   ref: JobRef,
   options: { now: number; leaseMs: number },
 ): Promise<ClaimedJob | null> {
-  const entry = await db.kv.get<JobRecord>(jobKey(ref));
+  // The job and the first envelope chunk in one read: the delivery needs both.
+  const [entry, firstChunk] = await db.kv.getMany<[JobRecord, Uint8Array<ArrayBuffer>]>([
+    jobKey(ref),
+    envelopeChunkKey(ref.submittedAt, ref.submissionId, 0),
+  ]);
   if (entry.value === null || entry.value.dueAt > options.now) return null;
   const current = entry.value;
   const job: JobRecord = {
@@ -174,10 +221,14 @@ export async function claimJob(
     dueAt: options.now + options.leaseMs,
     updatedAt: options.now,
   };
-  const commit = await db.kv.atomic().check(entry).set(jobKey(job), job).commit();
-  return commit.ok ? { job, versionstamp: commit.versionstamp } : null;
+  const versionstamp = await db.batcher.commit({
+    apply: (op) => op.check(entry).set(jobKey(job), job),
+    mutations: 1,
+    checks: 1,
+    bytes: JOB_BYTES,
+  });
+  return versionstamp === null ? null : { job, versionstamp, firstChunk: firstChunk.value };
 }
-
 
 /**
  * Puts a claimed job back to pending until `job.dueAt` after a transient failure.
@@ -190,12 +241,18 @@ export async function rescheduleJob(
   options: { wakeUp: WakeUp | null },
 ): Promise<boolean> {
   const { job } = claimed;
-  const op = db.kv.atomic()
-    .check({ key: jobKey(job), versionstamp: claimed.versionstamp })
-    .set(jobKey(next), next)
-    .set(outcomeKey(next), outcomeOf(next, "retrying"), { expireIn: OUTCOME_TTL_MS });
-  if (options.wakeUp) op.enqueue(options.wakeUp.message, { delay: options.wakeUp.delayMs });
-  return (await op.commit()).ok;
+  const versionstamp = await db.batcher.commit({
+    apply(op) {
+      op.check({ key: jobKey(job), versionstamp: claimed.versionstamp })
+        .set(jobKey(next), next)
+        .set(outcomeKey(next), outcomeOf(next, "retrying"), { expireIn: OUTCOME_TTL_MS });
+      if (options.wakeUp) op.enqueue(options.wakeUp.message, { delay: options.wakeUp.delayMs });
+    },
+    mutations: 3,
+    checks: 1,
+    bytes: 2 * JOB_BYTES,
+  });
+  return versionstamp !== null;
 }
 
 /** A queue wake-up to send with a commit. */
@@ -205,10 +262,10 @@ export interface WakeUp {
 }
 
 /**
- * Ends a claimed job: deletes it, records its final outcome and, when it was the
- * submission's last job, deletes the sealed envelope in the same commit. Sibling jobs
- * are checked so that of two jobs finishing at once, the later commit sees the other
- * gone. False when the lease was lost to another worker.
+ * Ends a claimed job: deletes it and records its final outcome. Then, when no sibling
+ * job of the submission is left, deletes the sealed envelope. The sibling look comes
+ * after the commit, so of siblings finishing at once the last to commit always sees
+ * none left (and a second delete is harmless). False when the lease was lost.
  */
 export async function finishJob(
   db: Db,
@@ -216,26 +273,27 @@ export async function finishJob(
   outcome: DeliveryOutcome,
 ): Promise<boolean> {
   const { job } = claimed;
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const op = db.kv.atomic()
-      .check({ key: jobKey(job), versionstamp: claimed.versionstamp })
-      .delete(jobKey(job))
-      .set(outcomeKey(job), outcome, { expireIn: OUTCOME_TTL_MS });
-    let siblings = 0;
-    const family = { prefix: ["jobs", job.submittedAt, job.submissionId] };
-    for await (const sibling of db.kv.list(family)) {
-      if (sibling.key[3] === job.destinationId) continue;
-      op.check(sibling);
-      siblings++;
-    }
-    if (siblings === 0) {
-      for (let i = 0; i < job.chunks; i++) op.delete(envelopeChunkKey(job.submittedAt, job.submissionId, i));
-    }
-    if ((await op.commit()).ok) return true;
-    const mine = await db.kv.get(jobKey(job));
-    if (mine.versionstamp !== claimed.versionstamp) return false;
-  }
-  return false;
+  const versionstamp = await db.batcher.commit({
+    apply: (op) =>
+      op.check({ key: jobKey(job), versionstamp: claimed.versionstamp })
+        .delete(jobKey(job))
+        .set(outcomeKey(job), outcome, { expireIn: OUTCOME_TTL_MS }),
+    mutations: 2,
+    checks: 1,
+    bytes: 2 * JOB_BYTES,
+  });
+  if (versionstamp === null) return false;
+  const left = db.kv.list({ prefix: ["jobs", job.submittedAt, job.submissionId] }, { limit: 1 });
+  for await (const _ of left) return true;
+  await db.batcher.commit({
+    apply(op) {
+      for (let i = 0; i < job.chunks; i++) {
+        op.delete(envelopeChunkKey(job.submittedAt, job.submissionId, i));
+      }
+    },
+    mutations: job.chunks,
+  });
+  return true;
 }
 
 /** Jobs due by `now` (pending ones and expired leases), at most `limit`. */

@@ -24,7 +24,11 @@ Deno.test("the sealed layout is Web Crypto's AES-GCM: IV, ciphertext, tag", asyn
   const sealed = await sealer.seal(plaintext, "ctx");
   const key = await crypto.subtle.importKey("raw", KEY, "AES-GCM", false, ["decrypt"]);
   const opened = await crypto.subtle.decrypt(
-    { name: "AES-GCM", iv: sealed.subarray(0, 12), additionalData: new TextEncoder().encode("ctx") },
+    {
+      name: "AES-GCM",
+      iv: sealed.subarray(0, 12),
+      additionalData: new TextEncoder().encode("ctx"),
+    },
     key,
     sealed.subarray(12),
   );

@@ -5,7 +5,6 @@ import {
   envelopeChunkKey,
   jobKey,
   type JobRecord,
-  type JobRef,
   splitChunks,
 } from "./jobs.ts";
 
@@ -21,35 +20,14 @@ export interface NewSubmission {
   envelopeTtlMs: number;
 }
 
-/** Wake-up message for the jobs of one submission. */
-export interface WakeMessage {
-  wake: { submittedAt: number; submissionId: string; destinationIds: string[] };
-}
-
-/** KV's atomic limits are 1000 mutations and 800 KiB; stay clear of both. */
-const MAX_BATCH_MUTATIONS = 900;
-const MAX_BATCH_BYTES = 640 * 1024;
 const JOB_BYTES_ESTIMATE = 600;
 
-interface Pending {
-  submission: NewSubmission;
-  mutations: number;
-  bytes: number;
-  resolve(): void;
-  reject(error: unknown): void;
-}
-
 /**
- * Writes accepted submissions with group commit: each submission's envelope chunks,
- * jobs, due-index entries and wake-ups go in one atomic commit, and submissions that
- * arrive while a commit is running share the next one instead of paying an fsync
- * each. A batch whose commit fails is retried one submission at a time, so one bad
- * submission never fails the others.
+ * Writes accepted submissions: each submission's envelope chunks, jobs and wake-up go
+ * in one atomic commit, shared with whatever else is being committed at that moment
+ * (db.batcher), so concurrent submissions do not pay a sync each.
  */
-export function createSubmissionWriter(db: Db, options: { queues: boolean }): SubmissionWriter {
-  const waiting: Pending[] = [];
-  let committing = false;
-
+export function createSubmissionWriter(db: Db): SubmissionWriter {
   function addTo(op: Deno.AtomicOperation, s: NewSubmission) {
     const chunks = splitChunks(s.sealedEnvelope);
     chunks.forEach((chunk, i) => {
@@ -75,71 +53,23 @@ export function createSubmissionWriter(db: Db, options: { queues: boolean }): Su
       };
       op.set(jobKey(job), job);
     }
-    if (options.queues) {
-      const message: WakeMessage = {
-        wake: {
-          submittedAt: s.submittedAt,
-          submissionId: s.submissionId,
-          destinationIds: s.destinations.map((d) => d.id),
-        },
-      };
-      op.enqueue(message);
-    }
-  }
-
-  async function commit(batch: Pending[]): Promise<boolean> {
-    const op = db.kv.atomic();
-    for (const pending of batch) addTo(op, pending.submission);
-    try {
-      return (await op.commit()).ok;
-    } catch {
-      return false;
-    }
-  }
-
-  async function drain() {
-    committing = true;
-    while (waiting.length > 0) {
-      const batch: Pending[] = [];
-      let mutations = 0;
-      let bytes = 0;
-      while (waiting.length > 0) {
-        const next = waiting[0];
-        const fits = mutations + next.mutations <= MAX_BATCH_MUTATIONS &&
-          bytes + next.bytes <= MAX_BATCH_BYTES;
-        if (batch.length > 0 && !fits) break;
-        batch.push(waiting.shift()!);
-        mutations += next.mutations;
-        bytes += next.bytes;
-      }
-      if (await commit(batch)) {
-        for (const pending of batch) pending.resolve();
-      } else if (batch.length === 1) {
-        batch[0].reject(new Error("Cannot store the submission: KV commit failed"));
-      } else {
-        for (const pending of batch) {
-          if (await commit([pending])) pending.resolve();
-          else pending.reject(new Error("Cannot store the submission: KV commit failed"));
-        }
-      }
-    }
-    committing = false;
   }
 
   return {
-    write(submission: NewSubmission): Promise<void> {
+    async write(submission: NewSubmission): Promise<void> {
       const jobs = submission.destinations.length;
       const chunks = Math.ceil(submission.sealedEnvelope.length / ENVELOPE_CHUNK_BYTES);
-      return new Promise<void>((resolve, reject) => {
-        waiting.push({
-          submission,
-          mutations: chunks + jobs + (options.queues ? 1 : 0),
-          bytes: submission.sealedEnvelope.length + jobs * JOB_BYTES_ESTIMATE,
-          resolve,
-          reject,
-        });
-        if (!committing) drain();
+      const versionstamp = await db.batcher.commit({
+        apply: (op) => addTo(op, submission),
+        mutations: chunks + jobs,
+        bytes: submission.sealedEnvelope.length + jobs * JOB_BYTES_ESTIMATE,
+        wake: submission.destinations.map((d) => ({
+          submittedAt: submission.submittedAt,
+          submissionId: submission.submissionId,
+          destinationId: d.id,
+        })),
       });
+      if (versionstamp === null) throw new Error("Cannot store the submission: KV commit failed");
     },
   };
 }
@@ -148,18 +78,4 @@ export function createSubmissionWriter(db: Db, options: { queues: boolean }): Su
 export interface SubmissionWriter {
   /** Stores one submission; resolves once its commit succeeded, rejects if it failed. */
   write(submission: NewSubmission): Promise<void>;
-}
-
-/** Type guard for wake-up messages from the KV queue. */
-export function isWakeMessage(value: unknown): value is WakeMessage {
-  const wake = (value as WakeMessage | null)?.wake;
-  return typeof wake?.submissionId === "string" && typeof wake.submittedAt === "number" &&
-    Array.isArray(wake.destinationIds) &&
-    wake.destinationIds.every((id) => typeof id === "string");
-}
-
-/** The job refs a wake-up message names. */
-export function wakeRefs(message: WakeMessage): JobRef[] {
-  const { submittedAt, submissionId, destinationIds } = message.wake;
-  return destinationIds.map((destinationId) => ({ submittedAt, submissionId, destinationId }));
 }

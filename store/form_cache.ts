@@ -1,5 +1,10 @@
 import type { Db } from "./db.ts";
-import { type DestinationType, listDestinationRecords } from "./destinations.ts";
+import {
+  destinationKey,
+  type DestinationRecord,
+  type DestinationType,
+  listDestinationRecords,
+} from "./destinations.ts";
 import { type FormRecord, getFormByPublicKey } from "./forms.ts";
 
 /** What ingestion needs of a form: the record and its enabled destinations. */
@@ -57,3 +62,29 @@ export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () =
 
 /** The ingest target lookup. */
 export type IngestTargets = ReturnType<typeof createIngestTargets>;
+
+/**
+ * Destination records by form and id, cached like ingest targets: the delivery engine
+ * reads the destination of every job, and most jobs share a few destinations. Null
+ * (deleted) is cached too.
+ */
+export function createDestinationCache(db: Db, options: { ttlMs: number; now?: () => number }) {
+  const now = options.now ?? Date.now;
+  const cache = new Map<
+    string,
+    { record: DestinationRecord | null; expires: number; generation: number }
+  >();
+  return {
+    async get(formId: string, destinationId: string): Promise<DestinationRecord | null> {
+      const key = `${formId}/${destinationId}`;
+      const hit = cache.get(key);
+      if (hit && hit.expires > now() && hit.generation === generation) return hit.record;
+      const seenGeneration = generation;
+      const record =
+        (await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId))).value;
+      if (cache.size >= MAX_ENTRIES) cache.clear();
+      cache.set(key, { record, expires: now() + options.ttlMs, generation: seenGeneration });
+      return record;
+    },
+  };
+}
