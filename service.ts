@@ -46,15 +46,17 @@ export async function startService(
   const queues = options.queues ?? kvHasQueues(config.kvPath);
   const db = createDb(kv, await createSealer(sealingKey), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
+  const ingestLoad = { inFlight: 0 };
   const engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
     config,
     logger,
     queues,
+    ingestInFlight: () => ingestLoad.inFlight,
   });
   const writer = createSubmissionWriter(db);
-  const app = createApp({ config, db, connectors, logger, writer, engine });
+  const app = createApp({ config, db, connectors, logger, writer, engine, ingestLoad });
   return {
     app,
     db,

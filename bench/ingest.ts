@@ -32,7 +32,10 @@ const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-" });
 const env = {
   KV_PATH: `${dir}/formrelay.kv`,
   ALLOW_PRIVATE_DESTINATIONS: "true",
-  LOG_LEVEL: "info",
+  LOG_LEVEL: Deno.env.get("LOG_LEVEL") ?? "info",
+  ...(Deno.env.get("DELIVERY_CONCURRENCY")
+    ? { DELIVERY_CONCURRENCY: Deno.env.get("DELIVERY_CONCURRENCY")! }
+    : {}),
 };
 const setup = await startService({ ...loadConfig({ ...env, LOG_LEVEL: "silent" }) }, {
   deliver: false,

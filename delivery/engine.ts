@@ -34,6 +34,12 @@ export interface EngineDeps {
   /** Whether the KV offers queues (local KV does; KV Connect and Deno Deploy do not). */
   queues: boolean;
   now?: () => number;
+  /**
+   * Submissions being accepted right now in this process. Acceptance comes first:
+   * while any is in flight, new deliveries start only up to MIN_CONCURRENCY, so a
+   * burst of submissions is answered fast and its deliveries follow as it eases.
+   */
+  ingestInFlight?: () => number;
   /** Called after every final outcome (auto-disable and tests hook in here). */
   onFinal?: (job: JobRecord, status: "delivered" | "failed") => void | Promise<void>;
 }
@@ -60,6 +66,8 @@ const SWEEP_BATCH = 5000;
 const DESTINATION_CACHE_MS = 1000;
 
 const RECENTLY_DONE_MAX = 50_000;
+/** Deliveries that always keep going, however busy acceptance is. */
+const MIN_CONCURRENCY = 4;
 
 const refKey = (ref: JobRef) => `${ref.submissionId}/${ref.destinationId}`;
 
@@ -104,10 +112,14 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   function pump() {
     let started = true;
-    while (!closed && started && active < config.deliveryConcurrency && waitingCount > 0) {
+    // While submissions are being accepted, deliveries keep only a few slots.
+    const limit = (deps.ingestInFlight?.() ?? 0) > 0
+      ? Math.min(MIN_CONCURRENCY, config.deliveryConcurrency)
+      : config.deliveryConcurrency;
+    while (!closed && started && active < limit && waitingCount > 0) {
       started = false;
       for (const [destinationId, queue] of waiting) {
-        if (active >= config.deliveryConcurrency) break;
+        if (active >= limit) break;
         if ((running.get(destinationId) ?? 0) >= perDestination) continue;
         const ref = queue.shift()!;
         if (queue.length === 0) waiting.delete(destinationId);
@@ -136,14 +148,18 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       });
   }
 
+  /** One log line per attempt: ids, result, status and timing; never payload. */
+  type AttemptResult = Record<string, unknown> & { result: string };
+
   async function run(ref: JobRef) {
     const claimed = await claimJob(db, ref, { now: now(), leaseMs: config.leaseMs });
     if (claimed === null) return;
     const { job } = claimed;
     const started = performance.now();
+    let outcome: AttemptResult;
     try {
       const receipt = await attempt(claimed);
-      await finish(claimed, "delivered", {
+      outcome = await finish(claimed, "delivered", {
         statusCode: receipt.statusCode,
         detail: receipt.detail,
       });
@@ -163,16 +179,16 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
         `Delivery failed: ${describeError(error)}`,
         { permanent: false, cause: error },
       );
-      await fail(claimed, failure);
-    } finally {
-      logger.info("delivery attempt", {
-        submissionId: job.submissionId,
-        destinationId: job.destinationId,
-        type: job.type,
-        attempt: job.attempts,
-        ms: Math.round(performance.now() - started),
-      });
+      outcome = await fail(claimed, failure);
     }
+    logger.info("delivery attempt", {
+      submissionId: job.submissionId,
+      destinationId: job.destinationId,
+      type: job.type,
+      attempt: job.attempts,
+      ms: Math.round(performance.now() - started),
+      ...outcome,
+    });
   }
 
   async function attempt(claimed: ClaimedJob) {
@@ -212,7 +228,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     claimed: ClaimedJob,
     status: "delivered" | "failed",
     result: { statusCode?: number; detail?: string; error?: string },
-  ) {
+  ): Promise<AttemptResult> {
     const job: JobRecord = {
       ...claimed.job,
       lastError: result.error ?? null,
@@ -222,24 +238,13 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
     recentlyDone.add(refKey(job));
     if (!await finishJob(db, claimed, outcomeOf(job, status, result.detail ?? null))) {
-      logger.warn("delivery lease lost", {
-        submissionId: job.submissionId,
-        destinationId: job.destinationId,
-      });
-      return;
+      return { result: "lease lost" };
     }
-    logger.info(`delivery ${status}`, {
-      submissionId: job.submissionId,
-      destinationId: job.destinationId,
-      type: job.type,
-      attempts: job.attempts,
-      statusCode: job.lastStatusCode,
-      error: job.lastError,
-    });
     await deps.onFinal?.(job, status);
+    return { result: status, statusCode: job.lastStatusCode, error: job.lastError };
   }
 
-  async function fail(claimed: ClaimedJob, failure: DeliveryError) {
+  async function fail(claimed: ClaimedJob, failure: DeliveryError): Promise<AttemptResult> {
     const { job } = claimed;
     const delay = failure.permanent ? null : nextRetryDelay(job.attempts, {
       scheduleMs: config.retryScheduleMs,
@@ -249,8 +254,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       const error = failure.permanent
         ? failure.message
         : `Retries exhausted after ${job.attempts} attempts: ${failure.message}`;
-      await finish(claimed, "failed", { statusCode: failure.statusCode, error });
-      return;
+      return await finish(claimed, "failed", { statusCode: failure.statusCode, error });
     }
     const next: JobRecord = {
       ...job,
@@ -268,14 +272,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     const ok = await rescheduleJob(db, claimed, next, {
       wakeUp: deps.queues ? { message: wakeMessage([ref]), delayMs: delay } : null,
     });
-    if (!ok) return;
-    logger.info("delivery retry scheduled", {
-      ...ref,
-      attempts: job.attempts,
-      inMs: delay,
-      statusCode: next.lastStatusCode,
-      error: next.lastError,
-    });
+    if (!ok) return { result: "lease lost" };
     if (delay < config.sweepIntervalMs) {
       const timer = setTimeout(() => {
         timers.delete(timer);
@@ -283,6 +280,12 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       }, delay);
       timers.add(timer);
     }
+    return {
+      result: "retry",
+      retryInMs: delay,
+      statusCode: next.lastStatusCode,
+      error: next.lastError,
+    };
   }
 
   async function sweep(): Promise<number> {

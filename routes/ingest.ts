@@ -8,6 +8,9 @@ import { verifyCaptcha } from "./captcha.ts";
 import { ApiError, errorBody, readCapped, refuseOtherMethods } from "./http.ts";
 import { bodyKind, parsePayload, unsupportedTypeMessage } from "./ingest_body.ts";
 
+/** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
+type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
+
 /** Largest accepted submission body: 128 KB (CONTRACT). */
 export const MAX_SUBMISSION_BYTES = 131072;
 
@@ -52,7 +55,7 @@ export function ingestRoutes(deps: AppDeps) {
     const target = await targets.get(publicKey);
     return target !== null && target.form.enabled ? target : null;
   }
-  const router = new Hono<{ Bindings: Partial<Deno.ServeHandlerInfo> }>();
+  const router = new Hono<IngestEnv>();
 
   router.options("/:publicKey", async (c) => {
     const form = (await lookUp(c.req.param("publicKey")))?.form ?? null;
@@ -67,11 +70,20 @@ export function ingestRoutes(deps: AppDeps) {
   });
 
   router.post("/:publicKey", async (c) => {
+    deps.ingestLoad.inFlight++;
+    try {
+      return await accept(c, c.req.param("publicKey"));
+    } finally {
+      deps.ingestLoad.inFlight--;
+    }
+  });
+
+  async function accept(c: Context<IngestEnv>, publicKey: string) {
     const contentType = c.req.header("content-type") ?? "";
     const declaredLength = Number(c.req.header("content-length") ?? "0");
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
-    const target = await lookUp(c.req.param("publicKey"));
+    const target = await lookUp(publicKey);
     const form = target?.form ?? null;
     const origin = originOf(c.req.header("origin"));
     const allow = allowedOrigin(form, origin);
@@ -85,7 +97,7 @@ export function ingestRoutes(deps: AppDeps) {
       throw new ApiError(404, "Form endpoint not found or disabled");
     }
     if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
-    const bytes = await readCapped(c.req.raw.body, MAX_SUBMISSION_BYTES);
+    const bytes = await readBody(c.req.raw, declaredLength);
     if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
     if (bytes.length === 0) {
       throw new ApiError(400, kind === "json" ? "Invalid JSON payload" : "Invalid form payload", {
@@ -148,15 +160,31 @@ export function ingestRoutes(deps: AppDeps) {
       })));
     }
     return c.json({ ok: true, submissionId: envelope.submissionId }, 202);
-  });
+  }
 
   refuseOtherMethods(router, "/:publicKey");
   return router;
 }
 
+/**
+ * The body, at most MAX_SUBMISSION_BYTES; null when it is longer. With a declared
+ * length the server delivers no more than that, so the body is read whole (the fast
+ * path); without one (chunked) it is read as a stream and cut off at the cap.
+ */
+async function readBody(
+  request: Request,
+  declaredLength: number,
+): Promise<Uint8Array<ArrayBuffer> | null> {
+  if (request.headers.has("content-length") && declaredLength <= MAX_SUBMISSION_BYTES) {
+    const bytes = new Uint8Array(await request.arrayBuffer());
+    return bytes.length > MAX_SUBMISSION_BYTES ? null : bytes;
+  }
+  return await readCapped(request.body, MAX_SUBMISSION_BYTES);
+}
+
 /** The submitter's IP: the configured edge header, else the connection's address. */
 function clientIp(
-  c: Context<{ Bindings: Partial<Deno.ServeHandlerInfo> }>,
+  c: Context<IngestEnv>,
   header: string | null,
 ): string | null {
   const forwarded = header === null ? undefined : c.req.header(header);
