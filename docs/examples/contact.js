@@ -1,0 +1,67 @@
+// formrelay example: posts the contact form with fetch (JSON) and wires the plain HTML form.
+//
+// For real use, hard-code your service and the form's public key here, e.g.
+//   const ENDPOINT = "https://forms.example.com";
+//   const PUBLIC_KEY = "pk_...";
+// (the public key is not a secret: it only lets people submit to this one form). This demo
+// reads both from its own query string instead, so it runs against any formrelay:
+//   contact.html?endpoint=http://127.0.0.1:8000&key=pk_...
+const params = new URLSearchParams(location.search);
+const ENDPOINT = (params.get("endpoint") ?? "https://forms.example.com").replace(/\/+$/, "");
+const PUBLIC_KEY = params.get("key") ?? "pk_REPLACE_ME";
+const SUBMIT_URL = `${ENDPOINT}/v1/f/${encodeURIComponent(PUBLIC_KEY)}`;
+
+if (!params.has("endpoint") || !params.has("key")) {
+  const warning = document.getElementById("config-warning");
+  warning.textContent = "Demo mode: add ?endpoint=<formrelay URL>&key=<public key> to the " +
+    "address, or hard-code them in contact.js.";
+  warning.hidden = false;
+}
+
+// The plain form is posted by the browser itself; formrelay answers 303 to the form's
+// redirectUrl, or a short HTML page saying what was wrong.
+document.getElementById("plain-form").action = SUBMIT_URL;
+
+const fetchForm = document.getElementById("fetch-form");
+const status = document.getElementById("fetch-status");
+
+function showStatus(state, text) {
+  status.dataset.state = state;
+  status.textContent = text;
+}
+
+fetchForm.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  if (!fetchForm.reportValidity()) return;
+  const button = fetchForm.querySelector("button");
+  button.disabled = true;
+  showStatus("pending", "Sending…");
+  try {
+    // JSON is not a "simple" content type, so the browser first sends a CORS preflight
+    // (OPTIONS); formrelay allows it for the origins in the form's allowedOrigins.
+    const response = await fetch(SUBMIT_URL, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "Accept": "application/json" },
+      body: JSON.stringify(Object.fromEntries(new FormData(fetchForm))),
+    });
+    const body = await response.json().catch(() => null);
+    if (response.ok && body?.ok) {
+      showStatus("success", `Thank you! Your message was sent (submission ${body.submissionId}).`);
+      fetchForm.reset();
+    } else {
+      // Error answers are JSON: { ok: false, error: "Origin is not allowed for this form" }.
+      const reason = body?.error ?? `HTTP ${response.status}`;
+      showStatus("error", `Sorry, your message was not sent: ${reason}`);
+    }
+  } catch {
+    // The browser hides the answer when CORS refuses the request (an origin not in the
+    // form's allowedOrigins), and a network failure looks the same: a TypeError.
+    showStatus(
+      "error",
+      "Sorry, your message was not sent: Submission was refused or the service could not " +
+        "be reached (network error).",
+    );
+  } finally {
+    button.disabled = false;
+  }
+});
