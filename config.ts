@@ -38,7 +38,8 @@ const envSchema = z.object({
   ),
   HTTP_TIMEOUT_MS: positiveInt.default(15_000),
   SMTP_TIMEOUT_MS: positiveInt.default(60_000),
-  RATE_LIMIT_MAX: positiveInt.default(60),
+  /** Accepted submissions per form and client IP per window; 0 turns the limit off. */
+  RATE_LIMIT_MAX: z.coerce.number().int().min(0).default(60),
   RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(600),
   AUTO_DISABLE_AFTER_FAILURES: z.coerce.number().int().min(0).default(10),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),

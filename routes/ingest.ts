@@ -4,9 +4,11 @@ import { envelopeTtlMs } from "../delivery/retry.ts";
 import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
+import { createRateLimiter } from "../store/rate_limit.ts";
 import { verifyCaptcha } from "./captcha.ts";
 import { ApiError, errorBody, readCapped, refuseOtherMethods } from "./http.ts";
-import { bodyKind, parsePayload, unsupportedTypeMessage } from "./ingest_body.ts";
+import { bodyKind, parsePayload, takeHoneypot, unsupportedTypeMessage } from "./ingest_body.ts";
+import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
@@ -49,6 +51,7 @@ export function ingestRoutes(deps: AppDeps) {
   const { config, db, writer, logger } = deps;
   const ttlMs = envelopeTtlMs(config.retryScheduleMs, config.leaseMs);
   const targets = createIngestTargets(db, { ttlMs: TARGET_CACHE_MS });
+  const rateLimiter = createRateLimiter(db, config.rateLimit);
   /** The enabled form behind a public key with its enabled destinations, or null. */
   async function lookUp(publicKey: string): Promise<IngestTarget | null> {
     if (!PUBLIC_KEY.test(publicKey)) return null;
@@ -71,14 +74,20 @@ export function ingestRoutes(deps: AppDeps) {
 
   router.post("/:publicKey", async (c) => {
     deps.ingestLoad.inFlight++;
+    const browserPost = isBrowserFormPost(c);
     try {
-      return await accept(c, c.req.param("publicKey"));
+      return await accept(c, c.req.param("publicKey"), browserPost);
+    } catch (error) {
+      // A person who posted a plain HTML form gets a page to read, not JSON.
+      if (!browserPost || !(error instanceof ApiError)) throw error;
+      if (error.status === 429) c.header("Retry-After", String(error.details.retryAfter));
+      return c.html(errorPage(error.status, error.message), error.status);
     } finally {
       deps.ingestLoad.inFlight--;
     }
   });
 
-  async function accept(c: Context<IngestEnv>, publicKey: string) {
+  async function accept(c: Context<IngestEnv>, publicKey: string, browserPost: boolean) {
     const contentType = c.req.header("content-type") ?? "";
     const declaredLength = Number(c.req.header("content-length") ?? "0");
     const kind = bodyKind(contentType, config.ingestContentTypes);
@@ -97,6 +106,12 @@ export function ingestRoutes(deps: AppDeps) {
       throw new ApiError(404, "Form endpoint not found or disabled");
     }
     if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
+    const ip = clientIp(c, config.clientIpHeader);
+    const retryAfter = await rateLimiter.check(form.id, ip);
+    if (retryAfter !== null) {
+      c.header("Retry-After", String(retryAfter));
+      throw new ApiError(429, "Too many submissions", { retryAfter });
+    }
     const bytes = await readBody(c.req.raw, declaredLength);
     if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
     if (bytes.length === 0) {
@@ -108,8 +123,8 @@ export function ingestRoutes(deps: AppDeps) {
       contentType,
       variant: config.ingestContentTypes,
     });
+    const isSpam = form.honeypotField !== null && takeHoneypot(payload, form.honeypotField);
 
-    const ip = clientIp(c, config.clientIpHeader);
     if (form.verifyCaptcha) {
       const token = c.req.header("x-captcha-token");
       if (!token) throw new ApiError(400, "Captcha token is required");
@@ -133,7 +148,9 @@ export function ingestRoutes(deps: AppDeps) {
         submittedAt: new Date(submittedAt).toISOString(),
       },
     };
-    const { destinations } = target;
+    rateLimiter.hit(form.id, ip);
+    // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
+    const destinations = isSpam ? [] : target.destinations;
     if (destinations.length > 0) {
       try {
         await writer.write({
@@ -158,6 +175,11 @@ export function ingestRoutes(deps: AppDeps) {
         submissionId: envelope.submissionId,
         destinationId: d.id,
       })));
+    }
+    if (browserPost) {
+      // The thank-you page is the form's own setting, never taken from the request.
+      if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
+      return c.html(thankYouPage(), 202);
     }
     return c.json({ ok: true, submissionId: envelope.submissionId }, 202);
   }

@@ -151,3 +151,17 @@ async function parseMultipart(
   }
   return normalizeFields(entries);
 }
+
+/**
+ * Whether a submission filled the honeypot field; the field is removed from the
+ * payload either way, so a real submission never carries it.
+ */
+export function takeHoneypot(payload: unknown, field: string): boolean {
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return false;
+  const fields = payload as Record<string, unknown>;
+  if (!Object.hasOwn(fields, field)) return false;
+  const value = fields[field];
+  delete fields[field];
+  if (Array.isArray(value)) return value.some((v) => v !== "" && v !== null);
+  return value !== "" && value !== null && value !== undefined && value !== false;
+}

@@ -1,0 +1,66 @@
+import type { Context } from "hono";
+
+/**
+ * Whether a request is a browser's plain HTML form post: form-encoded or multipart,
+ * with an Accept header that prefers text/html to JSON. fetch and XHR callers send
+ * `*\/*` or `application/json` and keep getting JSON.
+ */
+export function isBrowserFormPost(c: Context): boolean {
+  const type = (c.req.header("content-type") ?? "").toLowerCase();
+  if (
+    !type.startsWith("application/x-www-form-urlencoded") && !type.startsWith("multipart/form-data")
+  ) {
+    return false;
+  }
+  const accept = c.req.header("accept") ?? "";
+  return quality(accept, "text/html") > quality(accept, "application/json");
+}
+
+/** The q-value the Accept header gives a media type (0 when absent). */
+function quality(accept: string, mediaType: string): number {
+  for (const part of accept.split(",")) {
+    const [type, ...params] = part.trim().split(";");
+    if (type.trim().toLowerCase() !== mediaType) continue;
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith("q="));
+    return q ? Number(q.slice(2)) || 0 : 1;
+  }
+  return 0;
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+}
+
+function page(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}h1{font-size:1.4rem}</style>
+</head>
+<body>
+<main>
+<h1>${escapeHtml(title)}</h1>
+${body}
+</main>
+</body>
+</html>
+`;
+}
+
+/** The page a person sees when a plain HTML form post is refused. */
+export function errorPage(status: number, reason: string): string {
+  return page(
+    "Your submission was not sent",
+    `<p>${escapeHtml(reason)}.</p>
+<p>Go back, check the form and try again. (Error ${status})</p>
+<p><a href="javascript:history.back()">Back to the form</a></p>`,
+  );
+}
+
+/** The page a person sees after a plain HTML form post when the form has no redirectUrl. */
+export function thankYouPage(): string {
+  return page("Thank you", "<p>Your submission was received.</p>");
+}
