@@ -4,45 +4,69 @@ export interface ServiceProcess {
   child: Deno.ChildProcess;
   /** stdout lines so far (JSON log lines). */
   lines: string[];
+  /** stderr lines so far, when started with `stderr: "piped"` (else always empty). */
+  stderrLines: string[];
+  /** Sends the signal, then waits for the exit and the last output line. */
   kill(signal?: Deno.Signal): Promise<void>;
 }
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
-/** Starts main.ts with the given environment on a free port; resolves once it listens. */
-export async function startServiceProcess(env: Record<string, string>): Promise<ServiceProcess> {
+/** Calls `onLine` for every line of a byte stream; settles at its end. */
+async function readLines(stream: ReadableStream<Uint8Array>, onLine: (line: string) => void) {
+  let buffer = "";
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    buffer += chunk;
+    let newline;
+    while ((newline = buffer.indexOf("\n")) >= 0) {
+      onLine(buffer.slice(0, newline));
+      buffer = buffer.slice(newline + 1);
+    }
+  }
+  if (buffer !== "") onLine(buffer);
+}
+
+/**
+ * Starts main.ts with the given environment on a free port; resolves once it listens.
+ * With `stderr: "piped"` the child's stderr is kept in `stderrLines` instead of shown.
+ */
+export async function startServiceProcess(
+  env: Record<string, string>,
+  options: { stderr?: "inherit" | "piped" } = {},
+): Promise<ServiceProcess> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", MAIN],
     env: { PORT: "0", LOG_LEVEL: "info", ALLOW_PRIVATE_DESTINATIONS: "true", ...env },
     stdout: "piped",
-    stderr: "inherit",
+    stderr: options.stderr ?? "inherit",
   }).spawn();
   const lines: string[] = [];
+  const stderrLines: string[] = [];
   const listening = Promise.withResolvers<string>();
-  (async () => {
-    let buffer = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      buffer += chunk;
-      let newline;
-      while ((newline = buffer.indexOf("\n")) >= 0) {
-        const line = buffer.slice(0, newline);
-        buffer = buffer.slice(newline + 1);
-        lines.push(line);
-        if (line.includes('"msg":"listening"')) listening.resolve(JSON.parse(line).url);
-      }
-    }
-    listening.reject(new Error(`main.ts exited before listening:\n${lines.join("\n")}`));
-  })();
+  const stderrDone = options.stderr === "piped"
+    ? readLines(child.stderr, (line) => stderrLines.push(line))
+    : Promise.resolve();
+  const stdoutDone = readLines(child.stdout, (line) => {
+    lines.push(line);
+    if (line.includes('"msg":"listening"')) listening.resolve(JSON.parse(line).url);
+  }).finally(() => {
+    listening.reject(
+      new Error(`main.ts exited before listening:\n${[...lines, ...stderrLines].join("\n")}`),
+    );
+  });
   const origin = await listening.promise;
   return {
     origin,
     child,
     lines,
+    stderrLines,
     async kill(signal: Deno.Signal = "SIGKILL") {
       try {
         child.kill(signal);
       } catch { /* already gone */ }
       await child.status;
+      // Every line the child wrote, so that logs can be scanned after it ends.
+      await Promise.all([stdoutDone, stderrDone]);
     },
   };
 }
