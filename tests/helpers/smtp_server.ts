@@ -22,6 +22,8 @@ export interface CapturedMessage {
   secure: boolean;
   /** The name the client gave with EHLO. */
   heloName: string;
+  /** Epoch ms when the message's data had arrived (before the server's 250). */
+  receivedAt: number;
 }
 
 /** Options of {@linkcode startSmtpServer}. */
@@ -124,6 +126,7 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
             user: session.user as string | undefined,
             secure: session.secure,
             heloName: session.hostNameAppearsAs,
+            receivedAt: Date.now(),
           });
         }
         for (const wake of waiters) wake();
