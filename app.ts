@@ -9,6 +9,7 @@ import { formRoutes } from "./routes/forms.ts";
 import { ingestRoutes } from "./routes/ingest.ts";
 import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
+import { testSendRoutes } from "./routes/test_send.ts";
 
 /** The HTTP application: health, admin API and ingestion, with one error handler. */
 export function createApp(deps: AppDeps): Hono {
@@ -41,6 +42,7 @@ export function createApp(deps: AppDeps): Hono {
   admin.route("/", keyRoutes(deps));
   admin.route("/", formRoutes(deps));
   admin.route("/", destinationRoutes(deps));
+  admin.route("/", testSendRoutes(deps));
   admin.route("/", deliveryRoutes(deps));
   app.route("/v1/admin", admin);
   app.route("/v1/f", ingestRoutes(deps));

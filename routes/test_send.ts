@@ -1,0 +1,151 @@
+/**
+ * Test send: delivers a sample submission to one destination at once and reports what
+ * happened, so a tenant can check SMTP credentials or a script URL before relying on
+ * them (disabled destinations included). Nothing is stored: no job, outcome or envelope.
+ *
+ * @module
+ */
+import { type Context, Hono } from "hono";
+import { z } from "zod";
+import { DeliveryError } from "../connectors/types.ts";
+import type { SubmissionEnvelope } from "../delivery/envelope.ts";
+import { describeError } from "../log.ts";
+import { getDestination } from "../store/destinations.ts";
+import type { FormRecord } from "../store/forms.ts";
+import { requireForm } from "./destinations.ts";
+import type { AdminEnv, AppDeps } from "./env.ts";
+import {
+  ADMIN_BODY_LIMIT,
+  ApiError,
+  readCapped,
+  readJsonBody,
+  refuseOtherMethods,
+  validate,
+  validationIssues,
+} from "./http.ts";
+
+/** The payload of every test submission. */
+export const TEST_PAYLOAD = {
+  test: true,
+  message: "This is a test submission from formrelay",
+} as const;
+
+/** What a test send reports. */
+export interface TestSendResult {
+  delivered: boolean;
+  statusCode: number | null;
+  /** The failure text (as in delivery outcomes: no secrets, no payload), or null. */
+  error: string | null;
+  /** The connector's note on success (e.g. rejected SMTP recipients), or null. */
+  detail: string | null;
+  /** Duration of the attempt in milliseconds. */
+  ms: number;
+}
+
+/** The sample envelope of a test send: a fresh submission id and the form's id and name. */
+export function testEnvelope(form: Pick<FormRecord, "id" | "name">): SubmissionEnvelope {
+  return {
+    submissionId: crypto.randomUUID(),
+    formId: form.id,
+    formName: form.name,
+    payload: { ...TEST_PAYLOAD },
+    metadata: {
+      origin: null,
+      ip: null,
+      userAgent: null,
+      referer: null,
+      submittedAt: new Date().toISOString(),
+    },
+  };
+}
+
+/** `POST /forms/:id/destinations/:destId/test`: one synchronous delivery of a sample. */
+export function testSendRoutes({ db, connectors, logger }: AppDeps) {
+  const router = new Hono<AdminEnv>();
+
+  router.post("/forms/:id/destinations/:destId/test", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    const destination = await getDestination(db, form.id, c.req.param("destId"));
+    if (destination === null) throw new ApiError(404, "Destination not found");
+    await readEmptyBody(c);
+
+    const connector = connectors[destination.type];
+    const envelope = testEnvelope(form);
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    let result: TestSendResult;
+    const parsed = connector.configSchema.safeParse(destination.config);
+    if (!parsed.success) {
+      // As the delivery engine does, with the issues (paths and rules, never values).
+      const detail = validationIssues(parsed.error, ["config"])
+        .map((issue) => `${issue.path}: ${issue.message}`).join("; ");
+      result = {
+        delivered: false,
+        statusCode: null,
+        error: "Destination config is no longer valid",
+        detail,
+        ms: elapsed(),
+      };
+    } else {
+      try {
+        const receipt = await connector.deliver({
+          envelope,
+          config: parsed.data,
+          deliveryId: `${envelope.submissionId}.${destination.id}`,
+          destinationId: destination.id,
+          signal: c.req.raw.signal,
+        });
+        result = {
+          delivered: true,
+          statusCode: receipt.statusCode ?? null,
+          error: null,
+          detail: receipt.detail ?? null,
+          ms: elapsed(),
+        };
+      } catch (error) {
+        if (!(error instanceof DeliveryError)) {
+          // Unexpected: its text is not known to be free of secrets, so only the log has it.
+          logger.error("test send failed", {
+            destinationId: destination.id,
+            error: describeError(error),
+          });
+        }
+        result = {
+          delivered: false,
+          statusCode: error instanceof DeliveryError ? error.statusCode ?? null : null,
+          error: error instanceof DeliveryError ? error.message : "Delivery failed: internal error",
+          detail: null,
+          ms: elapsed(),
+        };
+      }
+    }
+    logger.info("test send", {
+      formId: form.id,
+      destinationId: destination.id,
+      type: destination.type,
+      delivered: result.delivered,
+      statusCode: result.statusCode,
+      error: result.error,
+      ms: result.ms,
+    });
+    return c.json({ ok: true, result });
+  });
+
+  refuseOtherMethods(router, "/forms/:id/destinations/:destId/test");
+  return router;
+}
+
+const emptyBody = z.strictObject({});
+
+/**
+ * The request needs no body: none at all, or an empty JSON object. Anything else is
+ * refused as the other admin routes would (415, 413, `400 Invalid JSON body`,
+ * `400 Validation error`).
+ */
+async function readEmptyBody(c: Context<AdminEnv>): Promise<void> {
+  if (c.req.header("content-type") === undefined) {
+    const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT);
+    if (bytes !== null && bytes.length === 0) return;
+  }
+  validate(emptyBody, await readJsonBody(c));
+}
