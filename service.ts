@@ -3,8 +3,9 @@ import { createApp } from "./app.ts";
 import type { Config } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
-import { createLogger, type Logger } from "./log.ts";
+import { createLogger, describeError, type Logger } from "./log.ts";
 import { createDb, type Db } from "./store/db.ts";
+import { recordFinalOutcome } from "./store/destination_health.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
 
@@ -54,6 +55,18 @@ export async function startService(
     logger,
     queues,
     ingestInFlight: () => ingestLoad.inFlight,
+    // Consecutive final failures disable a destination (0: never). The outcome is already
+    // recorded, so a failure here is logged, not the delivery's.
+    onFinal: config.autoDisableAfterFailures > 0
+      ? (job, status) =>
+        recordFinalOutcome(db, job, status, { threshold: config.autoDisableAfterFailures })
+          .catch((error) =>
+            logger.error("destination health update failed", {
+              destinationId: job.destinationId,
+              error: describeError(error),
+            })
+          )
+      : undefined,
   });
   const writer = createSubmissionWriter(db);
   const app = createApp({ config, db, connectors, logger, writer, engine, ingestLoad });

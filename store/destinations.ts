@@ -33,6 +33,11 @@ export const destinationKey = (
   destinationId: string,
 ): ["destinations", string, string] => ["destinations", formId, destinationId];
 
+/** Key builder: a destination's consecutive final failures (see destination_health.ts). */
+export const destinationFailuresKey = (
+  destinationId: string,
+): ["destination_failures", string] => ["destination_failures", destinationId];
+
 const sealContext = (destinationId: string) => `destination:${destinationId}`;
 
 async function openDestination(db: Db, record: DestinationRecord): Promise<Destination> {
@@ -138,7 +143,10 @@ export async function updateDestination(
       updated.disabledReason = null;
       updated.disabledAt = null;
     }
-    return { op: db.kv.atomic().check(entry).set(key, updated), result: updated };
+    const op = db.kv.atomic().check(entry).set(key, updated);
+    // Re-enabling starts the consecutive-failure count afresh.
+    if (change.isEnabled === true) op.delete(destinationFailuresKey(destinationId));
+    return { op, result: updated };
   });
   noteFormChange();
   return record === null ? null : await openDestination(db, record);
@@ -154,7 +162,9 @@ export async function deleteDestination(
   const deleted = await retryAtomic(async () => {
     const entry = await db.kv.get(key);
     if (entry.value === null) return { op: null, result: false };
-    return { op: db.kv.atomic().check(entry).delete(key), result: true };
+    const op = db.kv.atomic().check(entry).delete(key)
+      .delete(destinationFailuresKey(destinationId));
+    return { op, result: true };
   });
   noteFormChange();
   return deleted;
