@@ -7,6 +7,8 @@ import { createDestinationCache } from "../store/form_cache.ts";
 import {
   type ClaimedJob,
   claimJob,
+  deleteEnvelope,
+  deleteEnvelopeIfLast,
   finishJob,
   isWakeMessage,
   type JobRecord,
@@ -66,6 +68,8 @@ const SWEEP_BATCH = 5000;
 const DESTINATION_CACHE_MS = 1000;
 
 const RECENTLY_DONE_MAX = 50_000;
+/** Jobs recording their result, per delivery slot, before new ones wait. */
+const MAX_RECORDING_PER_SLOT = 2;
 /** Deliveries that always keep going, however busy acceptance is. */
 const MIN_CONCURRENCY = 4;
 
@@ -91,7 +95,11 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const closing = new AbortController();
   const destinations = createDestinationCache(db, { ttlMs: DESTINATION_CACHE_MS });
+  // Slots held by jobs being claimed and delivered. Recording the result happens after
+  // the slot is given back, so the KV's commit cycle does not hold it; `recording`
+  // counts every job in progress, slot or not, and is bounded too.
   let active = 0;
+  let recording = 0;
   let waitingCount = 0;
   let closed = false;
   let idle: PromiseWithResolvers<void> | null = null;
@@ -116,10 +124,13 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     const limit = (deps.ingestInFlight?.() ?? 0) > 0
       ? Math.min(MIN_CONCURRENCY, config.deliveryConcurrency)
       : config.deliveryConcurrency;
-    while (!closed && started && active < limit && waitingCount > 0) {
+    const maxInProgress = MAX_RECORDING_PER_SLOT * config.deliveryConcurrency;
+    while (
+      !closed && started && active < limit && recording < maxInProgress && waitingCount > 0
+    ) {
       started = false;
       for (const [destinationId, queue] of waiting) {
-        if (active >= limit) break;
+        if (active >= limit || recording >= maxInProgress) break;
         if ((running.get(destinationId) ?? 0) >= perDestination) continue;
         const ref = queue.shift()!;
         if (queue.length === 0) waiting.delete(destinationId);
@@ -132,18 +143,27 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   function start(ref: JobRef) {
     active++;
+    recording++;
     running.set(ref.destinationId, (running.get(ref.destinationId) ?? 0) + 1);
-    run(ref)
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      active--;
+      const count = running.get(ref.destinationId)! - 1;
+      if (count === 0) running.delete(ref.destinationId);
+      else running.set(ref.destinationId, count);
+      pump();
+    };
+    run(ref, release)
       .catch((error) =>
         logger.error("delivery run failed", { ...ref, error: describeError(error) })
       )
       .finally(() => {
-        active--;
-        const count = running.get(ref.destinationId)! - 1;
-        if (count === 0) running.delete(ref.destinationId);
-        else running.set(ref.destinationId, count);
+        release();
+        recording--;
         known.delete(refKey(ref));
-        if (active === 0 && idle) idle.resolve();
+        if (active === 0 && recording === 0 && idle) idle.resolve();
         pump();
       });
   }
@@ -151,14 +171,14 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   /** One log line per attempt: ids, result, status and timing; never payload. */
   type AttemptResult = Record<string, unknown> & { result: string };
 
-  async function run(ref: JobRef) {
+  async function run(ref: JobRef, release: () => void) {
     const claimed = await claimJob(db, ref, { now: now(), leaseMs: config.leaseMs });
     if (claimed === null) return;
     const { job } = claimed;
     const started = performance.now();
     let outcome: AttemptResult;
     try {
-      const receipt = await attempt(claimed);
+      const receipt = await attempt(claimed).finally(release);
       outcome = await finish(claimed, "delivered", {
         statusCode: receipt.statusCode,
         detail: receipt.detail,
@@ -235,13 +255,28 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       lastStatusCode: result.statusCode ?? null,
       updatedAt: now(),
     };
-    if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
-    recentlyDone.add(refKey(job));
     if (!await finishJob(db, claimed, outcomeOf(job, status, result.detail ?? null))) {
       return { result: "lease lost" };
     }
+    await cleanUp(job);
     await deps.onFinal?.(job, status);
     return { result: status, statusCode: job.lastStatusCode, error: job.lastError };
+  }
+
+  /**
+   * Deletes the envelope once every job of the submission is finished. Siblings that
+   * finished or run in this process are known without a KV read: the last of them to
+   * get here deletes it. Only when a sibling's fate is unknown here is KV asked.
+   */
+  async function cleanUp(job: JobRecord) {
+    if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
+    recentlyDone.add(refKey(job));
+    if (job.family === undefined) return await deleteEnvelopeIfLast(db, job);
+    const siblings = job.family.filter((id) => id !== job.destinationId)
+      .map((destinationId) => refKey({ ...job, destinationId }));
+    if (siblings.every((key) => recentlyDone.has(key))) return await deleteEnvelope(db, job);
+    if (siblings.some((key) => known.has(key) && !recentlyDone.has(key))) return;
+    await deleteEnvelopeIfLast(db, job);
   }
 
   async function fail(claimed: ClaimedJob, failure: DeliveryError): Promise<AttemptResult> {
@@ -318,7 +353,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       clearInterval(sweeper);
       for (const timer of timers) clearTimeout(timer);
       closing.abort(new Error("Delivery engine closed"));
-      if (active > 0) {
+      if (active > 0 || recording > 0) {
         idle = Promise.withResolvers();
         await idle.promise;
       }

@@ -20,6 +20,8 @@ export interface JobRecord {
   dueAt: number;
   /** Number of sealed envelope chunks of the submission. */
   chunks: number;
+  /** Destination ids of every job of the submission, this one included (absent on old records). */
+  family?: string[];
   lastError: string | null;
   lastStatusCode: number | null;
   /** Epoch ms of acceptance. */
@@ -261,12 +263,7 @@ export interface WakeUp {
   delayMs: number;
 }
 
-/**
- * Ends a claimed job: deletes it and records its final outcome. Then, when no sibling
- * job of the submission is left, deletes the sealed envelope. The sibling look comes
- * after the commit, so of siblings finishing at once the last to commit always sees
- * none left (and a second delete is harmless). False when the lease was lost.
- */
+/** Ends a claimed job: deletes it and records its final outcome. False when the lease was lost. */
 export async function finishJob(
   db: Db,
   claimed: ClaimedJob,
@@ -282,9 +279,11 @@ export async function finishJob(
     checks: 1,
     bytes: 2 * JOB_BYTES,
   });
-  if (versionstamp === null) return false;
-  const left = db.kv.list({ prefix: ["jobs", job.submittedAt, job.submissionId] }, { limit: 1 });
-  for await (const _ of left) return true;
+  return versionstamp !== null;
+}
+
+/** Deletes the sealed envelope of a submission whose jobs are all finished. */
+export async function deleteEnvelope(db: Db, job: JobRecord): Promise<void> {
   await db.batcher.commit({
     apply(op) {
       for (let i = 0; i < job.chunks; i++) {
@@ -293,7 +292,17 @@ export async function finishJob(
     },
     mutations: job.chunks,
   });
-  return true;
+}
+
+/**
+ * Deletes the sealed envelope when no job of the submission is left in KV. Called
+ * after a job's finishing commit, so of siblings finishing at once the last to commit
+ * always sees none left (and a second delete is harmless).
+ */
+export async function deleteEnvelopeIfLast(db: Db, job: JobRecord): Promise<void> {
+  const left = db.kv.list({ prefix: ["jobs", job.submittedAt, job.submissionId] }, { limit: 1 });
+  for await (const _ of left) return;
+  await deleteEnvelope(db, job);
 }
 
 /** Jobs due by `now` (pending ones and expired leases), at most `limit`. */

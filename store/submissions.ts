@@ -46,6 +46,7 @@ export function createSubmissionWriter(db: Db): SubmissionWriter {
         attempts: 0,
         dueAt: s.submittedAt,
         chunks: chunks.length,
+        family: s.destinations.map((d) => d.id),
         lastError: null,
         lastStatusCode: null,
         submittedAt: s.submittedAt,
