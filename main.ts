@@ -10,14 +10,15 @@ try {
   Deno.exit(1);
 }
 
-const service = await startService(config);
-if (Deno.env.get("DENO_DEPLOYMENT_ID") && service.engine) {
-  // Deno Deploy has no KV queues: the cron sweep is what wakes due jobs there.
-  const engine = service.engine;
+const starting = startService(config);
+if (Deno.env.get("DENO_DEPLOYMENT_ID")) {
+  // Deno Deploy has no KV queues: its cron wakes due jobs there. Crons must be
+  // registered when the module loads, before anything is awaited.
   Deno.cron("formrelay delivery sweep", "* * * * *", async () => {
-    await engine.sweep();
+    await (await starting).engine?.sweep();
   });
 }
+const service = await starting;
 
 const server = Deno.serve({
   port: config.port,
