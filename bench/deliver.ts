@@ -6,10 +6,7 @@
  *  2. idle latency: 200 submissions one after another, each waiting for both
  *     arrivals; prints p50/p99 of the time from the 202 to the arrival.
  */
-import { loadConfig } from "../config.ts";
-import { startService } from "../service.ts";
-import { createOrg } from "../store/orgs.ts";
-import { freePort, MAIN, peakRssMb, spawnDeno, waitUntilUp } from "./lib.ts";
+import { peakRssMb, startBenchService } from "./lib.ts";
 
 const N = Number(Deno.env.get("BENCH_SUBMISSIONS") ?? "6000");
 const IDLE = 200;
@@ -25,43 +22,16 @@ const sink = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async
 });
 const sinkUrl = `http://127.0.0.1:${sink.addr.port}/hook`;
 
-const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-" });
-const env = {
-  KV_PATH: `${dir}/formrelay.kv`,
-  ALLOW_PRIVATE_DESTINATIONS: "true",
-  RATE_LIMIT_MAX: "0",
-  LOG_LEVEL: "info",
+const service = await startBenchService(sinkUrl, {
   DELIVERY_CONCURRENCY: Deno.env.get("DELIVERY_CONCURRENCY") ?? "32",
-};
-const setup = await startService({ ...loadConfig({ ...env, LOG_LEVEL: "silent" }) }, {
-  deliver: false,
 });
-const { tenantKey } = await createOrg(setup.db, "Bench");
-await setup.close();
+const origin = service.origin;
+const destinations = service.destinationIds;
 
-const port = freePort();
-const service = spawnDeno([MAIN], { ...env, PORT: String(port) });
-const origin = `http://127.0.0.1:${port}`;
-await waitUntilUp(`${origin}/healthz`);
-const admin = (path: string, payload: unknown) =>
-  fetch(`${origin}/v1/admin${path}`, {
-    method: "POST",
-    headers: { "x-tenant-key": tenantKey, "content-type": "application/json" },
-    body: JSON.stringify(payload),
-  }).then((r) => r.json());
-const { form } = await admin("/forms", { name: "Bench" });
-const destinations: string[] = [];
-for (const path of ["/a", "/b"]) {
-  const { destination } = await admin(`/forms/${form.id}/destinations`, {
-    type: "webhook",
-    config: { url: sinkUrl + path },
-  });
-  destinations.push(destination.id);
-}
 const body = JSON.stringify({ name: "Ada Lovelace", email: "ada@example.com", message: "Hello" });
 
 async function submit(): Promise<{ id: string; acceptedAt: number }> {
-  const response = await fetch(`${origin}/v1/f/${form.publicKey}`, {
+  const response = await fetch(`${origin}/v1/f/${service.publicKey}`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body,
@@ -113,11 +83,9 @@ for (let i = 0; i < IDLE; i++) {
 }
 latencies.sort((a, b) => a - b);
 
-const rss = await peakRssMb(service.pid);
-service.kill("SIGTERM");
-await service.status;
+const rss = await peakRssMb(service.child.pid);
+await service.stop();
 await sink.shutdown();
-await Deno.remove(dir, { recursive: true });
 
 console.log(`bench:deliver — ${N} submissions × 2 webhook destinations on a local sink`);
 console.log(

@@ -4,10 +4,7 @@
  * (delivered to a local sink while the load runs), drives both with wrk (50 connections,
  * 10 s, a 200-byte JSON body), and prints req/s, p50/p99, peak RSS and the ratio.
  */
-import { loadConfig } from "../config.ts";
-import { startService } from "../service.ts";
-import { createOrg } from "../store/orgs.ts";
-import { freePort, MAIN, peakRssMb, runWrk, spawnDeno, waitUntilUp } from "./lib.ts";
+import { freePort, peakRssMb, runWrk, spawnDeno, startBenchService, waitUntilUp } from "./lib.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
 const CONNECTIONS = 50;
@@ -28,49 +25,18 @@ const sink = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async
 });
 const sinkUrl = `http://127.0.0.1:${sink.addr.port}/hook`;
 
-const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-" });
-const env = {
-  KV_PATH: `${dir}/formrelay.kv`,
-  ALLOW_PRIVATE_DESTINATIONS: "true",
-  // wrk posts from one address: the per-IP limit would answer 429 after 60.
-  RATE_LIMIT_MAX: "0",
+const service = await startBenchService(sinkUrl, {
   LOG_LEVEL: Deno.env.get("LOG_LEVEL") ?? "info",
-  ...(Deno.env.get("DELIVERY_CONCURRENCY")
-    ? { DELIVERY_CONCURRENCY: Deno.env.get("DELIVERY_CONCURRENCY")! }
-    : {}),
-};
-const setup = await startService({ ...loadConfig({ ...env, LOG_LEVEL: "silent" }) }, {
-  deliver: false,
+  DELIVERY_CONCURRENCY: Deno.env.get("DELIVERY_CONCURRENCY") ?? "32",
 });
-const { tenantKey } = await createOrg(setup.db, "Bench");
-await setup.close();
 
-const port = freePort();
-const service = spawnDeno([MAIN], { ...env, PORT: String(port) });
-const origin = `http://127.0.0.1:${port}`;
-await waitUntilUp(`${origin}/healthz`);
-const admin = (path: string, payload: unknown) =>
-  fetch(`${origin}/v1/admin${path}`, {
-    method: "POST",
-    headers: { "x-tenant-key": tenantKey, "content-type": "application/json" },
-    body: JSON.stringify(payload),
-  }).then((r) => r.json());
-const { form } = await admin("/forms", { name: "Bench" });
-for (const path of ["/a", "/b"]) {
-  await admin(`/forms/${form.id}/destinations`, {
-    type: "webhook",
-    config: { url: sinkUrl + path },
-  });
-}
-
-const formrelay = await runWrk(`${origin}/v1/f/${form.publicKey}`, {
+const formrelay = await runWrk(`${service.origin}/v1/f/${service.publicKey}`, {
   connections: CONNECTIONS,
   seconds: SECONDS,
   body,
 });
-const formrelayRss = await peakRssMb(service.pid);
-service.kill("SIGTERM");
-await service.status;
+const formrelayRss = await peakRssMb(service.child.pid);
+await service.stop();
 
 const barePort = freePort();
 const bare = spawnDeno([new URL("./bare_server.ts", import.meta.url).pathname], {
@@ -86,7 +52,6 @@ const bareRss = await peakRssMb(bare.pid);
 bare.kill("SIGTERM");
 await bare.status;
 await sink.shutdown();
-await Deno.remove(dir, { recursive: true });
 
 const row = (name: string, r: typeof baseline, rss: number) =>
   `${name.padEnd(22)} ${r.requestsPerSecond.toFixed(0).padStart(8)} req/s  p50 ${

@@ -104,3 +104,74 @@ export function freePort(): number {
   listener.close();
   return port;
 }
+
+/** main.ts running as a child on a fresh file-backed KV, with one form of two webhook destinations. */
+export interface BenchService {
+  origin: string;
+  child: Deno.ChildProcess;
+  publicKey: string;
+  destinationIds: string[];
+  /** Stops the child and removes its KV. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts main.ts for a benchmark: the org is created through the store before the
+ * child opens the KV; the form and its two destinations (`sinkUrl` + "/a" and "/b")
+ * through the admin API. The per-IP rate limit is off (all load comes from loopback);
+ * `env` adds or overrides variables.
+ */
+export async function startBenchService(
+  sinkUrl: string,
+  env: Record<string, string> = {},
+): Promise<BenchService> {
+  const { loadConfig } = await import("../config.ts");
+  const { startService } = await import("../service.ts");
+  const { createOrg } = await import("../store/orgs.ts");
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-" });
+  const fullEnv = {
+    KV_PATH: `${dir}/formrelay.kv`,
+    ALLOW_PRIVATE_DESTINATIONS: "true",
+    RATE_LIMIT_MAX: "0",
+    LOG_LEVEL: "info",
+    ...env,
+  };
+  const setup = await startService({ ...loadConfig({ ...fullEnv, LOG_LEVEL: "silent" }) }, {
+    deliver: false,
+  });
+  const { tenantKey } = await createOrg(setup.db, "Bench");
+  await setup.close();
+
+  const port = freePort();
+  const child = spawnDeno([MAIN], { ...fullEnv, PORT: String(port) });
+  const origin = `http://127.0.0.1:${port}`;
+  await waitUntilUp(`${origin}/healthz`);
+  const admin = (path: string, payload: unknown) =>
+    fetch(`${origin}/v1/admin${path}`, {
+      method: "POST",
+      headers: { "x-tenant-key": tenantKey, "content-type": "application/json" },
+      body: JSON.stringify(payload),
+    }).then((r) => r.json());
+  const { form } = await admin("/forms", { name: "Bench" });
+  const destinationIds: string[] = [];
+  for (const path of ["/a", "/b"]) {
+    const { destination } = await admin(`/forms/${form.id}/destinations`, {
+      type: "webhook",
+      config: { url: sinkUrl + path },
+    });
+    destinationIds.push(destination.id);
+  }
+  return {
+    origin,
+    child,
+    publicKey: form.publicKey,
+    destinationIds,
+    async stop() {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await child.status;
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}

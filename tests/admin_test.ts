@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { expectError } from "./helpers/assert.ts";
 import { createOrg } from "../store/orgs.ts";
 import { startHarness } from "./helpers/harness.ts";
 
@@ -11,15 +12,6 @@ const SMTP_A = {
   from: "forms@example.com",
   to: ["owner@example.com"],
 };
-
-async function expectError(response: Response, status: number, error: string) {
-  const body = await response.json();
-  assert.equal(response.status, status, JSON.stringify(body));
-  assert.match(response.headers.get("content-type") ?? "", /application\/json/);
-  assert.equal(body.ok, false);
-  assert.equal(body.error, error);
-  return body;
-}
 
 Deno.test("admin routes answer 401 Missing x-tenant-key without the header", async () => {
   await using h = await startHarness({}, { deliver: false });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { expectError } from "./helpers/assert.ts";
 import { startHarness } from "./helpers/harness.ts";
 
 const SECRET = "0x0000000000000000000000000000000000000000";
@@ -38,12 +39,6 @@ async function captchaForm(verifyUrl: string) {
     config: { url: "https://hooks.example.com/in" },
   });
   return { h, form };
-}
-
-async function expectError(response: Response, status: number, error: string) {
-  const body = await response.json();
-  assert.equal(response.status, status, JSON.stringify(body));
-  assert.equal(body.error, error);
 }
 
 Deno.test("captcha: a token that verifies is accepted, the verify request is form-encoded", async () => {

@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { createConnectors } from "../connectors/mod.ts";
+import { startDeliveryEngine } from "../delivery/engine.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { type Received, startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
@@ -40,6 +42,24 @@ async function count(h: H, prefix: string) {
   let n = 0;
   for await (const _ of h.service.db.kv.list({ prefix: [prefix] })) n++;
   return n;
+}
+
+/** A second delivery engine on the harness's KV, as on a KV without queues (sweep only). */
+function startEngineWithoutQueues(h: H) {
+  const connectors = createConnectors(h.config);
+  const engine = startDeliveryEngine({
+    db: h.service.db,
+    connectors,
+    config: h.config,
+    logger: h.service.logger,
+    queues: false,
+  });
+  return {
+    async close() {
+      await engine.close();
+      connectors.close();
+    },
+  };
 }
 
 const webhook = (url: string, extra: Record<string, unknown> = {}) => ({
@@ -321,21 +341,11 @@ Deno.test("on a KV without queues the sweep alone delivers every job", async () 
     ids.add((await (await h.submit(form.publicKey, { i })).json()).submissionId);
   }
   assert.equal(sink.hits, 0);
-  const { startDeliveryEngine } = await import("../delivery/engine.ts");
-  const { createConnectors } = await import("../connectors/mod.ts");
-  const connectors = createConnectors(h.config);
-  const engine = startDeliveryEngine({
-    db: h.service.db,
-    connectors,
-    config: h.config,
-    logger: h.service.logger,
-    queues: false,
-  });
+  const engine = startEngineWithoutQueues(h);
   try {
     await waitForOutcomes(h, form.id, 20, "delivered");
   } finally {
     await engine.close();
-    connectors.close();
   }
   const delivered = new Set(sink.received.map((r) => r.json?.submissionId as string));
   assert.deepEqual(delivered, ids);
@@ -384,16 +394,7 @@ Deno.test("a destination deleted before its delivery fails the job without sendi
   const destinationId = await h.addDestination(form.id, webhook(sink.url));
   await h.submit(form.publicKey, { a: 1 });
   await h.admin("DELETE", `/forms/${form.id}/destinations/${destinationId}`);
-  const { startDeliveryEngine } = await import("../delivery/engine.ts");
-  const { createConnectors } = await import("../connectors/mod.ts");
-  const connectors = createConnectors(h.config);
-  const engine = startDeliveryEngine({
-    db: h.service.db,
-    connectors,
-    config: h.config,
-    logger: h.service.logger,
-    queues: false,
-  });
+  const engine = startEngineWithoutQueues(h);
   try {
     const [outcome] = await waitForOutcomes(h, form.id, 1);
     assert.equal(outcome.status, "failed");
@@ -402,6 +403,5 @@ Deno.test("a destination deleted before its delivery fails the job without sendi
     assert.equal(await count(h, "envelopes"), 0);
   } finally {
     await engine.close();
-    connectors.close();
   }
 });

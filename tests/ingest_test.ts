@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { expectError } from "./helpers/assert.ts";
 import { createApp } from "../app.ts";
 import { MAX_JSON_DEPTH } from "../routes/ingest_body.ts";
 import { createDb } from "../store/db.ts";
@@ -11,15 +12,6 @@ const WEBHOOK = { type: "webhook", config: { url: "https://hooks.example.com/in"
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const ANY_415 =
   "Unsupported content type: use application/json, application/x-www-form-urlencoded or multipart/form-data";
-
-async function expectError(response: Response, status: number, error: string) {
-  const body = await response.json();
-  assert.equal(response.status, status, JSON.stringify(body));
-  assert.match(response.headers.get("content-type") ?? "", /application\/json/);
-  assert.equal(body.ok, false);
-  assert.equal(body.error, error);
-  return body;
-}
 
 /** A harness without a delivery engine, one form with one webhook destination. */
 async function setUp(overrides = {}, formSettings: Record<string, unknown> = {}) {
