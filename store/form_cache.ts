@@ -24,6 +24,27 @@ export function noteFormChange(): void {
 const MAX_ENTRIES = 10_000;
 
 /**
+ * A read-through cache of KV look-ups for `ttlMs`, dropped at once by a form or
+ * destination write in this process (the generation moves on).
+ */
+function createTtlCache<T>(
+  load: (key: string) => Promise<T>,
+  options: { ttlMs: number; now?: () => number },
+) {
+  const now = options.now ?? Date.now;
+  const cache = new Map<string, { value: T; expires: number; generation: number }>();
+  return async (key: string): Promise<T> => {
+    const hit = cache.get(key);
+    if (hit && hit.expires > now() && hit.generation === generation) return hit.value;
+    const seenGeneration = generation;
+    const value = await load(key);
+    if (cache.size >= MAX_ENTRIES) cache.clear();
+    cache.set(key, { value, expires: now() + options.ttlMs, generation: seenGeneration });
+    return value;
+  };
+}
+
+/**
  * Ingest targets by public key, cached for `ttlMs`: ingestion is the hot path and a KV
  * read costs more than the rest of a request. Writes in this process invalidate at
  * once; another process sharing the KV sees a change within `ttlMs`. The delivery
@@ -31,33 +52,16 @@ const MAX_ENTRIES = 10_000;
  * deleted in that window still receives nothing.
  */
 export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () => number }) {
-  const now = options.now ?? Date.now;
-  const cache = new Map<
-    string,
-    { target: IngestTarget | null; expires: number; generation: number }
-  >();
-
-  async function load(publicKey: string): Promise<IngestTarget | null> {
+  const get = createTtlCache(async (publicKey): Promise<IngestTarget | null> => {
     const form = await getFormByPublicKey(db, publicKey);
     if (form === null) return null;
     const destinations = (await listDestinationRecords(db, form.id))
       .filter((d) => d.isEnabled)
       .map((d) => ({ id: d.id, type: d.type }));
     return { form, destinations };
-  }
-
-  return {
-    /** The target of a public key (enabled or not), or null when no form has it. */
-    async get(publicKey: string): Promise<IngestTarget | null> {
-      const hit = cache.get(publicKey);
-      if (hit && hit.expires > now() && hit.generation === generation) return hit.target;
-      const seenGeneration = generation;
-      const target = await load(publicKey);
-      if (cache.size >= MAX_ENTRIES) cache.clear();
-      cache.set(publicKey, { target, expires: now() + options.ttlMs, generation: seenGeneration });
-      return target;
-    },
-  };
+  }, options);
+  /** The target of a public key (enabled or not), or null when no form has it. */
+  return { get };
 }
 
 /** The ingest target lookup. */
@@ -69,22 +73,11 @@ export type IngestTargets = ReturnType<typeof createIngestTargets>;
  * (deleted) is cached too.
  */
 export function createDestinationCache(db: Db, options: { ttlMs: number; now?: () => number }) {
-  const now = options.now ?? Date.now;
-  const cache = new Map<
-    string,
-    { record: DestinationRecord | null; expires: number; generation: number }
-  >();
+  const get = createTtlCache(async (key): Promise<DestinationRecord | null> => {
+    const [formId, destinationId] = key.split("/");
+    return (await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId))).value;
+  }, options);
   return {
-    async get(formId: string, destinationId: string): Promise<DestinationRecord | null> {
-      const key = `${formId}/${destinationId}`;
-      const hit = cache.get(key);
-      if (hit && hit.expires > now() && hit.generation === generation) return hit.record;
-      const seenGeneration = generation;
-      const record =
-        (await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId))).value;
-      if (cache.size >= MAX_ENTRIES) cache.clear();
-      cache.set(key, { record, expires: now() + options.ttlMs, generation: seenGeneration });
-      return record;
-    },
+    get: (formId: string, destinationId: string) => get(`${formId}/${destinationId}`),
   };
 }
