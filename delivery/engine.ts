@@ -1,5 +1,5 @@
 import type { Config } from "../config.ts";
-import { type Connector, DeliveryError } from "../connectors/types.ts";
+import { type Connector, DeliveryError, type DeliveryReceipt } from "../connectors/types.ts";
 import { describeError, type Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
 import type { DestinationType } from "../store/destinations.ts";
@@ -176,30 +176,31 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     if (claimed === null) return;
     const { job } = claimed;
     const started = performance.now();
-    let outcome: AttemptResult;
+    let receipt: DeliveryReceipt | null = null;
+    let failure: DeliveryError | null = null;
     try {
-      const receipt = await attempt(claimed).finally(release);
+      receipt = await attempt(claimed);
+    } catch (error) {
+      failure = error instanceof DeliveryError ? error : new DeliveryError(
+        `Delivery failed: ${describeError(error)}`,
+        { permanent: false, cause: error },
+      );
+    } finally {
+      release();
+    }
+    let outcome: AttemptResult;
+    if (receipt !== null) {
       outcome = await finish(claimed, "delivered", {
         statusCode: receipt.statusCode,
         detail: receipt.detail,
       });
-    } catch (error) {
-      if (closed) {
-        // Shutting down is not the destination's fault: hand the job back at once.
-        const back = {
-          ...job,
-          state: "pending" as const,
-          dueAt: now(),
-          attempts: job.attempts - 1,
-        };
-        await rescheduleJob(db, claimed, back, { wakeUp: null });
-        return;
-      }
-      const failure = error instanceof DeliveryError ? error : new DeliveryError(
-        `Delivery failed: ${describeError(error)}`,
-        { permanent: false, cause: error },
-      );
-      outcome = await fail(claimed, failure);
+    } else if (closed) {
+      // Shutting down is not the destination's fault: hand the job back at once.
+      const back = { ...job, state: "pending" as const, dueAt: now(), attempts: job.attempts - 1 };
+      await rescheduleJob(db, claimed, back, { wakeUp: null });
+      return;
+    } else {
+      outcome = await fail(claimed, failure!);
     }
     logger.info("delivery attempt", {
       submissionId: job.submissionId,
