@@ -2,7 +2,7 @@ import type { Config } from "../config.ts";
 import { type Connector, DeliveryError, type DeliveryReceipt } from "../connectors/types.ts";
 import { describeError, type Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
-import type { DestinationType } from "../store/destinations.ts";
+import type { DestinationRecord, DestinationType } from "../store/destinations.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
 import {
   type ClaimedJob,
@@ -212,6 +212,26 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     });
   }
 
+  // Opened and validated configs, by destination; a changed config has a new sealed text.
+  const configs = new Map<string, { sealed: string; config: unknown }>();
+
+  async function openConfig(destination: DestinationRecord, connector: Connector) {
+    const cached = configs.get(destination.id);
+    if (cached?.sealed === destination.sealedConfig) return cached.config;
+    const stored = await openJson(
+      db.sealer,
+      destination.sealedConfig,
+      `destination:${destination.id}`,
+    );
+    const parsed = connector.configSchema.safeParse(stored);
+    if (!parsed.success) {
+      throw new DeliveryError("Destination config is no longer valid", { permanent: true });
+    }
+    if (configs.size >= RECENTLY_DONE_MAX) configs.clear();
+    configs.set(destination.id, { sealed: destination.sealedConfig, config: parsed.data });
+    return parsed.data;
+  }
+
   async function attempt(claimed: ClaimedJob) {
     const { job } = claimed;
     const destination = await destinations.get(job.formId, job.destinationId);
@@ -227,18 +247,9 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     }
     const envelope = await openEnvelope(db.sealer, job.submissionId, sealed);
     const connector = connectors[destination.type];
-    const stored = await openJson(
-      db.sealer,
-      destination.sealedConfig,
-      `destination:${destination.id}`,
-    );
-    const parsed = connector.configSchema.safeParse(stored);
-    if (!parsed.success) {
-      throw new DeliveryError("Destination config is no longer valid", { permanent: true });
-    }
     return await connector.deliver({
       envelope,
-      config: parsed.data,
+      config: await openConfig(destination, connector),
       deliveryId: `${job.submissionId}.${job.destinationId}`,
       destinationId: job.destinationId,
       signal: closing.signal,
