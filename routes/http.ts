@@ -45,7 +45,10 @@ export async function readJsonBody(c: Context): Promise<unknown> {
   }
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > ADMIN_BODY_LIMIT) throw new ApiError(413, "Payload too large (max 64KB)");
-  const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT);
+  // A client that hangs up before its declared length is a bad request, not our error.
+  const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT).catch(() => {
+    throw new ApiError(400, "Invalid JSON body");
+  });
   if (bytes === null) throw new ApiError(413, "Payload too large (max 64KB)");
   try {
     return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));

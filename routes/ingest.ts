@@ -112,13 +112,13 @@ export function ingestRoutes(deps: AppDeps) {
       c.header("Retry-After", String(retryAfter));
       throw new ApiError(429, "Too many submissions", { retryAfter });
     }
-    const bytes = await readBody(c.req.raw, declaredLength);
+    const invalid = kind === "json" ? "Invalid JSON payload" : "Invalid form payload";
+    // A client that hangs up before its declared length is a bad request, not our error.
+    const bytes = await readBody(c.req.raw, declaredLength).catch(() => {
+      throw new ApiError(400, invalid, { detail: "The body ended before it was complete" });
+    });
     if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
-    if (bytes.length === 0) {
-      throw new ApiError(400, kind === "json" ? "Invalid JSON payload" : "Invalid form payload", {
-        detail: "Empty body",
-      });
-    }
+    if (bytes.length === 0) throw new ApiError(400, invalid, { detail: "Empty body" });
     const payload = await parsePayload(kind, bytes, {
       contentType,
       variant: config.ingestContentTypes,
