@@ -25,6 +25,9 @@ const formFields = {
   redirectUrl: anyHttpUrl.max(2000).nullable(),
 };
 
+/** Longest form or destination id looked up; real ones are 36-character UUIDs. */
+const MAX_ID_LENGTH = 200;
+
 const createSchema = z.strictObject(formFields).partial().required({ name: true });
 const patchSchema = z.strictObject(formFields).partial();
 
@@ -64,6 +67,16 @@ export function formView(form: FormRecord) {
 /** Forms CRUD (the contract's admin table). */
 export function formRoutes({ db }: AppDeps) {
   const router = new Hono<AdminEnv>();
+
+  // Ids are UUIDs: a longer one names nothing, and would go over KV's key size limit.
+  router.use("/forms/*", async (c, next) => {
+    const [formId, sub, destId] = c.req.path.slice(c.req.path.indexOf("/forms/") + 7).split("/");
+    if (formId.length > MAX_ID_LENGTH) throw new ApiError(404, "Form not found");
+    if (sub === "destinations" && (destId?.length ?? 0) > MAX_ID_LENGTH) {
+      throw new ApiError(404, "Destination not found");
+    }
+    await next();
+  });
 
   router.post("/forms", async (c) => {
     const settings: FormSettings = {
