@@ -1,0 +1,173 @@
+/**
+ * Shared pieces of the reliability suite: a temp KV file with organizations made
+ * through the store, compressed timings for child services, an admin client over
+ * real HTTP, latency percentiles and the plaintext scan of KV files and logs.
+ *
+ * @module
+ */
+import { loadConfig } from "../../../config.ts";
+import { startService } from "../../../service.ts";
+import { createOrg } from "../../../store/orgs.ts";
+
+/**
+ * Environment of every child service in the suite: timings compressed so that leases,
+ * time-outs and retries play out in seconds, no per-IP limit (all load comes from
+ * 127.0.0.1), destinations never auto-disabled, info logs on stdout.
+ */
+export const RELIABILITY_ENV: Readonly<Record<string, string>> = {
+  DELIVERY_LEASE_MS: "4000",
+  HTTP_TIMEOUT_MS: "1500",
+  SMTP_TIMEOUT_MS: "2500",
+  // About 100 s of retries in steps of at most 2 s: a minute's outage is survived.
+  RETRY_SCHEDULE_SECONDS: ["0.2", "0.5", "1", ...Array(50).fill("2")].join(","),
+  SWEEP_INTERVAL_SECONDS: "0.5",
+  RATE_LIMIT_MAX: "0",
+  AUTO_DISABLE_AFTER_FAILURES: "0",
+  ALLOW_PRIVATE_DESTINATIONS: "true",
+  LOG_LEVEL: "info",
+};
+
+/** An organization made through the store. */
+export interface Org {
+  orgId: string;
+  tenantKey: string;
+}
+
+/** A temp directory with a KV file prepared for child services. */
+export interface Workspace {
+  dir: string;
+  /** RELIABILITY_ENV plus KV_PATH (and the caller's overrides). */
+  env: Record<string, string>;
+  orgs: Org[];
+  /** Removes the directory. */
+  remove(): Promise<void>;
+}
+
+/** Makes a temp KV file holding `orgCount` organizations, closed again for the children. */
+export async function prepareWorkspace(
+  orgCount: number,
+  overrides: Record<string, string> = {},
+): Promise<Workspace> {
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-reliability-" });
+  const env = { ...RELIABILITY_ENV, KV_PATH: `${dir}/formrelay.kv`, ...overrides };
+  const setup = await startService(loadConfig({ ...env, LOG_LEVEL: "silent" }), {
+    deliver: false,
+  });
+  const orgs: Org[] = [];
+  try {
+    for (let i = 0; i < orgCount; i++) orgs.push(await createOrg(setup.db, `Org ${i + 1}`));
+  } finally {
+    await setup.close();
+  }
+  return { dir, env, orgs, remove: () => Deno.remove(dir, { recursive: true }) };
+}
+
+/** An answer of the admin API. */
+export interface AdminAnswer {
+  status: number;
+  text: string;
+  // deno-lint-ignore no-explicit-any
+  body: any;
+}
+
+/** An admin API client over HTTP; `origin` is read per call (it changes across restarts). */
+export type AdminClient = (
+  method: string,
+  path: string,
+  body?: unknown,
+  tenantKey?: string,
+) => Promise<AdminAnswer>;
+
+/** An admin client for `tenantKey` against the service at `origin()`. */
+export function adminClient(origin: () => string, tenantKey: string): AdminClient {
+  return async (method, path, body, key = tenantKey) => {
+    const response = await fetch(`${origin()}/v1/admin${path}`, {
+      method,
+      headers: {
+        "x-tenant-key": key,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    let parsed = null;
+    try {
+      parsed = JSON.parse(text);
+    } catch { /* not JSON */ }
+    return { status: response.status, text, body: parsed };
+  };
+}
+
+/** Creates a form with destinations; throws on any non-200. Returns ids and the public key. */
+export async function createFormWith(
+  admin: AdminClient,
+  name: string,
+  destinations: Record<string, unknown>[],
+): Promise<{ formId: string; publicKey: string; destinationIds: string[] }> {
+  const created = await admin("POST", "/forms", { name });
+  if (created.status !== 200) throw new Error(`create form: ${created.text}`);
+  const destinationIds: string[] = [];
+  for (const destination of destinations) {
+    const added = await admin("POST", `/forms/${created.body.form.id}/destinations`, destination);
+    if (added.status !== 200) throw new Error(`add destination: ${added.text}`);
+    destinationIds.push(added.body.destination.id);
+  }
+  return { formId: created.body.form.id, publicKey: created.body.form.publicKey, destinationIds };
+}
+
+/** Posts one JSON submission; the submission id on 202, else null (status in `status`). */
+export async function submit(
+  origin: string,
+  publicKey: string,
+  payload: unknown,
+): Promise<{ status: number; submissionId: string | null }> {
+  const response = await fetch(`${origin}/v1/f/${publicKey}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(payload),
+  });
+  const body = await response.json().catch(() => null);
+  return {
+    status: response.status,
+    submissionId: response.status === 202 ? body?.submissionId ?? null : null,
+  };
+}
+
+/** The p-th percentile (0–100) of some numbers, nearest rank; NaN when empty. */
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank];
+}
+
+/** Whether `needle` occurs in `haystack`. */
+function containsBytes(haystack: Uint8Array, needle: Uint8Array): boolean {
+  const first = needle[0];
+  for (let i = haystack.indexOf(first); i !== -1; i = haystack.indexOf(first, i + 1)) {
+    if (i + needle.length > haystack.length) return false;
+    let j = 1;
+    while (j < needle.length && haystack[i + j] === needle[j]) j++;
+    if (j === needle.length) return true;
+  }
+  return false;
+}
+
+/**
+ * Where a marker occurs in plaintext: every file in `dir` (the KV file, its WAL and
+ * journal) and the given log lines. Returns the places, empty when none.
+ */
+export async function findPlaintext(
+  marker: string,
+  places: { dir: string; logs: string[] },
+): Promise<string[]> {
+  const needle = new TextEncoder().encode(marker);
+  const found: string[] = [];
+  for await (const entry of Deno.readDir(places.dir)) {
+    if (!entry.isFile) continue;
+    const bytes = await Deno.readFile(`${places.dir}/${entry.name}`);
+    if (containsBytes(bytes, needle)) found.push(entry.name);
+  }
+  if (places.logs.some((line) => line.includes(marker))) found.push("logs");
+  return found;
+}
