@@ -19,6 +19,9 @@ export interface Service {
   close(): Promise<void>;
 }
 
+/** A process counts as busy accepting for this long after a submission came in. */
+const INGEST_BUSY_MS = 100;
+
 /** Whether the KV at this path offers queues: KV Connect and the platform KV on Deploy do not. */
 export function kvHasQueues(kvPath: string | undefined): boolean {
   return kvPath !== undefined && !/^https?:\/\//.test(kvPath);
@@ -47,14 +50,14 @@ export async function startService(
   const queues = options.queues ?? kvHasQueues(config.kvPath);
   const db = createDb(kv, await createSealer(sealingKey), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
-  const ingestLoad = { inFlight: 0 };
+  const ingestActivity = { lastAt: -Infinity };
   const engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
     config,
     logger,
     queues,
-    ingestInFlight: () => ingestLoad.inFlight,
+    ingestBusy: () => performance.now() - ingestActivity.lastAt < INGEST_BUSY_MS,
     // Consecutive final failures disable a destination (0: never). The outcome is already
     // recorded, so a failure here is logged, not the delivery's.
     onFinal: config.autoDisableAfterFailures > 0
@@ -69,7 +72,7 @@ export async function startService(
       : undefined,
   });
   const writer = createSubmissionWriter(db);
-  const app = createApp({ config, db, connectors, logger, writer, engine, ingestLoad });
+  const app = createApp({ config, db, connectors, logger, writer, engine, ingestActivity });
   return {
     app,
     db,

@@ -37,11 +37,11 @@ export interface EngineDeps {
   queues: boolean;
   now?: () => number;
   /**
-   * Submissions being accepted right now in this process. Acceptance comes first:
-   * while any is in flight, new deliveries start only up to MIN_CONCURRENCY, so a
-   * burst of submissions is answered fast and its deliveries follow as it eases.
+   * Whether this process is busy accepting submissions. Acceptance comes first: while
+   * it is, new deliveries start only up to MIN_CONCURRENCY, so a burst of submissions
+   * is answered fast and its deliveries follow as soon as it eases.
    */
-  ingestInFlight?: () => number;
+  ingestBusy?: () => boolean;
   /** Called after every final outcome (auto-disable and tests hook in here). */
   onFinal?: (job: JobRecord, status: "delivered" | "failed") => void | Promise<void>;
 }
@@ -121,7 +121,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   function pump() {
     let started = true;
     // While submissions are being accepted, deliveries keep only a few slots.
-    const limit = (deps.ingestInFlight?.() ?? 0) > 0
+    const limit = deps.ingestBusy?.()
       ? Math.min(MIN_CONCURRENCY, config.deliveryConcurrency)
       : config.deliveryConcurrency;
     const maxInProgress = MAX_RECORDING_PER_SLOT * config.deliveryConcurrency;

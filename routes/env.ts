@@ -15,8 +15,8 @@ export interface AppDeps {
   writer: SubmissionWriter;
   /** Null where this process only accepts and another one delivers. */
   engine: DeliveryEngine | null;
-  /** Submissions being accepted now; the engine leaves them room (see EngineDeps). */
-  ingestLoad: { inFlight: number };
+  /** When the last submission came in (performance.now()); the engine gives way (EngineDeps). */
+  ingestActivity: { lastAt: number };
 }
 
 /** Hono environment of the admin routes: the caller's organization. */
