@@ -7,8 +7,8 @@ import { createDestinationCache } from "../store/form_cache.ts";
 import {
   type ClaimedJob,
   claimJob,
-  deleteEnvelope,
   deleteEnvelopeIfLast,
+  type EnvelopeCleanup,
   finishJob,
   isWakeMessage,
   type JobRecord,
@@ -17,6 +17,7 @@ import {
   outcomeOf,
   readSealedEnvelope,
   rescheduleJob,
+  sweepEnvelopeMarkers,
   wakeMessage,
   wakeRefs,
 } from "../store/jobs.ts";
@@ -267,28 +268,28 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       lastStatusCode: result.statusCode ?? null,
       updatedAt: now(),
     };
-    if (!await finishJob(db, claimed, outcomeOf(job, status, result.detail ?? null))) {
+    const cleanup = envelopeCleanup(job);
+    if (!await finishJob(db, claimed, outcomeOf(job, status, result.detail ?? null), cleanup)) {
       return { result: "lease lost" };
     }
-    await cleanUp(job);
+    if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
+    recentlyDone.add(refKey(job));
+    if (cleanup === "check") await deleteEnvelopeIfLast(db, job);
     await deps.onFinal?.(job, status);
     return { result: status, statusCode: job.lastStatusCode, error: job.lastError };
   }
 
   /**
-   * Deletes the envelope once every job of the submission is finished. Siblings that
-   * finished or run in this process are known without a KV read: the last of them to
-   * get here deletes it. Only when a sibling's fate is unknown here is KV asked.
+   * How the envelope is cleaned up when a job ends: deleted in its finishing commit
+   * when every sibling job already finished in this process, else checked right after
+   * the commit (the last sibling to commit deletes it).
    */
-  async function cleanUp(job: JobRecord) {
-    if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
-    recentlyDone.add(refKey(job));
-    if (job.family === undefined) return await deleteEnvelopeIfLast(db, job);
-    const siblings = job.family.filter((id) => id !== job.destinationId)
-      .map((destinationId) => refKey({ ...job, destinationId }));
-    if (siblings.every((key) => recentlyDone.has(key))) return await deleteEnvelope(db, job);
-    if (siblings.some((key) => known.has(key) && !recentlyDone.has(key))) return;
-    await deleteEnvelopeIfLast(db, job);
+  function envelopeCleanup(job: JobRecord): EnvelopeCleanup {
+    if (job.family === undefined) return "check";
+    const siblingsDone = job.family.every((destinationId) =>
+      destinationId === job.destinationId || recentlyDone.has(refKey({ ...job, destinationId }))
+    );
+    return siblingsDone ? "delete" : "check";
   }
 
   async function fail(claimed: ClaimedJob, failure: DeliveryError): Promise<AttemptResult> {
@@ -339,6 +340,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     if (closed) return 0;
     const due = await listDueJobs(db, now(), SWEEP_BATCH);
     wake(due);
+    // Envelope checks a crash cut short; a live check takes well under the lease.
+    await sweepEnvelopeMarkers(db, { now: now(), olderThanMs: config.leaseMs, limit: SWEEP_BATCH });
     return due.length;
   }
 

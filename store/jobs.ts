@@ -263,46 +263,108 @@ export interface WakeUp {
   delayMs: number;
 }
 
-/** Ends a claimed job: deletes it and records its final outcome. False when the lease was lost. */
+/**
+ * What happens to the sealed envelope when a job ends: deleted in the same commit
+ * (every sibling job is known to be finished), or marked for a check after the commit
+ * (whether any sibling is left can only be known once this commit is in).
+ */
+export type EnvelopeCleanup = "delete" | "check";
+
+/**
+ * Ends a claimed job: deletes it and records its final outcome, and deletes the
+ * envelope or leaves a marker for the check that follows (deleteEnvelopeIfLast). The
+ * marker outlives a crash between the two commits, so the sweep can finish the check
+ * (sweepEnvelopeMarkers). False when the lease was lost.
+ */
 export async function finishJob(
   db: Db,
   claimed: ClaimedJob,
   outcome: DeliveryOutcome,
+  cleanup: EnvelopeCleanup,
 ): Promise<boolean> {
   const { job } = claimed;
   const versionstamp = await db.batcher.commit({
-    apply: (op) =>
+    apply(op) {
       op.check({ key: jobKey(job), versionstamp: claimed.versionstamp })
         .delete(jobKey(job))
-        .set(outcomeKey(job), outcome, { expireIn: OUTCOME_TTL_MS }),
-    mutations: 2,
+        .set(outcomeKey(job), outcome, { expireIn: OUTCOME_TTL_MS });
+      if (cleanup === "delete") deleteChunks(op, job);
+      else op.set(markerKey(job), { chunks: job.chunks, markedAt: Date.now() });
+    },
+    mutations: 3 + (cleanup === "delete" ? job.chunks : 0),
     checks: 1,
     bytes: 2 * JOB_BYTES,
   });
   return versionstamp !== null;
 }
 
-/** Deletes the sealed envelope of a submission whose jobs are all finished. */
-export async function deleteEnvelope(db: Db, job: JobRecord): Promise<void> {
+/** A finished job's note that the envelope may have to go (see finishJob). */
+const markerKey = (ref: JobRef): ["envelope_checks", number, string, string] => [
+  "envelope_checks",
+  ref.submittedAt,
+  ref.submissionId,
+  ref.destinationId,
+];
+
+function deleteChunks(
+  op: Deno.AtomicOperation,
+  job: Pick<JobRecord, "submittedAt" | "submissionId" | "chunks">,
+) {
+  for (let i = 0; i < job.chunks; i++) {
+    op.delete(envelopeChunkKey(job.submittedAt, job.submissionId, i));
+  }
+}
+
+/**
+ * The check after a finishing commit: deletes the envelope when no job of the
+ * submission is left, and the job's marker either way. Of sibling jobs finishing at
+ * once, the last to commit always sees none left (a second delete is harmless).
+ */
+export async function deleteEnvelopeIfLast(
+  db: Db,
+  job: JobRef & Pick<JobRecord, "chunks">,
+): Promise<void> {
+  const left = db.kv.list({ prefix: ["jobs", job.submittedAt, job.submissionId] }, { limit: 1 });
+  let last = true;
+  for await (const _ of left) last = false;
   await db.batcher.commit({
     apply(op) {
-      for (let i = 0; i < job.chunks; i++) {
-        op.delete(envelopeChunkKey(job.submittedAt, job.submissionId, i));
-      }
+      op.delete(markerKey(job));
+      if (last) deleteChunks(op, job);
     },
-    mutations: job.chunks,
+    mutations: 1 + (last ? job.chunks : 0),
   });
 }
 
 /**
- * Deletes the sealed envelope when no job of the submission is left in KV. Called
- * after a job's finishing commit, so of siblings finishing at once the last to commit
- * always sees none left (and a second delete is harmless).
+ * Finishes the envelope checks that a crash interrupted: markers older than
+ * `olderThanMs` (younger ones belong to checks under way).
  */
-export async function deleteEnvelopeIfLast(db: Db, job: JobRecord): Promise<void> {
-  const left = db.kv.list({ prefix: ["jobs", job.submittedAt, job.submissionId] }, { limit: 1 });
-  for await (const _ of left) return;
-  await deleteEnvelope(db, job);
+export async function sweepEnvelopeMarkers(
+  db: Db,
+  options: { now: number; olderThanMs: number; limit: number },
+): Promise<number> {
+  let checked = 0;
+  const markers = db.kv.list<{ chunks: number; markedAt: number }>({
+    prefix: ["envelope_checks"],
+  }, { limit: options.limit });
+  for await (const entry of markers) {
+    if (entry.value.markedAt > options.now - options.olderThanMs) continue;
+    const [, submittedAt, submissionId, destinationId] = entry.key as [
+      string,
+      number,
+      string,
+      string,
+    ];
+    await deleteEnvelopeIfLast(db, {
+      submittedAt,
+      submissionId,
+      destinationId,
+      chunks: entry.value.chunks,
+    });
+    checked++;
+  }
+  return checked;
 }
 
 /** Jobs due by `now` (pending ones and expired leases), at most `limit`. */

@@ -1,0 +1,71 @@
+import assert from "node:assert/strict";
+import { startHarness } from "../tests/helpers/harness.ts";
+import {
+  claimJob,
+  deleteEnvelopeIfLast,
+  finishJob,
+  type JobRecord,
+  outcomeOf,
+  sweepEnvelopeMarkers,
+} from "./jobs.ts";
+
+const WEBHOOK = { type: "webhook", config: { url: "https://hooks.example.com/in" } };
+
+async function count(kv: Deno.Kv, prefix: string) {
+  return (await Array.fromAsync(kv.list({ prefix: [prefix] }))).length;
+}
+
+/** A submission to a form with `destinations` webhooks, and its claimed jobs. */
+async function claimedSubmission(destinations: number) {
+  const h = await startHarness({}, { deliver: false });
+  const form = await h.createForm();
+  for (let i = 0; i < destinations; i++) await h.addDestination(form.id, WEBHOOK);
+  assert.equal((await h.submit(form.publicKey, { a: 1 })).status, 202);
+  const jobs = await Array.fromAsync(h.service.db.kv.list<JobRecord>({ prefix: ["jobs"] }));
+  const claimed = [];
+  for (const { value } of jobs) {
+    claimed.push((await claimJob(h.service.db, value, { now: Date.now(), leaseMs: 60_000 }))!);
+  }
+  return { h, claimed };
+}
+
+Deno.test("a job finished with 'delete' removes the envelope in its own commit", async () => {
+  const { h, claimed } = await claimedSubmission(1);
+  await using _ = h;
+  const [one] = claimed;
+  assert.ok(await finishJob(h.service.db, one, outcomeOf(one.job, "delivered"), "delete"));
+  assert.equal(await count(h.service.db.kv, "envelopes"), 0);
+  assert.equal(await count(h.service.db.kv, "envelope_checks"), 0);
+});
+
+Deno.test("of two siblings checked after their commits, the last one deletes the envelope", async () => {
+  const { h, claimed } = await claimedSubmission(2);
+  await using _ = h;
+  const [a, b] = claimed;
+  const db = h.service.db;
+  assert.ok(await finishJob(db, a, outcomeOf(a.job, "delivered"), "check"));
+  await deleteEnvelopeIfLast(db, a.job);
+  assert.equal(await count(db.kv, "envelopes"), 1, "b is still pending");
+  assert.equal(await count(db.kv, "envelope_checks"), 0);
+  assert.ok(await finishJob(db, b, outcomeOf(b.job, "failed"), "check"));
+  await deleteEnvelopeIfLast(db, b.job);
+  assert.equal(await count(db.kv, "envelopes"), 0);
+  assert.equal(await count(db.kv, "envelope_checks"), 0);
+});
+
+Deno.test("a check cut short by a crash is finished by the sweep of envelope markers", async () => {
+  const { h, claimed } = await claimedSubmission(1);
+  await using _ = h;
+  const [one] = claimed;
+  const db = h.service.db;
+  assert.ok(await finishJob(db, one, outcomeOf(one.job, "delivered"), "check"));
+  // The process dies here, before deleteEnvelopeIfLast.
+  assert.equal(await count(db.kv, "envelopes"), 1);
+  const young = await sweepEnvelopeMarkers(db, { now: Date.now(), olderThanMs: 60_000, limit: 10 });
+  assert.equal(young, 0, "a marker younger than the lease belongs to a check under way");
+  assert.equal(await count(db.kv, "envelopes"), 1);
+  const later = Date.now() + 61_000;
+  assert.equal(await sweepEnvelopeMarkers(db, { now: later, olderThanMs: 60_000, limit: 10 }), 1);
+  assert.equal(await count(db.kv, "envelopes"), 0);
+  assert.equal(await count(db.kv, "envelope_checks"), 0);
+});
