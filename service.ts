@@ -19,8 +19,11 @@ export interface Service {
   close(): Promise<void>;
 }
 
-/** A process counts as busy accepting for this long after a submission came in. */
-const INGEST_BUSY_MS = 100;
+/**
+ * Submissions in the handler at once from which a process counts as saturated with
+ * acceptance (a burst, not steady traffic), so deliveries give way (EngineDeps).
+ */
+const INGEST_BUSY_IN_FLIGHT = 8;
 
 /** Whether the KV at this path offers queues: KV Connect and the platform KV on Deploy do not. */
 export function kvHasQueues(kvPath: string | undefined): boolean {
@@ -50,14 +53,14 @@ export async function startService(
   const queues = options.queues ?? kvHasQueues(config.kvPath);
   const db = createDb(kv, await createSealer(sealingKey), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
-  const ingestActivity = { lastAt: -Infinity };
+  const ingestLoad = { inFlight: 0 };
   const engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
     config,
     logger,
     queues,
-    ingestBusy: () => performance.now() - ingestActivity.lastAt < INGEST_BUSY_MS,
+    ingestBusy: () => ingestLoad.inFlight >= INGEST_BUSY_IN_FLIGHT,
     // Consecutive final failures disable a destination (0: never). The outcome is already
     // recorded, so a failure here is logged, not the delivery's.
     onFinal: config.autoDisableAfterFailures > 0
@@ -72,7 +75,7 @@ export async function startService(
       : undefined,
   });
   const writer = createSubmissionWriter(db);
-  const app = createApp({ config, db, connectors, logger, writer, engine, ingestActivity });
+  const app = createApp({ config, db, connectors, logger, writer, engine, ingestLoad });
   return {
     app,
     db,

@@ -38,9 +38,10 @@ export interface EngineDeps {
   queues: boolean;
   now?: () => number;
   /**
-   * Whether this process is busy accepting submissions. Acceptance comes first: while
-   * it is, new deliveries start only up to MIN_CONCURRENCY, so a burst of submissions
-   * is answered fast and its deliveries follow as soon as it eases.
+   * Whether this process is saturated with accepting submissions. Acceptance comes
+   * first: during such a burst new deliveries start only up to MIN_CONCURRENCY (each
+   * destination still holding at most half), so the burst is answered fast and its
+   * deliveries follow as soon as it eases.
    */
   ingestBusy?: () => boolean;
   /** Called after every final outcome (auto-disable and tests hook in here). */
@@ -89,7 +90,6 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   // half the slots, so a slow or hanging one never starves the others.
   const waiting = new Map<string, JobRef[]>();
   const running = new Map<string, number>();
-  const perDestination = Math.max(1, Math.ceil(config.deliveryConcurrency / 2));
   const known = new Set<string>();
   // Jobs finished here lately, so that their queue wake-ups cost no KV read.
   const recentlyDone = new Set<string>();
@@ -121,10 +121,11 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   function pump() {
     let started = true;
-    // While submissions are being accepted, deliveries keep only a few slots.
     const limit = deps.ingestBusy?.()
       ? Math.min(MIN_CONCURRENCY, config.deliveryConcurrency)
       : config.deliveryConcurrency;
+    // A destination holds at most half the slots, so a hanging one never starves others.
+    const perDestination = Math.max(1, Math.floor(limit / 2));
     const maxInProgress = MAX_RECORDING_PER_SLOT * config.deliveryConcurrency;
     while (
       !closed && started && active < limit && recording < maxInProgress && waitingCount > 0

@@ -15,8 +15,8 @@ export interface AppDeps {
   writer: SubmissionWriter;
   /** Null where this process only accepts and another one delivers. */
   engine: DeliveryEngine | null;
-  /** When the last submission came in (performance.now()); the engine gives way (EngineDeps). */
-  ingestActivity: { lastAt: number };
+  /** Submissions being accepted now; under a burst the engine gives way (EngineDeps). */
+  ingestLoad: { inFlight: number };
 }
 
 /** Hono environment of the admin routes: the caller's organization. */

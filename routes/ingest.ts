@@ -73,7 +73,7 @@ export function ingestRoutes(deps: AppDeps) {
   });
 
   router.post("/:publicKey", async (c) => {
-    deps.ingestActivity.lastAt = performance.now();
+    deps.ingestLoad.inFlight++;
     const browserPost = isBrowserFormPost(c);
     try {
       return await accept(c, c.req.param("publicKey"), browserPost);
@@ -82,6 +82,8 @@ export function ingestRoutes(deps: AppDeps) {
       if (!browserPost || !(error instanceof ApiError)) throw error;
       if (error.status === 429) c.header("Retry-After", String(error.details.retryAfter));
       return c.html(errorPage(error.status, error.message), error.status);
+    } finally {
+      deps.ingestLoad.inFlight--;
     }
   });
 

@@ -468,7 +468,7 @@ Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
     logger: h.service.logger,
     writer: createSubmissionWriter(db),
     engine: null,
-    ingestActivity: { lastAt: 0 },
+    ingestLoad: { inFlight: 0 },
   });
   const response = await app.request(`/v1/f/${form.publicKey}`, {
     method: "POST",

@@ -143,10 +143,24 @@ Deno.test("SIGKILL at three random points under load: every 202 delivered to eve
       timeoutMs: 120_000,
       message: () => `${missing()} deliveries of ${accepted.size * 3} still missing`,
     });
+    // Every job ends, submissions whose 202 a kill swallowed included, and every envelope
+    // goes (cleanups a kill cut short are finished by the sweep once a lease has passed).
+    const watch = await Deno.openKv(workspace.env.KV_PATH);
+    const count = async (prefix: string) =>
+      (await Array.fromAsync(watch.list({ prefix: [prefix] }))).length;
+    try {
+      await waitFor(async () => await count("jobs") === 0 && await count("envelopes") === 0, {
+        timeoutMs: 60_000,
+        message: () => "jobs or envelopes still in KV",
+      });
+    } catch {
+      // The assertions below report what was left.
+    } finally {
+      watch.close();
+    }
     await current.kill("SIGTERM");
 
-    // What is left in KV once every delivery arrived: jobs must be none; an envelope left
-    // is one whose deletion (a commit after its last job's) a kill cut off.
+    // What is left in KV: jobs and envelopes must be none.
     const left = { jobs: 0, envelopes: new Set<string>() };
     const after = await startService(loadConfig({ ...workspace.env, LOG_LEVEL: "silent" }), {
       deliver: false,
