@@ -3,6 +3,7 @@ import { createApp } from "./app.ts";
 import type { Config } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
+import { createIngestLoad } from "./delivery/ingest_load.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { createDb, type Db } from "./store/db.ts";
 import { recordFinalOutcome } from "./store/destination_health.ts";
@@ -18,12 +19,6 @@ export interface Service {
   /** Stops delivering, closes connectors and the KV. */
   close(): Promise<void>;
 }
-
-/**
- * Submissions in the handler at once from which a process counts as saturated with
- * acceptance (a burst, not steady traffic), so deliveries give way (EngineDeps).
- */
-const INGEST_BUSY_IN_FLIGHT = 8;
 
 /** Whether the KV at this path offers queues: KV Connect and the platform KV on Deploy do not. */
 export function kvHasQueues(kvPath: string | undefined): boolean {
@@ -53,14 +48,14 @@ export async function startService(
   const queues = options.queues ?? kvHasQueues(config.kvPath);
   const db = createDb(kv, await createSealer(sealingKey), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
-  const ingestLoad = { inFlight: 0 };
+  const ingestLoad = createIngestLoad();
   const engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
     config,
     logger,
     queues,
-    ingestBusy: () => ingestLoad.inFlight >= INGEST_BUSY_IN_FLIGHT,
+    ingestBusy: ingestLoad.busy,
     // Consecutive final failures disable a destination (0: never). The outcome is already
     // recorded, so a failure here is logged, not the delivery's.
     onFinal: config.autoDisableAfterFailures > 0

@@ -2,17 +2,20 @@ import type { Config } from "../config.ts";
 import { type Connector, DeliveryError, type DeliveryReceipt } from "../connectors/types.ts";
 import { describeError, type Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
+import type { StoredSubmission } from "../store/submissions.ts";
 import type { DestinationRecord, DestinationType } from "../store/destinations.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
 import {
   type ClaimedJob,
   claimJob,
+  claimKnownJob,
   deleteEnvelopeIfLast,
   type EnvelopeCleanup,
   finishJob,
   isWakeMessage,
   type JobRecord,
   type JobRef,
+  type KnownJob,
   listDueJobs,
   outcomeOf,
   readSealedEnvelope,
@@ -44,14 +47,18 @@ export interface EngineDeps {
    * deliveries follow as soon as it eases.
    */
   ingestBusy?: () => boolean;
+  /** Jobs waiting for a slot in memory at most (default MAX_WAITING); the rest wait in KV. */
+  maxWaiting?: number;
   /** Called after every final outcome (auto-disable and tests hook in here). */
   onFinal?: (job: JobRecord, status: "delivered" | "failed") => void | Promise<void>;
 }
 
 /** The delivery engine of one process. */
 export interface DeliveryEngine {
-  /** Wakes jobs in this process (after acceptance, from the queue, from the sweep). */
+  /** Wakes jobs in this process (from the queue, from the sweep). */
   wake(refs: JobRef[]): void;
+  /** Wakes the jobs of a submission this process just stored, claimable without a read. */
+  wakeStored(stored: StoredSubmission): void;
   /** Dispatches every due job and expired lease; returns how many were found. */
   sweep(): Promise<number>;
   /**
@@ -65,15 +72,19 @@ export interface DeliveryEngine {
   listening: Promise<void>;
 }
 
-const SWEEP_BATCH = 5000;
+const SWEEP_BATCH = 10_000;
 /** How long a destination record may be cached; changes in this process apply at once. */
 const DESTINATION_CACHE_MS = 1000;
 
 const RECENTLY_DONE_MAX = 50_000;
+/** Jobs woken and waiting for a slot in memory at most; the rest wait in KV. */
+const MAX_WAITING = 20_000;
+/** Freshly stored jobs remembered for claiming without a read (they hold their envelopes). */
+const MAX_STORED_HINTS = 4_000;
 /** Jobs recording their result, per delivery slot, before new ones wait. */
 const MAX_RECORDING_PER_SLOT = 2;
 /** Deliveries that always keep going, however busy acceptance is. */
-const MIN_CONCURRENCY = 4;
+const MIN_CONCURRENCY = 2;
 
 const refKey = (ref: JobRef) => `${ref.submissionId}/${ref.destinationId}`;
 
@@ -86,11 +97,14 @@ const refKey = (ref: JobRef) => `${ref.submissionId}/${ref.destinationId}`;
 export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   const { db, connectors, config, logger } = deps;
   const now = deps.now ?? Date.now;
+  const maxWaiting = deps.maxWaiting ?? MAX_WAITING;
   // Waiting jobs per destination, served round-robin; a destination may hold at most
   // half the slots, so a slow or hanging one never starves the others.
   const waiting = new Map<string, JobRef[]>();
   const running = new Map<string, number>();
   const known = new Set<string>();
+  // Jobs this process just wrote (see wakeStored), bounded: past it, claims read the job.
+  const stored = new Map<string, { known: KnownJob; firstChunk: Uint8Array<ArrayBuffer> }>();
   // Jobs finished here lately, so that their queue wake-ups cost no KV read.
   const recentlyDone = new Set<string>();
   const timers = new Set<ReturnType<typeof setTimeout>>();
@@ -103,6 +117,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   let recording = 0;
   let waitingCount = 0;
   let closed = false;
+  let overflowed = false;
   let idle: PromiseWithResolvers<void> | null = null;
 
   function wake(refs: JobRef[]) {
@@ -110,6 +125,11 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     for (const ref of refs) {
       const key = refKey(ref);
       if (known.has(key)) continue;
+      // A backlog beyond this stays in KV only; the sweep brings it in as room frees up.
+      if (waitingCount >= maxWaiting) {
+        overflowed = true;
+        continue;
+      }
       known.add(key);
       const queue = waiting.get(ref.destinationId);
       if (queue) queue.push(ref);
@@ -120,6 +140,10 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   }
 
   function pump() {
+    if (overflowed && waitingCount < maxWaiting / 2) {
+      overflowed = false;
+      sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }));
+    }
     let started = true;
     const limit = deps.ingestBusy?.()
       ? Math.min(MIN_CONCURRENCY, config.deliveryConcurrency)
@@ -174,7 +198,13 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   type AttemptResult = Record<string, unknown> & { result: string };
 
   async function run(ref: JobRef, release: () => void) {
-    const claimed = await claimJob(db, ref, { now: now(), leaseMs: config.leaseMs });
+    const hint = stored.get(refKey(ref));
+    stored.delete(refKey(ref));
+    const options = { now: now(), leaseMs: config.leaseMs };
+    const claimed = hint
+      ? await claimKnownJob(db, hint.known, { ...options, firstChunk: hint.firstChunk }) ??
+        await claimJob(db, ref, options)
+      : await claimJob(db, ref, options);
     if (claimed === null) return;
     const { job } = claimed;
     const started = performance.now();
@@ -339,8 +369,14 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   async function sweep(): Promise<number> {
     if (closed) return 0;
-    const due = await listDueJobs(db, now(), SWEEP_BATCH);
+    const due = await listDueJobs(db, {
+      now: now(),
+      limit: Math.min(SWEEP_BATCH, maxWaiting),
+      skip: (ref) => known.has(refKey(ref)),
+    });
     wake(due);
+    // A full batch means more may be due: take them in as soon as there is room.
+    if (due.length >= Math.min(SWEEP_BATCH, maxWaiting)) overflowed = true;
     // Envelope checks a crash cut short; a live check takes well under the lease.
     await sweepEnvelopeMarkers(db, { now: now(), olderThanMs: config.leaseMs, limit: SWEEP_BATCH });
     return due.length;
@@ -361,6 +397,13 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   return {
     wake,
+    wakeStored({ jobs, firstChunk }) {
+      if (closed) return;
+      for (const known of jobs) {
+        if (stored.size < MAX_STORED_HINTS) stored.set(refKey(known.job), { known, firstChunk });
+      }
+      wake(jobs.map((known) => known.job));
+    },
     sweep,
     stats: () => ({ active, waiting: waitingCount }),
     listening: listener ?? Promise.resolve(),

@@ -1,6 +1,7 @@
 import type { Config } from "../config.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";
+import type { IngestLoad } from "../delivery/ingest_load.ts";
 import type { Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
 import type { DestinationType } from "../store/destinations.ts";
@@ -16,7 +17,7 @@ export interface AppDeps {
   /** Null where this process only accepts and another one delivers. */
   engine: DeliveryEngine | null;
   /** Submissions being accepted now; under a burst the engine gives way (EngineDeps). */
-  ingestLoad: { inFlight: number };
+  ingestLoad: IngestLoad;
 }
 
 /** Hono environment of the admin routes: the caller's organization. */

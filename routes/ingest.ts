@@ -73,7 +73,7 @@ export function ingestRoutes(deps: AppDeps) {
   });
 
   router.post("/:publicKey", async (c) => {
-    deps.ingestLoad.inFlight++;
+    deps.ingestLoad.enter();
     const browserPost = isBrowserFormPost(c);
     try {
       return await accept(c, c.req.param("publicKey"), browserPost);
@@ -83,7 +83,7 @@ export function ingestRoutes(deps: AppDeps) {
       if (error.status === 429) c.header("Retry-After", String(error.details.retryAfter));
       return c.html(errorPage(error.status, error.message), error.status);
     } finally {
-      deps.ingestLoad.inFlight--;
+      deps.ingestLoad.leave();
     }
   });
 
@@ -152,8 +152,9 @@ export function ingestRoutes(deps: AppDeps) {
     // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
     const destinations = isSpam ? [] : target.destinations;
     if (destinations.length > 0) {
+      let stored;
       try {
-        await writer.write({
+        stored = await writer.write({
           submissionId: envelope.submissionId,
           formId: form.id,
           orgId: form.orgId,
@@ -170,11 +171,7 @@ export function ingestRoutes(deps: AppDeps) {
         });
         throw new ApiError(503, "Submission could not be stored: try again");
       }
-      deps.engine?.wake(destinations.map((d) => ({
-        submittedAt,
-        submissionId: envelope.submissionId,
-        destinationId: d.id,
-      })));
+      deps.engine?.wakeStored(stored);
     }
     if (browserPost) {
       // The thank-you page is the form's own setting, never taken from the request.

@@ -214,8 +214,31 @@ export async function claimJob(
     jobKey(ref),
     envelopeChunkKey(ref.submittedAt, ref.submissionId, 0),
   ]);
-  if (entry.value === null || entry.value.dueAt > options.now) return null;
-  const current = entry.value;
+  if (entry.value === null || entry.versionstamp === null) return null;
+  return await claimKnownJob(db, { job: entry.value, versionstamp: entry.versionstamp }, {
+    ...options,
+    firstChunk: firstChunk.value,
+  });
+}
+
+/** A job as this process last wrote it, with the versionstamp of that commit. */
+export interface KnownJob {
+  job: JobRecord;
+  versionstamp: string;
+}
+
+/**
+ * Claims a job whose state this process knows (it has just accepted the submission),
+ * without reading it: the versionstamp check fails, and null comes back, if anyone
+ * changed the job since. `firstChunk` is the envelope's first sealed chunk.
+ */
+export async function claimKnownJob(
+  db: Db,
+  known: KnownJob,
+  options: { now: number; leaseMs: number; firstChunk: Uint8Array<ArrayBuffer> | null },
+): Promise<ClaimedJob | null> {
+  const current = known.job;
+  if (current.dueAt > options.now) return null;
   const job: JobRecord = {
     ...current,
     state: "in_flight",
@@ -223,13 +246,14 @@ export async function claimJob(
     dueAt: options.now + options.leaseMs,
     updatedAt: options.now,
   };
+  const key = jobKey(job);
   const versionstamp = await db.batcher.commit({
-    apply: (op) => op.check(entry).set(jobKey(job), job),
+    apply: (op) => op.check({ key, versionstamp: known.versionstamp }).set(key, job),
     mutations: 1,
     checks: 1,
     bytes: JOB_BYTES,
   });
-  return versionstamp === null ? null : { job, versionstamp, firstChunk: firstChunk.value };
+  return versionstamp === null ? null : { job, versionstamp, firstChunk: options.firstChunk };
 }
 
 /**
@@ -367,14 +391,20 @@ export async function sweepEnvelopeMarkers(
   return checked;
 }
 
-/** Jobs due by `now` (pending ones and expired leases), at most `limit`. */
-export async function listDueJobs(db: Db, now: number, limit: number): Promise<JobRef[]> {
+/**
+ * Jobs due by `now` (pending ones and expired leases), oldest first, at most `limit`,
+ * passing over those `skip` names (already woken).
+ */
+export async function listDueJobs(
+  db: Db,
+  options: { now: number; limit: number; skip?: (ref: JobRef) => boolean },
+): Promise<JobRef[]> {
   const refs: JobRef[] = [];
   for await (const entry of db.kv.list<JobRecord>({ prefix: ["jobs"] }, { batchSize: 500 })) {
-    if (entry.value.dueAt > now) continue;
+    if (entry.value.dueAt > options.now || options.skip?.(entry.value)) continue;
     const { submittedAt, submissionId, destinationId } = entry.value;
     refs.push({ submittedAt, submissionId, destinationId });
-    if (refs.length >= limit) break;
+    if (refs.length >= options.limit) break;
   }
   return refs;
 }

@@ -1,12 +1,6 @@
 import type { Db } from "./db.ts";
 import type { DestinationType } from "./destinations.ts";
-import {
-  ENVELOPE_CHUNK_BYTES,
-  envelopeChunkKey,
-  jobKey,
-  type JobRecord,
-  splitChunks,
-} from "./jobs.ts";
+import { envelopeChunkKey, jobKey, type JobRecord, type KnownJob, splitChunks } from "./jobs.ts";
 
 /** An accepted submission ready to be stored: its sealed envelope and its jobs. */
 export interface NewSubmission {
@@ -28,55 +22,55 @@ const JOB_BYTES_ESTIMATE = 600;
  * (db.batcher), so concurrent submissions do not pay a sync each.
  */
 export function createSubmissionWriter(db: Db): SubmissionWriter {
-  function addTo(op: Deno.AtomicOperation, s: NewSubmission) {
-    const chunks = splitChunks(s.sealedEnvelope);
-    chunks.forEach((chunk, i) => {
-      op.set(envelopeChunkKey(s.submittedAt, s.submissionId, i), chunk, {
-        expireIn: s.envelopeTtlMs,
-      });
-    });
-    for (const destination of s.destinations) {
-      const job: JobRecord = {
-        submissionId: s.submissionId,
-        destinationId: destination.id,
-        formId: s.formId,
-        orgId: s.orgId,
-        type: destination.type,
-        state: "pending",
-        attempts: 0,
-        dueAt: s.submittedAt,
-        chunks: chunks.length,
-        family: s.destinations.map((d) => d.id),
-        lastError: null,
-        lastStatusCode: null,
-        submittedAt: s.submittedAt,
-        updatedAt: s.submittedAt,
-      };
-      op.set(jobKey(job), job);
-    }
+  function jobsOf(s: NewSubmission, chunks: number): JobRecord[] {
+    return s.destinations.map((destination) => ({
+      submissionId: s.submissionId,
+      destinationId: destination.id,
+      formId: s.formId,
+      orgId: s.orgId,
+      type: destination.type,
+      state: "pending",
+      attempts: 0,
+      dueAt: s.submittedAt,
+      chunks,
+      family: s.destinations.map((d) => d.id),
+      lastError: null,
+      lastStatusCode: null,
+      submittedAt: s.submittedAt,
+      updatedAt: s.submittedAt,
+    }));
   }
 
   return {
-    async write(submission: NewSubmission): Promise<void> {
-      const jobs = submission.destinations.length;
-      const chunks = Math.ceil(submission.sealedEnvelope.length / ENVELOPE_CHUNK_BYTES);
+    async write(submission: NewSubmission): Promise<StoredSubmission> {
+      const chunks = splitChunks(submission.sealedEnvelope);
+      const jobs = jobsOf(submission, chunks.length);
       const versionstamp = await db.batcher.commit({
-        apply: (op) => addTo(op, submission),
-        mutations: chunks + jobs,
-        bytes: submission.sealedEnvelope.length + jobs * JOB_BYTES_ESTIMATE,
-        wake: submission.destinations.map((d) => ({
-          submittedAt: submission.submittedAt,
-          submissionId: submission.submissionId,
-          destinationId: d.id,
-        })),
+        apply(op) {
+          chunks.forEach((chunk, i) => {
+            const key = envelopeChunkKey(submission.submittedAt, submission.submissionId, i);
+            op.set(key, chunk, { expireIn: submission.envelopeTtlMs });
+          });
+          for (const job of jobs) op.set(jobKey(job), job);
+        },
+        mutations: chunks.length + jobs.length,
+        bytes: submission.sealedEnvelope.length + jobs.length * JOB_BYTES_ESTIMATE,
+        wake: jobs,
       });
       if (versionstamp === null) throw new Error("Cannot store the submission: KV commit failed");
+      return { jobs: jobs.map((job) => ({ job, versionstamp })), firstChunk: chunks[0] };
     },
   };
+}
+
+/** A stored submission: its jobs as written, so the engine can claim them without a read. */
+export interface StoredSubmission {
+  jobs: KnownJob[];
+  firstChunk: Uint8Array<ArrayBuffer>;
 }
 
 /** Stores accepted submissions. */
 export interface SubmissionWriter {
   /** Stores one submission; resolves once its commit succeeded, rejects if it failed. */
-  write(submission: NewSubmission): Promise<void>;
+  write(submission: NewSubmission): Promise<StoredSubmission>;
 }

@@ -405,3 +405,40 @@ Deno.test("a destination deleted before its delivery fails the job without sendi
     await engine.close();
   }
 });
+
+Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered", async () => {
+  await using h = await startHarness({ deliveryConcurrency: 2, sweepIntervalMs: 60_000 }, {
+    deliver: false,
+  });
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => release = resolve);
+  await using sink = startWebhookSink(async () => {
+    await released;
+    return new Response("ok");
+  });
+  const form = await h.createForm();
+  await h.addDestination(form.id, webhook(sink.url));
+  for (let i = 0; i < 30; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
+  const connectors = createConnectors(h.config);
+  const engine = startDeliveryEngine({
+    db: h.service.db,
+    connectors,
+    config: h.config,
+    logger: h.service.logger,
+    queues: false,
+    maxWaiting: 5,
+  });
+  try {
+    await waitFor(() => sink.hits === 1, { message: "the first delivery started" });
+    // The sweep took in 5 of the 30 due jobs; one runs (one slot per destination).
+    assert.deepEqual(engine.stats(), { active: 1, waiting: 4 }, "the rest stays in KV");
+    release();
+    const done = await waitForOutcomes(h, form.id, 30, "delivered");
+    assert.equal(done.length, 30);
+    assert.equal(sink.received.length, 30);
+  } finally {
+    release();
+    await engine.close();
+    connectors.close();
+  }
+});

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { createApp } from "../app.ts";
 import { MAX_JSON_DEPTH } from "../routes/ingest_body.ts";
+import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";
 import type { JobRecord } from "../store/jobs.ts";
 import { createSubmissionWriter } from "../store/submissions.ts";
@@ -468,7 +469,7 @@ Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
     logger: h.service.logger,
     writer: createSubmissionWriter(db),
     engine: null,
-    ingestLoad: { inFlight: 0 },
+    ingestLoad: createIngestLoad(),
   });
   const response = await app.request(`/v1/f/${form.publicKey}`, {
     method: "POST",
