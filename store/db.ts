@@ -34,8 +34,3 @@ export async function retryAtomic<T>(
   }
   throw new ConflictError("Too many concurrent updates: try again");
 }
-
-/** The current time as an ISO 8601 string (injectable clock for tests). */
-export function nowIso(now: () => number = Date.now): string {
-  return new Date(now()).toISOString();
-}

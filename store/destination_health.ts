@@ -19,11 +19,6 @@ export function autoDisableReason(threshold: number, lastError: string | null): 
   return `Disabled after ${threshold} consecutive failed deliveries; last error: ${error}`;
 }
 
-/** The consecutive-failure count of a destination (0 when none is recorded). */
-export async function consecutiveFailures(db: Db, destinationId: string): Promise<number> {
-  return (await db.kv.get<number>(destinationFailuresKey(destinationId))).value ?? 0;
-}
-
 /**
  * Records a job's final outcome in its destination's consecutive-failure count: a
  * delivery resets the count, a failure adds one, and the failure that reaches

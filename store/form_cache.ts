@@ -64,9 +64,6 @@ export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () =
   return { get };
 }
 
-/** The ingest target lookup. */
-export type IngestTargets = ReturnType<typeof createIngestTargets>;
-
 /**
  * Destination records by form and id, cached like ingest targets: the delivery engine
  * reads the destination of every job, and most jobs share a few destinations. Null
