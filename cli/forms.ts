@@ -1,0 +1,178 @@
+/**
+ * Lists an organization's forms and their destinations for an operator: settings and
+ * where each destination delivers, never its secrets (passwords, headers, auth headers,
+ * signing secrets, URL queries or userinfo).
+ * Usage: deno task forms <orgId> [--json]
+ */
+import { ConfigError, loadConfig } from "../config.ts";
+import { displayUrl } from "../connectors/http.ts";
+import type { Db } from "../store/db.ts";
+import { type Destination, listDestinations } from "../store/destinations.ts";
+import { listForms } from "../store/forms.ts";
+import { orgKey, type OrgRecord } from "../store/orgs.ts";
+import { startService } from "../service.ts";
+
+/** Where a destination delivers, from an allow-list of its config's fields. */
+type Target =
+  | { method: string; url: string }
+  | { relay: string; secureTransport?: string; to: string[] };
+
+interface FormListing {
+  org: { id: string; name: string };
+  forms: {
+    id: string;
+    name: string;
+    publicKey: string;
+    enabled: boolean;
+    allowedOrigins: string[];
+    verifyCaptcha: boolean;
+    honeypotField: string | null;
+    redirectUrl: string | null;
+    createdAt: string;
+    destinations: {
+      id: string;
+      type: string;
+      isEnabled: boolean;
+      disabledReason: string | null;
+      target: Target | null;
+    }[];
+  }[];
+}
+
+const USAGE = "Usage: deno task forms <orgId> [--json]";
+
+/** The target of a destination; null when its config has an unexpected shape. */
+function targetOf(destination: Destination): Target | null {
+  const config = destination.config as Record<string, unknown> | null;
+  if (typeof config !== "object" || config === null) return null;
+  const text = (value: unknown) => typeof value === "string" ? value : String(value ?? "");
+  switch (destination.type) {
+    case "webhook":
+    case "sheets_webhook": {
+      let url: string;
+      try {
+        url = displayUrl(new URL(text(config.url)));
+      } catch {
+        url = "(invalid URL)";
+      }
+      return { method: text(config.method ?? "POST"), url };
+    }
+    case "smtp": {
+      const to = Array.isArray(config.to) ? config.to.map(text) : [];
+      if (!("host" in config)) return { relay: "platform", to };
+      return {
+        relay: `${text(config.host)}:${text(config.port)}`,
+        secureTransport: text(config.secureTransport ?? "starttls"),
+        to,
+      };
+    }
+    default:
+      return null;
+  }
+}
+
+/** The organization's forms with their destinations, or null when there is no such org. */
+async function listing(db: Db, orgId: string): Promise<FormListing | null> {
+  const org = (await db.kv.get<OrgRecord>(orgKey(orgId))).value;
+  if (org === null) return null;
+  const forms = await listForms(db, orgId);
+  return {
+    org: { id: org.id, name: org.name },
+    forms: await Promise.all(forms.map(async (form) => ({
+      id: form.id,
+      name: form.name,
+      publicKey: form.publicKey,
+      enabled: form.enabled,
+      allowedOrigins: form.allowedOrigins,
+      verifyCaptcha: form.verifyCaptcha,
+      honeypotField: form.honeypotField ?? null,
+      redirectUrl: form.redirectUrl ?? null,
+      createdAt: form.createdAt,
+      destinations: (await listDestinations(db, form.id)).map((destination) => ({
+        id: destination.id,
+        type: destination.type,
+        isEnabled: destination.isEnabled,
+        disabledReason: destination.disabledReason,
+        target: targetOf(destination),
+      })),
+    }))),
+  };
+}
+
+/** Tenant-supplied text made safe for a terminal: control characters escaped. */
+function printable(value: string): string {
+  // deno-lint-ignore no-control-regex
+  return value.replace(/[\u0000-\u001f\u007f-\u009f]/g, (ch) => JSON.stringify(ch).slice(1, -1));
+}
+
+function describeTarget(target: Target | null): string {
+  if (target === null) return "(unreadable config)";
+  if ("url" in target) return `${target.method} ${target.url}`;
+  const relay = target.relay === "platform"
+    ? "platform relay"
+    : `${target.relay} (${target.secureTransport})`;
+  return `${relay} -> ${target.to.join(", ")}`;
+}
+
+/** The listing as text for a person. */
+function formatText({ org, forms }: FormListing): string {
+  const lines = [
+    `Organization "${printable(org.name)}" (${org.id}): ${forms.length} form${
+      forms.length === 1 ? "" : "s"
+    }`,
+  ];
+  const row = (label: string, value: string) => `  ${label.padEnd(17)}${printable(value)}`;
+  for (const form of forms) {
+    lines.push(
+      "",
+      `Form "${printable(form.name)}" (${form.id})`,
+      row("public key", form.publicKey),
+      row("enabled", form.enabled ? "yes" : "no"),
+      row(
+        "allowed origins",
+        form.allowedOrigins.length === 0 ? "any (none listed)" : form.allowedOrigins.join(", "),
+      ),
+      row("captcha", form.verifyCaptcha ? "on" : "off"),
+      row("honeypot field", form.honeypotField ?? "(none)"),
+      row("redirect URL", form.redirectUrl ?? "(none)"),
+      row("created", form.createdAt),
+      row("destinations", String(form.destinations.length)),
+    );
+    for (const destination of form.destinations) {
+      const state = destination.isEnabled
+        ? "enabled"
+        : `disabled${destination.disabledReason ? `: ${destination.disabledReason}` : ""}`;
+      lines.push(
+        `    - ${destination.type} ${destination.id} ${printable(state)}`,
+        `      ${printable(describeTarget(destination.target))}`,
+      );
+    }
+  }
+  return lines.join("\n");
+}
+
+const json = Deno.args.includes("--json");
+const positional = Deno.args.filter((arg) => arg !== "--json");
+if (positional.length !== 1 || positional[0].startsWith("-")) {
+  console.error(USAGE);
+  Deno.exit(2);
+}
+const orgId = positional[0];
+try {
+  const config = { ...loadConfig(Deno.env.toObject()), logLevel: "silent" as const };
+  const service = await startService(config, { deliver: false });
+  let result: FormListing | null;
+  try {
+    result = await listing(service.db, orgId);
+  } finally {
+    await service.close();
+  }
+  if (result === null) {
+    console.error(`formrelay: no organization "${printable(orgId)}"`);
+    Deno.exit(1);
+  }
+  console.log(json ? JSON.stringify(result, null, 2) : formatText(result));
+} catch (error) {
+  console.error(`formrelay: ${error instanceof ConfigError ? error.message : error}`);
+  Deno.exit(1);
+}

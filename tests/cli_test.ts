@@ -1,0 +1,209 @@
+/**
+ * The operator CLIs run as `deno task` subprocesses against a KV file: create-org makes
+ * an organization, forms lists what its tenant then set up, without the secrets.
+ */
+import assert from "node:assert/strict";
+import { loadConfig } from "../config.ts";
+import { startService } from "../service.ts";
+import { destinationKey, type DestinationRecord } from "../store/destinations.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+/** Runs `deno task <args>` in the project with KV_PATH set; stdout, stderr and the exit code. */
+async function task(kvPath: string, ...args: string[]) {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["task", "--quiet", ...args],
+    cwd: ROOT,
+    env: { KV_PATH: kvPath, LOG_LEVEL: "info", NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  return { code: output.code, stdout: decode(output.stdout), stderr: decode(output.stderr) };
+}
+
+// Secret values given to destinations; none may appear in the listing.
+const SECRETS = {
+  header: "hdr-secret-3f9a1c",
+  signing: `whsec_${new Uint8Array(32).fill(7).toBase64()}`,
+  query: "qs-token-8d2e4b",
+  userinfo: "userinfo-pass-71c0",
+  authHeader: "Bearer sheet-secret-5b7d",
+  password: "smtp-pass-c41e9f",
+};
+
+Deno.test("create-org prints one JSON line and forms lists the org's forms without secrets", async (t) => {
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-cli-" });
+  const kvPath = `${dir}/formrelay.kv`;
+  try {
+    const created = await task(kvPath, "create-org", "Acme", "Ltd");
+    assert.equal(created.code, 0, created.stderr);
+    const lines = created.stdout.trim().split("\n");
+    assert.equal(lines.length, 1, created.stdout);
+    const { orgId, tenantKey, ...rest } = JSON.parse(lines[0]);
+    assert.deepEqual(rest, {});
+    assert.match(orgId, /^[0-9a-f-]{36}$/);
+    assert.match(tenantKey, /^sk_[A-Za-z0-9_-]{43,}$/);
+
+    // The tenant sets up forms through the admin API of a service on the same KV file
+    // (and the same environment as the subprocesses, for the sealing key).
+    const config = loadConfig({ ...Deno.env.toObject(), KV_PATH: kvPath, LOG_LEVEL: "silent" });
+    const service = await startService(config, { deliver: false });
+    let contact: Record<string, string>;
+    let quiet: Record<string, string>;
+    const ids: Record<string, string> = {};
+    try {
+      const admin = async (path: string, body: unknown) => {
+        const response = await service.app.request(`/v1/admin${path}`, {
+          method: "POST",
+          headers: { "x-tenant-key": tenantKey, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+        const answer = await response.json();
+        assert.equal(response.status, 200, JSON.stringify(answer));
+        return answer;
+      };
+      contact = (await admin("/forms", {
+        name: "Contact\u001b[31m page",
+        allowedOrigins: ["https://example.com", "https://www.example.com/"],
+        honeypotField: "_gotcha",
+        redirectUrl: "https://example.com/thanks",
+      })).form;
+      quiet = (await admin("/forms", { name: "Newsletter", enabled: false })).form;
+      const add = async (name: string, body: unknown) => {
+        ids[name] = (await admin(`/forms/${contact.id}/destinations`, body)).destination.id;
+      };
+      await add("webhook", {
+        type: "webhook",
+        config: {
+          url:
+            `https://user:${SECRETS.userinfo}@hooks.example.com/formrelay?token=${SECRETS.query}`,
+          method: "PUT",
+          headers: { "X-Api-Key": SECRETS.header },
+          secret: SECRETS.signing,
+        },
+      });
+      await add("sheets", {
+        type: "sheets_webhook",
+        config: {
+          url: `https://script.google.com/macros/s/abc/exec?key=${SECRETS.query}`,
+          authHeader: SECRETS.authHeader,
+        },
+      });
+      await add("smtp", {
+        type: "smtp",
+        config: {
+          host: "smtp.example.com",
+          port: 587,
+          username: "mailer",
+          password: SECRETS.password,
+          from: "forms@example.com",
+          to: ["ada@example.com", "grace@example.com"],
+        },
+        isEnabled: false,
+      });
+      // As the delivery engine leaves a destination it disabled after repeated failures.
+      const key = destinationKey(contact.id, ids.smtp);
+      const record = (await service.db.kv.get<DestinationRecord>(key)).value;
+      assert.ok(record);
+      await service.db.kv.set(key, { ...record, disabledReason: "Disabled after 10 failures" });
+    } finally {
+      await service.close();
+    }
+
+    const assertNoSecrets = (output: string) => {
+      for (const [name, secret] of Object.entries(SECRETS)) {
+        assert.ok(!output.includes(secret), `${name} secret printed:\n${output}`);
+      }
+      assert.ok(!output.includes("\u001b"), "a raw escape character from a form name");
+    };
+
+    await t.step("as text", async () => {
+      const { code, stdout, stderr } = await task(kvPath, "forms", orgId);
+      assert.equal(code, 0, stderr);
+      assertNoSecrets(stdout);
+      const expected = [
+        `Organization "Acme Ltd" (${orgId}): 2 forms`,
+        `Form "Contact\\u001b[31m page" (${contact.id})`,
+        `  public key       ${contact.publicKey}`,
+        "  enabled          yes",
+        "  allowed origins  https://example.com, https://www.example.com",
+        "  honeypot field   _gotcha",
+        "  redirect URL     https://example.com/thanks",
+        "  destinations     3",
+        `    - webhook ${ids.webhook} enabled`,
+        "      PUT https://hooks.example.com/formrelay",
+        `    - sheets_webhook ${ids.sheets} enabled`,
+        "      POST https://script.google.com/macros/s/abc/exec",
+        `    - smtp ${ids.smtp} disabled: Disabled after 10 failures`,
+        "      smtp.example.com:587 (starttls) -> ada@example.com, grace@example.com",
+        `Form "Newsletter" (${quiet.id})`,
+        "  enabled          no",
+        "  allowed origins  any (none listed)",
+        "  destinations     0",
+      ];
+      const lines = stdout.split("\n");
+      let from = 0;
+      for (const line of expected) {
+        const at = lines.indexOf(line, from);
+        assert.ok(at >= 0, `line ${JSON.stringify(line)} (in order) missing from:\n${stdout}`);
+        from = at + 1;
+      }
+    });
+
+    await t.step("as JSON", async () => {
+      const { code, stdout, stderr } = await task(kvPath, "forms", orgId, "--json");
+      assert.equal(code, 0, stderr);
+      assertNoSecrets(stdout);
+      const listing = JSON.parse(stdout);
+      assert.deepEqual(listing.org, { id: orgId, name: "Acme Ltd" });
+      assert.deepEqual(listing.forms.map((f: { id: string }) => f.id), [contact.id, quiet.id]);
+      const [form, newsletter] = listing.forms;
+      assert.equal(form.name, "Contact\u001b[31m page");
+      assert.equal(form.publicKey, contact.publicKey);
+      assert.equal(form.enabled, true);
+      assert.deepEqual(form.allowedOrigins, ["https://example.com", "https://www.example.com"]);
+      assert.deepEqual(form.destinations, [
+        {
+          id: ids.webhook,
+          type: "webhook",
+          isEnabled: true,
+          disabledReason: null,
+          target: { method: "PUT", url: "https://hooks.example.com/formrelay" },
+        },
+        {
+          id: ids.sheets,
+          type: "sheets_webhook",
+          isEnabled: true,
+          disabledReason: null,
+          target: { method: "POST", url: "https://script.google.com/macros/s/abc/exec" },
+        },
+        {
+          id: ids.smtp,
+          type: "smtp",
+          isEnabled: false,
+          disabledReason: "Disabled after 10 failures",
+          target: {
+            relay: "smtp.example.com:587",
+            secureTransport: "starttls",
+            to: ["ada@example.com", "grace@example.com"],
+          },
+        },
+      ]);
+      assert.equal(newsletter.enabled, false);
+      assert.deepEqual(newsletter.destinations, []);
+    });
+
+    await t.step("an unknown org or a missing argument is an error", async () => {
+      const unknown = await task(kvPath, "forms", crypto.randomUUID());
+      assert.equal(unknown.code, 1);
+      assert.equal(unknown.stdout, "");
+      assert.match(unknown.stderr, /no organization "/);
+      const missing = await task(kvPath, "forms");
+      assert.equal(missing.code, 2);
+      assert.match(missing.stderr, /Usage: deno task forms <orgId> \[--json\]/);
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
