@@ -144,7 +144,10 @@ const emptyBody = z.strictObject({});
  */
 async function readEmptyBody(c: Context<AdminEnv>): Promise<void> {
   if (c.req.header("content-type") === undefined) {
-    const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT);
+    // A client that hangs up mid-body is a bad request, not our error.
+    const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT).catch(() => {
+      throw new ApiError(400, "Invalid JSON body");
+    });
     if (bytes !== null && bytes.length === 0) return;
   }
   validate(emptyBody, await readJsonBody(c));
