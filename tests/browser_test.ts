@@ -1,7 +1,8 @@
 /**
  * The example contact page (docs/examples/) in a real Chromium against a real formrelay:
  * a fetch submission with its CORS preflight, a plain HTML form post with its redirect,
- * and a page on an origin the form does not allow.
+ * a page on an origin the form does not allow, and a bot that fills the honeypot.
+ * Screenshots of each step go to tests/artifacts/.
  */
 import assert from "node:assert/strict";
 import { type Browser, chromium, type Page } from "playwright-core";
