@@ -67,6 +67,31 @@ function connectorFor(options: { platform?: PlatformSmtp | null; timeoutMs?: num
   });
 }
 
+/**
+ * A test relay (plaintext unless `options.mode` says otherwise, the test credentials) and
+ * a connector to it; `await using` closes both.
+ */
+async function relayWith(
+  options: Partial<Parameters<typeof startSmtpServer>[0]> = {},
+  connectorOptions: (server: TestSmtpServer) => Parameters<typeof connectorFor>[0] = () => ({}),
+) {
+  const server = await startSmtpServer({
+    mode: "off",
+    username: USERNAME,
+    password: PASSWORD,
+    ...options,
+  });
+  const connector = connectorFor(connectorOptions(server));
+  return {
+    server,
+    connector,
+    async [Symbol.asyncDispose]() {
+      connector.close();
+      await server.close();
+    },
+  };
+}
+
 function deliver(
   connector: ReturnType<typeof createSmtpConnector>,
   config: SmtpConfig,
@@ -127,257 +152,195 @@ function assertWireFormat(raw: string): void {
 
 for (const mode of ["off", "starttls", "on"] as const) {
   Deno.test(`SMTP Variant A delivers a text/plain message over ${mode} transport with AUTH LOGIN`, async () => {
-    const server = await startSmtpServer({ mode, certs, username: USERNAME, password: PASSWORD });
-    const connector = connectorFor();
-    try {
-      const envelope = envelopeWith({ formName: "Contact – Zürich" });
-      const config = relayConfig(server, {
-        secureTransport: mode,
-        to: ["owner@tenant.example", "team@tenant.example"],
-        subjectTemplate: "{{formName}} #{{ submissionId }}",
-      });
-      const receipt = await deliver(connector, config, envelope);
-      assert.deepEqual(receipt, { statusCode: 250 });
+    await using relay = await relayWith({ mode, certs });
+    const { server, connector } = relay;
+    const envelope = envelopeWith({ formName: "Contact – Zürich" });
+    const config = relayConfig(server, {
+      secureTransport: mode,
+      to: ["owner@tenant.example", "team@tenant.example"],
+      subjectTemplate: "{{formName}} #{{ submissionId }}",
+    });
+    const receipt = await deliver(connector, config, envelope);
+    assert.deepEqual(receipt, { statusCode: 250 });
 
-      assert.equal(server.messages.length, 1);
-      const captured = server.messages[0];
-      assert.equal(captured.secure, mode !== "off");
-      assert.equal(captured.user, USERNAME);
-      assert.equal(captured.heloName, "relay.formrelay.test");
-      assert.equal(captured.from, "forms@tenant.example");
-      assert.deepEqual(captured.to, ["owner@tenant.example", "team@tenant.example"]);
-      assertWireFormat(captured.raw);
+    assert.equal(server.messages.length, 1);
+    const captured = server.messages[0];
+    assert.equal(captured.secure, mode !== "off");
+    assert.equal(captured.user, USERNAME);
+    assert.equal(captured.heloName, "relay.formrelay.test");
+    assert.equal(captured.from, "forms@tenant.example");
+    assert.deepEqual(captured.to, ["owner@tenant.example", "team@tenant.example"]);
+    assertWireFormat(captured.raw);
 
-      const email = await PostalMime.parse(captured.raw);
-      assert.equal(email.subject, `Contact – Zürich #${envelope.submissionId}`);
-      assert.equal(email.from?.address, "forms@tenant.example");
-      assert.deepEqual(email.to?.map((a) => a.address), [
-        "owner@tenant.example",
-        "team@tenant.example",
-      ]);
-      assert.match(email.messageId ?? "", /^<[0-9a-f]{32}@tenant\.example>$/);
-      assert.match(email.date ?? "", /^2\d{3}-/);
-      const headers = new Map(email.headers.map((h) => [h.key, h.value]));
-      assert.match(
-        headers.get("date") ?? "",
-        /^\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} \+0000$/,
-      );
-      assert.equal(headers.get("mime-version"), "1.0");
-      assert.equal(headers.get("content-type"), "text/plain; charset=UTF-8");
-      assert.equal(headers.has("reply-to"), false);
-      assert.equal(email.html, undefined);
-      assert.equal(normalize(email.text), expectedPlainText(envelope));
-    } finally {
-      connector.close();
-      await server.close();
-    }
+    const email = await PostalMime.parse(captured.raw);
+    assert.equal(email.subject, `Contact – Zürich #${envelope.submissionId}`);
+    assert.equal(email.from?.address, "forms@tenant.example");
+    assert.deepEqual(email.to?.map((a) => a.address), [
+      "owner@tenant.example",
+      "team@tenant.example",
+    ]);
+    assert.match(email.messageId ?? "", /^<[0-9a-f]{32}@tenant\.example>$/);
+    assert.match(email.date ?? "", /^2\d{3}-/);
+    const headers = new Map(email.headers.map((h) => [h.key, h.value]));
+    assert.match(
+      headers.get("date") ?? "",
+      /^\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} \+0000$/,
+    );
+    assert.equal(headers.get("mime-version"), "1.0");
+    assert.equal(headers.get("content-type"), "text/plain; charset=UTF-8");
+    assert.equal(headers.has("reply-to"), false);
+    assert.equal(email.html, undefined);
+    assert.equal(normalize(email.text), expectedPlainText(envelope));
   });
 }
 
 Deno.test("SMTP Variant B sends multipart/alternative through the platform relay with a stable Message-ID", async () => {
-  const server = await startSmtpServer({
-    mode: "starttls",
-    certs,
-    username: USERNAME,
-    password: PASSWORD,
+  await using relay = await relayWith(
+    { mode: "starttls", certs },
+    (server) => ({ platform: platformFor(server, "starttls") }),
+  );
+  const { server, connector } = relay;
+  const envelope = envelopeWith({
+    formName: 'Café <Kontakt> & "Co"',
+    payload: { email: "ada@example.org", note: "<b>bold</b> & 'quotes'", n: [1, 2] },
   });
-  const connector = connectorFor({ platform: platformFor(server, "starttls") });
-  try {
-    const envelope = envelopeWith({
-      formName: 'Café <Kontakt> & "Co"',
-      payload: { email: "ada@example.org", note: "<b>bold</b> & 'quotes'", n: [1, 2] },
-    });
-    const config: SmtpConfig = {
-      to: ["inbox@customer.example"],
-      subjectTemplate: "Form: {{formName}}",
-    };
-    await deliver(connector, config, envelope);
-    await deliver(connector, config, envelope); // a retry of the same delivery
-    await deliver(connector, config, envelope, { destinationId: "dest-2" });
+  const config: SmtpConfig = {
+    to: ["inbox@customer.example"],
+    subjectTemplate: "Form: {{formName}}",
+  };
+  await deliver(connector, config, envelope);
+  await deliver(connector, config, envelope); // a retry of the same delivery
+  await deliver(connector, config, envelope, { destinationId: "dest-2" });
 
-    assert.equal(server.messages.length, 3);
-    const [first, retry, other] = await Promise.all(
-      server.messages.map((m) => PostalMime.parse(m.raw)),
-    );
-    const captured = server.messages[0];
-    assert.equal(captured.from, "notify@formrelay.example");
-    assert.deepEqual(captured.to, ["inbox@customer.example"]);
-    assert.equal(captured.secure, true);
-    assertWireFormat(captured.raw);
+  assert.equal(server.messages.length, 3);
+  const [first, retry, other] = await Promise.all(
+    server.messages.map((m) => PostalMime.parse(m.raw)),
+  );
+  const captured = server.messages[0];
+  assert.equal(captured.from, "notify@formrelay.example");
+  assert.deepEqual(captured.to, ["inbox@customer.example"]);
+  assert.equal(captured.secure, true);
+  assertWireFormat(captured.raw);
 
-    assert.equal(first.messageId, retry.messageId);
-    assert.notEqual(first.messageId, other.messageId);
-    assert.match(first.messageId ?? "", /@formrelay\.example>$/);
+  assert.equal(first.messageId, retry.messageId);
+  assert.notEqual(first.messageId, other.messageId);
+  assert.match(first.messageId ?? "", /@formrelay\.example>$/);
 
-    assert.deepEqual(first.from, {
-      name: 'Café <Kontakt> & "Co"',
-      address: "notify@formrelay.example",
-    });
-    assert.deepEqual(first.replyTo, [{ name: "", address: "ada@example.org" }]);
-    assert.equal(first.subject, 'Form: Café <Kontakt> & "Co"');
-    const headers = new Map(first.headers.map((h) => [h.key, h.value]));
-    assert.equal(headers.get("x-formrelay-form-id"), "form-1");
-    assert.equal(headers.get("x-formrelay-submission-id"), envelope.submissionId);
-    assert.match(headers.get("content-type") ?? "", /^multipart\/alternative; boundary=/);
+  assert.deepEqual(first.from, {
+    name: 'Café <Kontakt> & "Co"',
+    address: "notify@formrelay.example",
+  });
+  assert.deepEqual(first.replyTo, [{ name: "", address: "ada@example.org" }]);
+  assert.equal(first.subject, 'Form: Café <Kontakt> & "Co"');
+  const headers = new Map(first.headers.map((h) => [h.key, h.value]));
+  assert.equal(headers.get("x-formrelay-form-id"), "form-1");
+  assert.equal(headers.get("x-formrelay-submission-id"), envelope.submissionId);
+  assert.match(headers.get("content-type") ?? "", /^multipart\/alternative; boundary=/);
 
-    assert.equal(normalize(first.text), expectedPlainText(envelope, "ada@example.org"));
-    const html = first.html ?? "";
-    assert.ok(html.includes("Café &lt;Kontakt&gt; &amp; &quot;Co&quot;"), html);
-    assert.ok(html.includes("&lt;b&gt;bold&lt;/b&gt; &amp; &#39;quotes&#39;"), html);
-    assert.ok(!html.includes("<b>bold"), "payload HTML must be escaped");
-    assert.ok(html.includes("ada@example.org"));
-  } finally {
-    connector.close();
-    await server.close();
-  }
+  assert.equal(normalize(first.text), expectedPlainText(envelope, "ada@example.org"));
+  const html = first.html ?? "";
+  assert.ok(html.includes("Café &lt;Kontakt&gt; &amp; &quot;Co&quot;"), html);
+  assert.ok(html.includes("&lt;b&gt;bold&lt;/b&gt; &amp; &#39;quotes&#39;"), html);
+  assert.ok(!html.includes("<b>bold"), "payload HTML must be escaped");
+  assert.ok(html.includes("ada@example.org"));
 });
 
 Deno.test("SMTP Variant B leaves out Reply-To when the payload email is not a valid top-level address", async (t) => {
-  const server = await startSmtpServer({ mode: "off", username: USERNAME, password: PASSWORD });
-  const connector = connectorFor({ platform: platformFor(server, "off") });
-  try {
-    const payloads: unknown[] = [
-      { email: "not an address" },
-      { contact: { email: "nested@example.org" } },
-      [{ email: "array@example.org" }],
-      "ada@example.org",
-      { email: 42 },
-    ];
-    for (const [i, payload] of payloads.entries()) {
-      await t.step(`payload ${JSON.stringify(payload)}`, async () => {
-        await deliver(
-          connector,
-          { to: ["inbox@customer.example"], subjectTemplate: "x" },
-          envelopeWith({ payload }),
-        );
-        const email = await PostalMime.parse(server.messages[i].raw);
-        assert.equal(email.replyTo, undefined);
-        assert.ok(!normalize(email.text).includes("Reply-To:"));
-        assert.equal(normalize(email.text), expectedPlainText(envelopeWith({ payload })));
-      });
-    }
-  } finally {
-    connector.close();
-    await server.close();
+  await using relay = await relayWith({}, (server) => ({ platform: platformFor(server, "off") }));
+  const { server, connector } = relay;
+  const payloads: unknown[] = [
+    { email: "not an address" },
+    { contact: { email: "nested@example.org" } },
+    [{ email: "array@example.org" }],
+    "ada@example.org",
+    { email: 42 },
+  ];
+  for (const [i, payload] of payloads.entries()) {
+    await t.step(`payload ${JSON.stringify(payload)}`, async () => {
+      await deliver(
+        connector,
+        { to: ["inbox@customer.example"], subjectTemplate: "x" },
+        envelopeWith({ payload }),
+      );
+      const email = await PostalMime.parse(server.messages[i].raw);
+      assert.equal(email.replyTo, undefined);
+      assert.ok(!normalize(email.text).includes("Reply-To:"));
+      assert.equal(normalize(email.text), expectedPlainText(envelopeWith({ payload })));
+    });
   }
 });
 
 Deno.test("SMTP a wrong password is a permanent failure with code 535 and no secret in the message", async () => {
-  const server = await startSmtpServer({
-    mode: "starttls",
-    certs,
-    username: USERNAME,
-    password: PASSWORD,
+  await using relay = await relayWith({ mode: "starttls", certs });
+  const { server, connector } = relay;
+  const config = relayConfig(server, {
+    secureTransport: "starttls",
+    password: "wrong-secret-123",
   });
-  const connector = connectorFor();
-  try {
-    const config = relayConfig(server, {
-      secureTransport: "starttls",
-      password: "wrong-secret-123",
-    });
-    const error = await deliveryError(deliver(connector, config));
-    assert.equal(error.permanent, true);
-    assert.equal(error.statusCode, 535);
-    assert.match(error.message, /^Cannot deliver to "localhost:\d+": 535 authentication failed/);
-    assert.ok(!error.message.includes("wrong-secret-123"));
-    assert.ok(!error.message.includes("Hello"), "payload must not appear in errors");
-    assert.equal(server.logins.failed, 1);
-    assert.equal(server.messages.length, 0);
-  } finally {
-    connector.close();
-    await server.close();
-  }
+  const error = await deliveryError(deliver(connector, config));
+  assert.equal(error.permanent, true);
+  assert.equal(error.statusCode, 535);
+  assert.match(error.message, /^Cannot deliver to "localhost:\d+": 535 authentication failed/);
+  assert.ok(!error.message.includes("wrong-secret-123"));
+  assert.ok(!error.message.includes("Hello"), "payload must not appear in errors");
+  assert.equal(server.logins.failed, 1);
+  assert.equal(server.messages.length, 0);
 });
 
 Deno.test("SMTP a 450 recipient is a transient failure", async () => {
-  const server = await startSmtpServer({
-    mode: "off",
-    username: USERNAME,
-    password: PASSWORD,
+  await using relay = await relayWith({
     rejectRecipients: { "busy@tenant.example": 450 },
   });
-  const connector = connectorFor();
-  try {
-    const error = await deliveryError(
-      deliver(connector, relayConfig(server, { to: ["busy@tenant.example"] })),
-    );
-    assert.equal(error.permanent, false);
-    assert.equal(error.statusCode, 450);
-    assert.match(error.message, /all recipients rejected: busy@tenant\.example \(450\)/);
-    assert.equal(server.messages.length, 0);
-  } finally {
-    connector.close();
-    await server.close();
-  }
+  const { server, connector } = relay;
+  const error = await deliveryError(
+    deliver(connector, relayConfig(server, { to: ["busy@tenant.example"] })),
+  );
+  assert.equal(error.permanent, false);
+  assert.equal(error.statusCode, 450);
+  assert.match(error.message, /all recipients rejected: busy@tenant\.example \(450\)/);
+  assert.equal(server.messages.length, 0);
 });
 
 Deno.test("SMTP all recipients refused with 5xx is a permanent failure", async () => {
-  const server = await startSmtpServer({
-    mode: "off",
-    username: USERNAME,
-    password: PASSWORD,
+  await using relay = await relayWith({
     rejectRecipients: { "gone@tenant.example": 550, "nope@tenant.example": 553 },
   });
-  const connector = connectorFor();
-  try {
-    const config = relayConfig(server, { to: ["gone@tenant.example", "nope@tenant.example"] });
-    const error = await deliveryError(deliver(connector, config));
-    assert.equal(error.permanent, true);
-    assert.equal(error.statusCode, 550);
-    assert.equal(server.messages.length, 0);
-  } finally {
-    connector.close();
-    await server.close();
-  }
+  const { server, connector } = relay;
+  const config = relayConfig(server, { to: ["gone@tenant.example", "nope@tenant.example"] });
+  const error = await deliveryError(deliver(connector, config));
+  assert.equal(error.permanent, true);
+  assert.equal(error.statusCode, 550);
+  assert.equal(server.messages.length, 0);
 });
 
 Deno.test("SMTP partial recipient rejection still delivers to the others and names the rejected", async () => {
-  const server = await startSmtpServer({
-    mode: "off",
-    username: USERNAME,
-    password: PASSWORD,
+  await using relay = await relayWith({
     rejectRecipients: { "gone@tenant.example": 550, "busy@tenant.example": 450 },
   });
-  const connector = connectorFor();
-  try {
-    const config = relayConfig(server, {
-      to: ["gone@tenant.example", "owner@tenant.example", "busy@tenant.example"],
-    });
-    const receipt = await deliver(connector, config);
-    assert.equal(receipt.statusCode, 250);
-    assert.equal(
-      receipt.detail,
-      "Rejected recipients: gone@tenant.example (550), busy@tenant.example (450)",
-    );
-    assert.equal(server.messages.length, 1);
-    assert.deepEqual(server.messages[0].to, ["owner@tenant.example"]);
-  } finally {
-    connector.close();
-    await server.close();
-  }
+  const { server, connector } = relay;
+  const config = relayConfig(server, {
+    to: ["gone@tenant.example", "owner@tenant.example", "busy@tenant.example"],
+  });
+  const receipt = await deliver(connector, config);
+  assert.equal(receipt.statusCode, 250);
+  assert.equal(
+    receipt.detail,
+    "Rejected recipients: gone@tenant.example (550), busy@tenant.example (450)",
+  );
+  assert.equal(server.messages.length, 1);
+  assert.deepEqual(server.messages[0].to, ["owner@tenant.example"]);
 });
 
 Deno.test("SMTP starttls mode refuses a server that does not offer STARTTLS, before AUTH", async () => {
-  const server = await startSmtpServer({
-    mode: "starttls",
-    certs,
-    hideStartTls: true,
-    username: USERNAME,
-    password: PASSWORD,
-  });
-  const connector = connectorFor();
-  try {
-    const error = await deliveryError(
-      deliver(connector, relayConfig(server, { secureTransport: "starttls" })),
-    );
-    assert.equal(error.permanent, true);
-    assert.match(error.message, /server does not offer STARTTLS$/);
-    assert.deepEqual(server.logins, { ok: 0, failed: 0 });
-    assert.equal(server.messages.length, 0);
-  } finally {
-    connector.close();
-    await server.close();
-  }
+  await using relay = await relayWith({ mode: "starttls", certs, hideStartTls: true });
+  const { server, connector } = relay;
+  const error = await deliveryError(
+    deliver(connector, relayConfig(server, { secureTransport: "starttls" })),
+  );
+  assert.equal(error.permanent, true);
+  assert.match(error.message, /server does not offer STARTTLS$/);
+  assert.deepEqual(server.logins, { ok: 0, failed: 0 });
+  assert.equal(server.messages.length, 0);
 });
 
 Deno.test("SMTP a server that stalls after the greeting ends the attempt with a transient time-out and a closed socket", async () => {
@@ -483,125 +446,92 @@ Deno.test("SMTP an aborted delivery closes the socket and is transient", async (
 });
 
 Deno.test("SMTP message content survives the wire: leading dots, a 5 000-character line, emoji subject", async () => {
-  const server = await startSmtpServer({
-    mode: "on",
-    certs,
-    username: USERNAME,
-    password: PASSWORD,
+  await using relay = await relayWith({ mode: "on", certs });
+  const { server, connector } = relay;
+  const payload = {
+    dots: ".".repeat(300),
+    long: "é" + "x".repeat(4998) + "\u{1F600}",
+    lines: ".\n.hidden\r\n..",
+    text: "héllo = wörld\t ",
+  };
+  const envelope = envelopeWith({ payload, formName: "Feedback 📬" });
+  const config = relayConfig(server, {
+    secureTransport: "on",
+    subjectTemplate: "🎉 New {{formName}} 🎉 " + "ünïcødé ".repeat(20),
   });
-  const connector = connectorFor();
-  try {
-    const payload = {
-      dots: ".".repeat(300),
-      long: "é" + "x".repeat(4998) + "\u{1F600}",
-      lines: ".\n.hidden\r\n..",
-      text: "héllo = wörld\t ",
-    };
-    const envelope = envelopeWith({ payload, formName: "Feedback 📬" });
-    const config = relayConfig(server, {
-      secureTransport: "on",
-      subjectTemplate: "🎉 New {{formName}} 🎉 " + "ünïcødé ".repeat(20),
-    });
-    await deliver(connector, config, envelope);
-    const captured = server.messages[0];
-    assertWireFormat(captured.raw);
-    // The server removed the dot-stuffing; lines starting with a dot were on the wire.
-    assert.ok(captured.raw.split("\r\n").some((l) => l.startsWith(".")));
-    const email = await PostalMime.parse(captured.raw);
-    assert.equal(email.subject, "🎉 New Feedback 📬 🎉 " + "ünïcødé ".repeat(20));
-    assert.equal(normalize(email.text), expectedPlainText(envelope));
-    const sent = normalize(email.text);
-    const json = JSON.parse(sent.slice(sent.indexOf("Payload:\n") + 9));
-    assert.deepEqual(json, payload);
-  } finally {
-    connector.close();
-    await server.close();
-  }
+  await deliver(connector, config, envelope);
+  const captured = server.messages[0];
+  assertWireFormat(captured.raw);
+  // The server removed the dot-stuffing; lines starting with a dot were on the wire.
+  assert.ok(captured.raw.split("\r\n").some((l) => l.startsWith(".")));
+  const email = await PostalMime.parse(captured.raw);
+  assert.equal(email.subject, "🎉 New Feedback 📬 🎉 " + "ünïcødé ".repeat(20));
+  assert.equal(normalize(email.text), expectedPlainText(envelope));
+  const sent = normalize(email.text);
+  const json = JSON.parse(sent.slice(sent.indexOf("Payload:\n") + 9));
+  assert.deepEqual(json, payload);
 });
 
 Deno.test("SMTP CR/LF in form name, subject template or payload email cannot inject a header", async () => {
-  const server = await startSmtpServer({ mode: "off", username: USERNAME, password: PASSWORD });
-  const connector = connectorFor({ platform: platformFor(server, "off") });
-  try {
-    const envelope = envelopeWith({
-      formName: "Contact\r\nBcc: victim1@evil.example",
-      payload: { email: "ada@example.org\r\nBcc: victim2@evil.example" },
-    });
-    await deliver(connector, {
-      to: ["inbox@customer.example"],
-      subjectTemplate: "Hi\r\nBcc: victim3@evil.example\nX-Injected: yes {{formName}}",
-    }, envelope);
-    await deliver(
-      connector,
-      relayConfig(server, { subjectTemplate: "A\rBcc: victim4@evil.example {{formName}}" }),
-      envelope,
-    );
-    assert.equal(server.messages.length, 2);
-    for (const captured of server.messages) {
-      assertWireFormat(captured.raw);
-      const names = headerNames(captured.raw);
-      assert.ok(!names.includes("bcc"), `headers: ${names}`);
-      assert.ok(!names.includes("x-injected"), `headers: ${names}`);
-      assert.equal(new Set(names).size, names.length, "a header appears twice");
-      assert.ok(!captured.to.some((a) => a.includes("evil")));
-      const email = await PostalMime.parse(captured.raw);
-      assert.equal(email.bcc, undefined);
-      assert.equal(email.replyTo, undefined);
-    }
-    const variantB = await PostalMime.parse(server.messages[0].raw);
-    assert.equal(
-      variantB.subject,
-      "Hi Bcc: victim3@evil.example X-Injected: yes Contact Bcc: victim1@evil.example",
-    );
-    assert.equal(variantB.from?.name, "Contact Bcc: victim1@evil.example");
-  } finally {
-    connector.close();
-    await server.close();
+  await using relay = await relayWith({}, (server) => ({ platform: platformFor(server, "off") }));
+  const { server, connector } = relay;
+  const envelope = envelopeWith({
+    formName: "Contact\r\nBcc: victim1@evil.example",
+    payload: { email: "ada@example.org\r\nBcc: victim2@evil.example" },
+  });
+  await deliver(connector, {
+    to: ["inbox@customer.example"],
+    subjectTemplate: "Hi\r\nBcc: victim3@evil.example\nX-Injected: yes {{formName}}",
+  }, envelope);
+  await deliver(
+    connector,
+    relayConfig(server, { subjectTemplate: "A\rBcc: victim4@evil.example {{formName}}" }),
+    envelope,
+  );
+  assert.equal(server.messages.length, 2);
+  for (const captured of server.messages) {
+    assertWireFormat(captured.raw);
+    const names = headerNames(captured.raw);
+    assert.ok(!names.includes("bcc"), `headers: ${names}`);
+    assert.ok(!names.includes("x-injected"), `headers: ${names}`);
+    assert.equal(new Set(names).size, names.length, "a header appears twice");
+    assert.ok(!captured.to.some((a) => a.includes("evil")));
+    const email = await PostalMime.parse(captured.raw);
+    assert.equal(email.bcc, undefined);
+    assert.equal(email.replyTo, undefined);
   }
+  const variantB = await PostalMime.parse(server.messages[0].raw);
+  assert.equal(
+    variantB.subject,
+    "Hi Bcc: victim3@evil.example X-Injected: yes Contact Bcc: victim1@evil.example",
+  );
+  assert.equal(variantB.from?.name, "Contact Bcc: victim1@evil.example");
 });
 
 Deno.test("SMTP idle sessions are reused for the next message and ended by close()", async () => {
-  const server = await startSmtpServer({
-    mode: "starttls",
-    certs,
-    username: USERNAME,
-    password: PASSWORD,
-  });
-  const connector = connectorFor();
-  try {
-    const config = relayConfig(server, { secureTransport: "starttls" });
-    for (let i = 0; i < 3; i++) await deliver(connector, config);
-    assert.equal(server.messages.length, 3);
-    assert.equal(server.connections, 1);
-    assert.equal(server.logins.ok, 1);
-    assert.equal(server.closedConnections, 0);
-    connector.close();
-    await server.waitForClosed(1);
-  } finally {
-    connector.close();
-    await server.close();
-  }
+  await using relay = await relayWith({ mode: "starttls", certs });
+  const { server, connector } = relay;
+  const config = relayConfig(server, { secureTransport: "starttls" });
+  for (let i = 0; i < 3; i++) await deliver(connector, config);
+  assert.equal(server.messages.length, 3);
+  assert.equal(server.connections, 1);
+  assert.equal(server.logins.ok, 1);
+  assert.equal(server.closedConnections, 0);
+  connector.close();
+  await server.waitForClosed(1);
 });
 
 Deno.test("SMTP a pooled session the server has dropped is replaced without a failure", async () => {
-  const server = await startSmtpServer({
-    mode: "off",
-    username: USERNAME,
-    password: PASSWORD,
+  await using relay = await relayWith({
     socketTimeoutMs: 200,
   });
-  const connector = connectorFor();
-  try {
-    const config = relayConfig(server);
-    await deliver(connector, config);
-    await server.waitForClosed(1); // the server's idle time-out hung up
-    await deliver(connector, config);
-    assert.equal(server.messages.length, 2);
-    assert.equal(server.connections, 2);
-  } finally {
-    connector.close();
-    await server.close();
-  }
+  const { server, connector } = relay;
+  const config = relayConfig(server);
+  await deliver(connector, config);
+  await server.waitForClosed(1); // the server's idle time-out hung up
+  await deliver(connector, config);
+  assert.equal(server.messages.length, 2);
+  assert.equal(server.connections, 2);
 });
 
 Deno.test("SMTP the outbound guard runs before connecting and its error propagates", async () => {
