@@ -45,7 +45,7 @@ async function count(h: H, prefix: string) {
 }
 
 /** A second delivery engine on the harness's KV, as on a KV without queues (sweep only). */
-function startEngineWithoutQueues(h: H) {
+function startEngineWithoutQueues(h: H, options: { maxWaiting?: number } = {}) {
   const connectors = createConnectors(h.config);
   const engine = startDeliveryEngine({
     db: h.service.db,
@@ -53,8 +53,10 @@ function startEngineWithoutQueues(h: H) {
     config: h.config,
     logger: h.service.logger,
     queues: false,
+    ...options,
   });
   return {
+    stats: engine.stats,
     async close() {
       await engine.close();
       connectors.close();
@@ -419,15 +421,7 @@ Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered
   const form = await h.createForm();
   await h.addDestination(form.id, webhook(sink.url));
   for (let i = 0; i < 30; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
-  const connectors = createConnectors(h.config);
-  const engine = startDeliveryEngine({
-    db: h.service.db,
-    connectors,
-    config: h.config,
-    logger: h.service.logger,
-    queues: false,
-    maxWaiting: 5,
-  });
+  const engine = startEngineWithoutQueues(h, { maxWaiting: 5 });
   try {
     await waitFor(() => sink.hits === 1, { message: "the first delivery started" });
     // The sweep took in 5 of the 30 due jobs; one runs (one slot per destination).
@@ -439,6 +433,5 @@ Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered
   } finally {
     release();
     await engine.close();
-    connectors.close();
   }
 });
