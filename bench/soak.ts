@@ -10,6 +10,7 @@ import { startSmtpServer } from "../tests/helpers/smtp_server.ts";
 import {
   adminClient,
   createFormWith,
+  loopbackSmtpConfig,
   percentile,
   prepareWorkspace,
 } from "../tests/reliability/helpers/cluster.ts";
@@ -45,18 +46,7 @@ const sinkUrl = `http://127.0.0.1:${sink.addr.port}`;
 const form = await createFormWith(admin, "Soak", [
   { type: "webhook", config: { url: `${sinkUrl}/a` } },
   { type: "webhook", config: { url: `${sinkUrl}/b` } },
-  {
-    type: "smtp",
-    config: {
-      host: "127.0.0.1",
-      port: smtp.port,
-      secureTransport: "off",
-      username: "relay-user",
-      password: "relay-pässword",
-      from: "forms@tenant.example",
-      to: ["owner@tenant.example"],
-    },
-  },
+  { type: "smtp", config: loopbackSmtpConfig(smtp.port) },
 ]);
 const destinations = form.destinationIds.length;
 const url = `${origin}/v1/f/${form.publicKey}`;

@@ -16,6 +16,7 @@ import {
   adminClient,
   createFormWith,
   findPlaintext,
+  loopbackSmtpConfig,
   prepareWorkspace,
   submit,
 } from "./helpers/cluster.ts";
@@ -61,18 +62,7 @@ Deno.test("SIGKILL at three random points under load: every 202 delivered to eve
     const form = await createFormWith(admin, "Kill and restart", [
       { type: "webhook", config: { url: hooks[0].url } },
       { type: "webhook", config: { url: hooks[1].url } },
-      {
-        type: "smtp",
-        config: {
-          host: "127.0.0.1",
-          port: smtp.port,
-          secureTransport: "off",
-          username: "relay-user",
-          password: "relay-pässword",
-          from: "forms@tenant.example",
-          to: ["owner@tenant.example"],
-        },
-      },
+      { type: "smtp", config: loopbackSmtpConfig(smtp.port) },
     ]);
     const smtpDestinationId = form.destinationIds[2];
 

@@ -15,6 +15,7 @@ import {
   adminClient,
   createFormWith,
   findPlaintext,
+  loopbackSmtpConfig,
   percentile,
   prepareWorkspace,
   submit,
@@ -106,24 +107,15 @@ Deno.test("troubled destinations deliver once they recover while healthy ones ke
     service = await startServiceProcess(workspace.env, { stderr: "piped" });
     const origin = service.origin;
     const admin = adminClient(() => origin, workspace.orgs[0].tenantKey);
-    const smtpConfig = (port: number) => ({
-      host: "127.0.0.1",
-      port,
-      secureTransport: "off",
-      username: "relay-user",
-      password: "relay-pässword",
-      from: "forms@tenant.example",
-      to: ["owner@tenant.example"],
-    });
     const names = ["healthy", "smtp", "down", "503", "hang", "reset", "421"];
     const form = await createFormWith(admin, "Trouble", [
       { type: "webhook", config: { url: healthy.url } },
-      { type: "smtp", config: smtpConfig(smtpHealthy.port) },
+      { type: "smtp", config: loopbackSmtpConfig(smtpHealthy.port) },
       { type: "webhook", config: { url: down.url } },
       { type: "webhook", config: { url: unavailable.url } },
       { type: "webhook", config: { url: hanging.url } },
       { type: "webhook", config: { url: `http://127.0.0.1:${resetting.port}/hook` } },
-      { type: "smtp", config: smtpConfig(smtp421.port) },
+      { type: "smtp", config: loopbackSmtpConfig(smtp421.port) },
     ]);
     const nameOf = new Map(form.destinationIds.map((id, i) => [id, names[i]]));
     const sentAt = new Map<string, number>();

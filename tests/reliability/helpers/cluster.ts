@@ -171,3 +171,19 @@ export async function findPlaintext(
   if (places.logs.some((line) => line.includes(marker))) found.push("logs");
   return found;
 }
+
+/**
+ * The config of an SMTP destination on a plaintext test relay on loopback, with the
+ * test server's default credentials (tests/helpers/smtp_server.ts).
+ */
+export function loopbackSmtpConfig(port: number) {
+  return {
+    host: "127.0.0.1",
+    port,
+    secureTransport: "off",
+    username: "relay-user",
+    password: "relay-pässword",
+    from: "forms@tenant.example",
+    to: ["owner@tenant.example"],
+  };
+}
