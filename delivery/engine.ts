@@ -400,7 +400,9 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     wakeStored({ jobs, firstChunk }) {
       if (closed) return;
       for (const known of jobs) {
-        if (stored.size < MAX_STORED_HINTS) stored.set(refKey(known.job), { known, firstChunk });
+        // Hints of jobs claimed elsewhere are never taken: start afresh when full.
+        if (stored.size >= MAX_STORED_HINTS) stored.clear();
+        stored.set(refKey(known.job), { known, firstChunk });
       }
       wake(jobs.map((known) => known.job));
     },
