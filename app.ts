@@ -11,6 +11,11 @@ import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { testSendRoutes } from "./routes/test_send.ts";
 
+/** A request path as logged: long ones cut, so a hostile URL cannot flood the log. */
+function loggedPath(path: string): string {
+  return path.length > 200 ? path.slice(0, 200) + "…" : path;
+}
+
 /** The HTTP application: health, admin API and ingestion, with one error handler. */
 export function createApp(deps: AppDeps): Hono {
   const { db, logger } = deps;
@@ -21,7 +26,7 @@ export function createApp(deps: AppDeps): Hono {
     await next();
     logger.info("request", {
       method: c.req.method,
-      path: c.req.path.length > 200 ? c.req.path.slice(0, 200) + "…" : c.req.path,
+      path: loggedPath(c.req.path),
       status: c.res.status,
       ms: Math.round((performance.now() - started) * 10) / 10,
     });
@@ -57,7 +62,7 @@ export function createApp(deps: AppDeps): Hono {
     }
     logger.error("unhandled error", {
       method: c.req.method,
-      path: c.req.path,
+      path: loggedPath(c.req.path),
       error: describeError(error),
     });
     return c.json(errorBody("Internal error"), 500);
