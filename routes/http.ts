@@ -1,3 +1,4 @@
+import { concatBytes } from "../bytes.ts";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -79,14 +80,7 @@ export async function readCapped(
     }
     chunks.push(value);
   }
-  if (chunks.length === 1) return chunks[0];
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return bytes;
+  return chunks.length === 1 ? chunks[0] : concatBytes(chunks);
 }
 
 /** Answers 405 for every other method on the given paths (register after the real routes). */

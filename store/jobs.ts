@@ -1,3 +1,4 @@
+import { concatBytes } from "../bytes.ts";
 import type { Db } from "./db.ts";
 import type { DestinationType } from "./destinations.ts";
 
@@ -147,13 +148,7 @@ export async function readSealedEnvelope(
       parts.push(entry.value);
     }
   }
-  const sealed = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    sealed.set(part, offset);
-    offset += part.length;
-  }
-  return sealed;
+  return concatBytes(parts);
 }
 
 /** Recent outcomes of a form, newest first. */

@@ -33,7 +33,7 @@ function envelopeWith(overrides: Partial<SubmissionEnvelope> = {}): SubmissionEn
   };
 }
 
-function relayConfig(server: TestSmtpServer, overrides: Partial<SmtpRelayConfig> = {}) {
+function relayConfig(server: { port: number }, overrides: Partial<SmtpRelayConfig> = {}) {
   return {
     host: "localhost",
     port: server.port,
@@ -363,16 +363,7 @@ Deno.test("SMTP a server that stalls after the greeting ends the attempt with a 
   const connector = createSmtpConnector({ platform: null, heloName: "relay.test", timeoutMs: 300 });
   try {
     const started = performance.now();
-    const config = {
-      host: "127.0.0.1",
-      port,
-      secureTransport: "off",
-      username: "u",
-      password: "p",
-      from: "a@example.org",
-      to: ["b@example.org"],
-      subjectTemplate: "x",
-    } satisfies SmtpRelayConfig;
+    const config = relayConfig({ port }, { host: "127.0.0.1" });
     const error = await deliveryError(
       connector.deliver({
         envelope: envelopeWith(),
@@ -579,16 +570,7 @@ Deno.test("SMTP a refused connection is a transient failure", async () => {
   listener.close();
   const connector = connectorFor();
   try {
-    const config = {
-      host: "127.0.0.1",
-      port,
-      secureTransport: "off",
-      username: "u",
-      password: "p",
-      from: "a@example.org",
-      to: ["b@example.org"],
-      subjectTemplate: "x",
-    } satisfies SmtpRelayConfig;
+    const config = relayConfig({ port }, { host: "127.0.0.1" });
     const error = await deliveryError(deliver(connector, config));
     assert.equal(error.permanent, false);
     assert.match(error.message, /^Cannot deliver to "127\.0\.0\.1:\d+": connection failed: /);

@@ -1,3 +1,4 @@
+import { concatBytes } from "../../bytes.ts";
 /**
  * A real SMTP server for tests and benchmarks: npm `smtp-server` on loopback,
  * port 0, in plaintext, STARTTLS or implicit-TLS mode, checking AUTH LOGIN
@@ -122,7 +123,7 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
           messages.push({
             from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
             to: session.envelope.rcptTo.map((r) => r.address),
-            raw: new TextDecoder().decode(concat(chunks)),
+            raw: new TextDecoder().decode(concatBytes(chunks)),
             user: session.user as string | undefined,
             secure: session.secure,
             heloName: session.hostNameAppearsAs,
@@ -201,14 +202,4 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
 
 function withCode(error: Error, responseCode: number): Error {
   return Object.assign(error, { responseCode });
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return out;
 }

@@ -1,3 +1,4 @@
+import { concatBytes } from "../../../bytes.ts";
 /**
  * Raw HTTP/1.1 over TCP for requests `fetch` will not send: lying lengths, broken
  * framing, invalid bytes in headers, slow bodies.
@@ -63,13 +64,4 @@ export async function rawExchange(
   return [...text.matchAll(/HTTP\/1\.[01] (\d{3})/g)].map((m) => Number(m[1]));
 }
 
-/** The chunks joined into one array. */
-export function concatBytes(chunks: Uint8Array[]): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return out;
-}
+export { concatBytes };
