@@ -41,12 +41,12 @@ export interface EngineDeps {
   queues: boolean;
   now?: () => number;
   /**
-   * Whether this process is saturated with accepting submissions. Acceptance comes
-   * first: during such a burst new deliveries start only up to MIN_CONCURRENCY (each
-   * destination still holding at most half), so the burst is answered fast and its
-   * deliveries follow as soon as it eases.
+   * How long this process has been saturated with accepting submissions (ms), null
+   * when it is not. Acceptance comes first: for the first BURST_PAUSE_MS of such a
+   * burst no new delivery starts, after that at most MIN_CONCURRENCY, so the burst is
+   * answered fast and its deliveries follow as soon as it eases.
    */
-  ingestBusy?: () => boolean;
+  ingestBurstMs?: () => number | null;
   /** Jobs waiting for a slot in memory at most (default MAX_WAITING); the rest wait in KV. */
   maxWaiting?: number;
   /** Called after every final outcome (auto-disable and tests hook in here). */
@@ -83,8 +83,16 @@ const MAX_WAITING = 20_000;
 const MAX_STORED_HINTS = 4_000;
 /** Jobs recording their result, per delivery slot, before new ones wait. */
 const MAX_RECORDING_PER_SLOT = 2;
-/** Deliveries that always keep going, however busy acceptance is. */
+/** Deliveries that keep going during a burst of acceptance once it outlasts BURST_PAUSE_MS. */
 const MIN_CONCURRENCY = 2;
+/**
+ * How long a burst of acceptance holds new deliveries back entirely: the burst's
+ * visitors wait for their answers, its deliveries can follow it. A longer flood gets
+ * MIN_CONCURRENCY deliveries anyway, so it never stops delivery for longer than this.
+ */
+export const BURST_PAUSE_MS = 30_000;
+/** How often held-back deliveries look again whether the burst is over. */
+const BURST_RECHECK_MS = 100;
 
 const refKey = (ref: JobRef) => `${ref.submissionId}/${ref.destinationId}`;
 
@@ -108,6 +116,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   // Jobs finished here lately, so that their queue wake-ups cost no KV read.
   const recentlyDone = new Set<string>();
   const timers = new Set<ReturnType<typeof setTimeout>>();
+  let recheck: ReturnType<typeof setTimeout> | null = null;
   const closing = new AbortController();
   const destinations = createDestinationCache(db, { ttlMs: DESTINATION_CACHE_MS });
   // Slots held by jobs being claimed and delivered. Recording the result happens after
@@ -145,9 +154,13 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }));
     }
     let started = true;
-    const limit = deps.ingestBusy?.()
-      ? Math.min(MIN_CONCURRENCY, config.deliveryConcurrency)
-      : config.deliveryConcurrency;
+    const limit = deliveryLimit();
+    if (limit === 0 && waitingCount > 0 && recheck === null && !closed) {
+      recheck = setTimeout(() => {
+        recheck = null;
+        pump();
+      }, BURST_RECHECK_MS);
+    }
     // A destination holds at most half the slots, so a hanging one never starves others.
     const perDestination = Math.max(1, Math.floor(limit / 2));
     const maxInProgress = MAX_RECORDING_PER_SLOT * config.deliveryConcurrency;
@@ -165,6 +178,13 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
         started = true;
       }
     }
+  }
+
+  /** Deliveries that may run now: all slots, unless acceptance is in a burst. */
+  function deliveryLimit(): number {
+    const burstMs = deps.ingestBurstMs?.() ?? null;
+    if (burstMs === null) return config.deliveryConcurrency;
+    return burstMs < BURST_PAUSE_MS ? 0 : Math.min(MIN_CONCURRENCY, config.deliveryConcurrency);
   }
 
   function start(ref: JobRef) {
@@ -400,6 +420,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     wakeStored({ jobs, firstChunk }) {
       if (closed) return;
       for (const known of jobs) {
+        // Behind a long backlog a hint would be dropped before its job's turn comes.
+        if (waitingCount >= MAX_STORED_HINTS) break;
         // Hints of jobs claimed elsewhere are never taken: start afresh when full.
         if (stored.size >= MAX_STORED_HINTS) stored.clear();
         stored.set(refKey(known.job), { known, firstChunk });
@@ -413,6 +435,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       closed = true;
       clearInterval(sweeper);
       for (const timer of timers) clearTimeout(timer);
+      if (recheck !== null) clearTimeout(recheck);
       closing.abort(new Error("Delivery engine closed"));
       if (active > 0 || recording > 0) {
         idle = Promise.withResolvers();

@@ -1,12 +1,17 @@
-/** How busy acceptance is, as the delivery engine sees it (EngineDeps.ingestBusy). */
+/** How busy acceptance is, as the delivery engine sees it (EngineDeps.ingestBurstMs). */
 export interface IngestLoad {
+  /** A submission starts being stored (sealed and committed). */
   enter(): void;
+  /** It is stored, or failed. */
   leave(): void;
-  /** Whether acceptance is saturated (a burst, not steady traffic): deliveries give way. */
-  busy(): boolean;
+  /**
+   * How long acceptance has been saturated without a break (a burst, not steady
+   * traffic), in ms; null when it is not.
+   */
+  burstMs(): number | null;
 }
 
-/** Submissions in the handler at once from which acceptance counts as saturated. */
+/** Submissions being stored at once from which acceptance counts as saturated. */
 const BUSY_IN_FLIGHT = 8;
 /**
  * How long a burst counts after it was last seen: handlers finish together when their
@@ -14,17 +19,33 @@ const BUSY_IN_FLIGHT = 8;
  */
 const BUSY_HOLD_MS = 250;
 
-/** A counter of submissions in flight, with a short memory of the last burst. */
+/** A counter of submissions being stored, with a short memory of the last burst. */
 export function createIngestLoad(now: () => number = () => performance.now()): IngestLoad {
   let inFlight = 0;
   let busyUntil = -Infinity;
+  let burstStart: number | null = null;
+  /** Whether a burst is on at `time`; notes when it began. */
+  function busyAt(time: number): boolean {
+    const busy = inFlight >= BUSY_IN_FLIGHT || time < busyUntil;
+    if (!busy) burstStart = null;
+    else burstStart ??= time;
+    return busy;
+  }
   return {
     enter() {
-      if (++inFlight >= BUSY_IN_FLIGHT) busyUntil = now() + BUSY_HOLD_MS;
+      const time = now();
+      busyAt(time);
+      if (++inFlight >= BUSY_IN_FLIGHT) {
+        busyUntil = time + BUSY_HOLD_MS;
+        busyAt(time);
+      }
     },
     leave() {
       inFlight--;
     },
-    busy: () => inFlight >= BUSY_IN_FLIGHT || now() < busyUntil,
+    burstMs() {
+      const time = now();
+      return busyAt(time) ? time - burstStart! : null;
+    },
   };
 }

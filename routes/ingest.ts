@@ -73,7 +73,6 @@ export function ingestRoutes(deps: AppDeps) {
   });
 
   router.post("/:publicKey", async (c) => {
-    deps.ingestLoad.enter();
     const browserPost = isBrowserFormPost(c);
     try {
       return await accept(c, c.req.param("publicKey"), browserPost);
@@ -82,8 +81,6 @@ export function ingestRoutes(deps: AppDeps) {
       if (!browserPost || !(error instanceof ApiError)) throw error;
       if (error.status === 429) c.header("Retry-After", String(error.details.retryAfter));
       return c.html(errorPage(error.status, error.message), error.status);
-    } finally {
-      deps.ingestLoad.leave();
     }
   });
 
@@ -153,6 +150,8 @@ export function ingestRoutes(deps: AppDeps) {
     const destinations = isSpam ? [] : target.destinations;
     if (destinations.length > 0) {
       let stored;
+      // Counted from here, not from the start: a client slow to send its body is not load.
+      deps.ingestLoad.enter();
       try {
         stored = await writer.write({
           submissionId: envelope.submissionId,
@@ -170,6 +169,8 @@ export function ingestRoutes(deps: AppDeps) {
           error: error instanceof Error ? error.message : String(error),
         });
         throw new ApiError(503, "Submission could not be stored: try again");
+      } finally {
+        deps.ingestLoad.leave();
       }
       deps.engine?.wakeStored(stored);
     }

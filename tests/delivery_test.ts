@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createConnectors } from "../connectors/mod.ts";
-import { startDeliveryEngine } from "../delivery/engine.ts";
+import { BURST_PAUSE_MS, startDeliveryEngine } from "../delivery/engine.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { type Received, startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
@@ -45,7 +45,10 @@ async function count(h: H, prefix: string) {
 }
 
 /** A second delivery engine on the harness's KV, as on a KV without queues (sweep only). */
-function startEngineWithoutQueues(h: H, options: { maxWaiting?: number } = {}) {
+function startEngineWithoutQueues(
+  h: H,
+  options: { maxWaiting?: number; ingestBurstMs?: () => number | null } = {},
+) {
   const connectors = createConnectors(h.config);
   const engine = startDeliveryEngine({
     db: h.service.db,
@@ -430,6 +433,46 @@ Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered
     const done = await waitForOutcomes(h, form.id, 30, "delivered");
     assert.equal(done.length, 30);
     assert.equal(sink.received.length, 30);
+  } finally {
+    release();
+    await engine.close();
+  }
+});
+
+Deno.test("a burst of acceptance holds new deliveries back, for at most the pause", async () => {
+  await using h = await startHarness({ deliveryConcurrency: 8, sweepIntervalMs: 60_000 }, {
+    deliver: false,
+  });
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => release = resolve);
+  // The first two deliveries hang until released, so the slots in use can be counted.
+  const started: string[] = [];
+  await using sink = startWebhookSink(async (received, hit) => {
+    started.push(received.path);
+    if (hit <= 2) await released;
+    return new Response("ok");
+  });
+  const form = await h.createForm();
+  await h.addDestination(form.id, webhook(sink.url + "/a"));
+  await h.addDestination(form.id, webhook(sink.url + "/b"));
+  for (let i = 0; i < 10; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
+  let burstMs: number | null = 1_000;
+  const engine = startEngineWithoutQueues(h, { ingestBurstMs: () => burstMs });
+  try {
+    await waitFor(() => engine.stats().waiting === 20, { message: "the sweep took the jobs in" });
+    assert.deepEqual(engine.stats(), { active: 0, waiting: 20 }, "none starts in the burst");
+    assert.equal(sink.hits, 0);
+    // A flood that outlasts the pause still delivers, two at a time (one per destination).
+    burstMs = BURST_PAUSE_MS;
+    await waitFor(() => sink.hits === 2, { message: "two deliveries started" });
+    assert.deepEqual(engine.stats(), { active: 2, waiting: 18 });
+    assert.deepEqual(started.sort(), ["/hook/a", "/hook/b"]);
+    // Once the burst is over, the rest follows.
+    burstMs = null;
+    release();
+    const done = await waitForOutcomes(h, form.id, 20, "delivered");
+    assert.equal(done.length, 20);
+    assert.equal(sink.received.length, 20);
   } finally {
     release();
     await engine.close();
