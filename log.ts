@@ -13,24 +13,35 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
+/** How long a line may wait to go out with others: under load, one write carries hundreds. */
+const FLUSH_MS = 20;
+/** Lines held at most before they are written at once. */
+const MAX_PENDING = 1000;
+
 /**
- * Writes lines to stdout in batches: lines written in one turn of the event loop go
- * out in one write, not one syscall each (a line per request adds up under load).
+ * Writes lines to stdout in batches: lines written within FLUSH_MS go out in one
+ * write, not one syscall each (a line per request adds up under load). What is
+ * pending goes out when the process exits through Deno.exit or ends normally.
  */
 export function bufferedStdout(): (line: string) => void {
   const encoder = new TextEncoder();
   let pending: string[] = [];
+  let timer: ReturnType<typeof setTimeout> | null = null;
   function flush() {
-    const text = pending.join("\n") + "\n";
+    if (timer !== null) clearTimeout(timer);
+    timer = null;
+    if (pending.length === 0) return;
+    const bytes = encoder.encode(pending.join("\n") + "\n");
     pending = [];
-    const bytes = encoder.encode(text);
     for (let offset = 0; offset < bytes.length;) {
       offset += Deno.stdout.writeSync(bytes.subarray(offset));
     }
   }
+  globalThis.addEventListener("unload", flush);
   return (line) => {
-    if (pending.length === 0) setTimeout(flush, 0);
     pending.push(line);
+    if (pending.length >= MAX_PENDING) flush();
+    else timer ??= setTimeout(flush, FLUSH_MS);
   };
 }
 

@@ -2,7 +2,7 @@ import type { Hono } from "hono";
 import { createApp } from "./app.ts";
 import type { Config } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
-import { BURST_PAUSE_MS, type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
+import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createIngestLoad } from "./delivery/ingest_load.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { createDb, type Db } from "./store/db.ts";
@@ -46,16 +46,10 @@ export async function startService(
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
   const kv = await Deno.openKv(config.kvPath);
   const queues = options.queues ?? kvHasQueues(config.kvPath);
-  const ingestLoad = createIngestLoad();
-  const delivering = options.deliver !== false;
-  const db = createDb(kv, await createSealer(sealingKey), {
-    queues,
-    // During a burst this process's engine holds back the jobs it stores and starts them
-    // itself when the pause ends; their queue wake-up is only the safety net then.
-    wakeDelayMs: () => delivering && ingestLoad.burstMs() !== null ? BURST_PAUSE_MS : 0,
-  });
+  const db = createDb(kv, await createSealer(sealingKey), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
-  const engine = !delivering ? null : startDeliveryEngine({
+  const ingestLoad = createIngestLoad();
+  const engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
     config,

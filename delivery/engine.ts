@@ -132,13 +132,13 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   function wake(refs: JobRef[]) {
     if (closed) return;
     for (const ref of refs) {
-      const key = refKey(ref);
-      if (known.has(key)) continue;
       // A backlog beyond this stays in KV only; the sweep brings it in as room frees up.
       if (waitingCount >= maxWaiting) {
         overflowed = true;
-        continue;
+        break;
       }
+      const key = refKey(ref);
+      if (known.has(key)) continue;
       known.add(key);
       const queue = waiting.get(ref.destinationId);
       if (queue) queue.push(ref);

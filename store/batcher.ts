@@ -43,37 +43,27 @@ interface Waiting {
   reject(error: unknown): void;
 }
 
-/** How a batcher carries wake-ups. */
-export interface WakeOptions {
-  /** Whether the KV offers queues; without them wake-ups are left out. */
-  queues: boolean;
-  /** The delay of the wake-ups of a commit, asked once per commit (default none). */
-  wakeDelayMs?: () => number;
+/** Adds the parts to an operation, with their wake-ups coalesced into few queue messages. */
+function applyParts(op: Deno.AtomicOperation, parts: BatchPart[], queues: boolean) {
+  const wake: JobRef[] = [];
+  for (const part of parts) {
+    part.apply(op);
+    if (queues && part.wake) wake.push(...part.wake);
+  }
+  for (let i = 0; i < wake.length; i += MAX_WAKE_REFS) {
+    op.enqueue(wakeMessage(wake.slice(i, i + MAX_WAKE_REFS)));
+  }
 }
 
-/** A batcher over one KV. */
-export function createCommitBatcher(kv: Deno.Kv, options: WakeOptions): CommitBatcher {
+/** A batcher over one KV; `queues` says whether it can carry wake-ups. */
+export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): CommitBatcher {
   const queue: Waiting[] = [];
   let draining = false;
-
-  /** Adds the parts to an operation, with their wake-ups coalesced into few queue messages. */
-  function applyParts(op: Deno.AtomicOperation, parts: BatchPart[]) {
-    const wake: JobRef[] = [];
-    for (const part of parts) {
-      part.apply(op);
-      if (options.queues && part.wake) wake.push(...part.wake);
-    }
-    if (wake.length === 0) return;
-    const delay = options.wakeDelayMs?.() ?? 0;
-    for (let i = 0; i < wake.length; i += MAX_WAKE_REFS) {
-      op.enqueue(wakeMessage(wake.slice(i, i + MAX_WAKE_REFS)), delay > 0 ? { delay } : {});
-    }
-  }
 
   async function commitAlone(waiting: Waiting) {
     try {
       const op = kv.atomic();
-      applyParts(op, [waiting.part]);
+      applyParts(op, [waiting.part], options.queues);
       const result = await op.commit();
       waiting.resolve(result.ok ? result.versionstamp : null);
     } catch (error) {
@@ -113,7 +103,7 @@ export function createCommitBatcher(kv: Deno.Kv, options: WakeOptions): CommitBa
       let versionstamp: string | null = null;
       try {
         const op = kv.atomic();
-        applyParts(op, batch.map((w) => w.part));
+        applyParts(op, batch.map((w) => w.part), options.queues);
         const result = await op.commit();
         if (result.ok) versionstamp = result.versionstamp;
       } catch {

@@ -1,4 +1,4 @@
-import { type CommitBatcher, createCommitBatcher, type WakeOptions } from "./batcher.ts";
+import { type CommitBatcher, createCommitBatcher } from "./batcher.ts";
 import type { Sealer } from "./sealing.ts";
 
 /** What every store function needs: the KV, the at-rest sealer and the group committer. */
@@ -8,12 +8,8 @@ export interface Db {
   batcher: CommitBatcher;
 }
 
-/** A Db over an open KV; `options` say how commits carry wake-ups. */
-export function createDb(
-  kv: Deno.Kv,
-  sealer: Sealer,
-  options: WakeOptions = { queues: false },
-): Db {
+/** A Db over an open KV; `queues` says whether the KV offers queues for wake-ups. */
+export function createDb(kv: Deno.Kv, sealer: Sealer, options = { queues: false }): Db {
   return { kv, sealer, batcher: createCommitBatcher(kv, options) };
 }
 

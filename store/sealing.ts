@@ -4,7 +4,7 @@
  */
 
 import { Buffer } from "node:buffer";
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv } from "node:crypto";
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -27,7 +27,7 @@ export function createSealer(rawKey: Uint8Array<ArrayBuffer>): Promise<Sealer> {
   const key = Buffer.from(rawKey);
   return Promise.resolve({
     seal(plaintext, context) {
-      const iv = randomBytes(IV_BYTES);
+      const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
       const cipher = createCipheriv("aes-256-gcm", key, iv);
       cipher.setAAD(encoder.encode(context));
       const sealed = new Uint8Array(IV_BYTES + plaintext.length + TAG_BYTES);

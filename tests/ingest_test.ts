@@ -520,46 +520,6 @@ Deno.test("concurrent submissions share atomic commits", async () => {
   assert.ok(commits >= 4, "each commit stays within 450 mutations: 500 × 3 need at least 4");
 });
 
-Deno.test("wake-ups go out with the delay the commit asks for", async () => {
-  await using h = await startHarness({}, { deliver: false });
-  let delayMs = 0;
-  const writer = createSubmissionWriter(
-    createDb(h.service.db.kv, h.service.db.sealer, { queues: true, wakeDelayMs: () => delayMs }),
-  );
-  const submission = () => ({
-    submissionId: crypto.randomUUID(),
-    formId: "f",
-    orgId: "o",
-    sealedEnvelope: new Uint8Array(200),
-    destinations: [{ id: "d1", type: "webhook" as const }],
-    submittedAt: Date.now(),
-    envelopeTtlMs: 60_000,
-  });
-  const arrived = new Map<string, number>();
-  const listener = h.service.db.kv.listenQueue((message) => {
-    const [[, submissionId]] = (message as { wake: [number, string, string][] }).wake;
-    arrived.set(submissionId, performance.now());
-  });
-  try {
-    const now = submission();
-    await writer.write(now);
-    delayMs = 600;
-    const later = submission();
-    const committed = performance.now();
-    await writer.write(later);
-    const { waitFor } = await import("./helpers/wait.ts");
-    await waitFor(() => arrived.size === 2, { message: "both wake-ups" });
-    assert.ok(arrived.get(now.submissionId)! < committed + 600, "the first came at once");
-    assert.ok(
-      arrived.get(later.submissionId)! - committed >= 590,
-      `the delayed one came after ${Math.round(arrived.get(later.submissionId)! - committed)} ms`,
-    );
-  } finally {
-    await h.close();
-    await listener;
-  }
-});
-
 Deno.test("the payload is never stored or logged in plaintext, in KV entries or the KV file", async () => {
   const dir = await Deno.makeTempDir();
   const marker = `MARKER-${crypto.randomUUID()}`;
