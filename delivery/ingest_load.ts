@@ -34,7 +34,7 @@ export function createIngestLoad(now: () => number = () => performance.now()): I
   return {
     enter() {
       const time = now();
-      busyAt(time);
+      busyAt(time); // a burst that ended while nobody asked is over before this one counts
       if (++inFlight >= BUSY_IN_FLIGHT) {
         busyUntil = time + BUSY_HOLD_MS;
         busyAt(time);
