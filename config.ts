@@ -147,6 +147,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   };
 }
 
+/** Whether a KV path is a KV Connect URL (remote) rather than a local file or ":memory:". */
+export function isRemoteKvPath(path: string): boolean {
+  return /^https?:\/\//.test(path);
+}
+
 /** Config for tests: defaults plus overrides, with an in-memory KV and private targets allowed. */
 export function testConfig(overrides: Partial<Config> = {}): Config {
   return {

@@ -1,6 +1,6 @@
 import type { Hono } from "hono";
 import { createApp } from "./app.ts";
-import type { Config } from "./config.ts";
+import { type Config, isRemoteKvPath } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createIngestLoad } from "./delivery/ingest_load.ts";
@@ -22,7 +22,7 @@ export interface Service {
 
 /** Whether the KV at this path offers queues: KV Connect and the platform KV on Deploy do not. */
 export function kvHasQueues(kvPath: string | undefined): boolean {
-  return kvPath !== undefined && !/^https?:\/\//.test(kvPath);
+  return kvPath !== undefined && !isRemoteKvPath(kvPath);
 }
 
 /** Opens the KV, builds the app and starts delivering. */
@@ -37,7 +37,7 @@ export async function startService(
   } = {},
 ): Promise<Service> {
   const logger = options.logger ?? createLogger(config.logLevel);
-  if (config.kvPath && config.kvPath !== ":memory:" && !/^https?:\/\//.test(config.kvPath)) {
+  if (config.kvPath && config.kvPath !== ":memory:" && !isRemoteKvPath(config.kvPath)) {
     const dir = config.kvPath.includes("/")
       ? config.kvPath.slice(0, config.kvPath.lastIndexOf("/"))
       : ".";

@@ -3,7 +3,11 @@ import { type Connector, DeliveryError, type DeliveryReceipt } from "../connecto
 import { describeError, type Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
-import type { DestinationRecord, DestinationType } from "../store/destinations.ts";
+import {
+  type DestinationRecord,
+  type DestinationType,
+  openDestinationConfig,
+} from "../store/destinations.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
 import {
   type ClaimedJob,
@@ -24,7 +28,6 @@ import {
   wakeMessage,
   wakeRefs,
 } from "../store/jobs.ts";
-import { openJson } from "../store/sealing.ts";
 import { openEnvelope } from "./envelope.ts";
 import { nextRetryDelay } from "./retry.ts";
 
@@ -77,6 +80,8 @@ const SWEEP_BATCH = 10_000;
 const DESTINATION_CACHE_MS = 1000;
 
 const RECENTLY_DONE_MAX = 50_000;
+/** Opened destination configs cached at most. */
+const CONFIG_CACHE_MAX = 50_000;
 /** Jobs woken and waiting for a slot in memory at most; the rest wait in KV. */
 const MAX_WAITING = 20_000;
 /** Freshly stored jobs remembered for claiming without a read (they hold their envelopes). */
@@ -151,7 +156,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   function pump() {
     if (overflowed && waitingCount < maxWaiting / 2) {
       overflowed = false;
-      sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }));
+      sweepInBackground();
     }
     let started = true;
     const limit = deliveryLimit();
@@ -218,13 +223,15 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   type AttemptResult = Record<string, unknown> & { result: string };
 
   async function run(ref: JobRef, release: () => void) {
-    const hint = stored.get(refKey(ref));
-    stored.delete(refKey(ref));
+    const key = refKey(ref);
+    const hint = stored.get(key);
+    stored.delete(key);
     const options = { now: now(), leaseMs: config.leaseMs };
-    const claimed = hint
-      ? await claimKnownJob(db, hint.known, { ...options, firstChunk: hint.firstChunk }) ??
-        await claimJob(db, ref, options)
-      : await claimJob(db, ref, options);
+    const claimed =
+      (hint
+        ? await claimKnownJob(db, hint.known, { ...options, firstChunk: hint.firstChunk })
+        : null) ??
+        await claimJob(db, ref, options);
     if (claimed === null) return;
     const { job } = claimed;
     const started = performance.now();
@@ -270,16 +277,12 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   async function openConfig(destination: DestinationRecord, connector: Connector) {
     const cached = configs.get(destination.id);
     if (cached?.sealed === destination.sealedConfig) return cached.config;
-    const stored = await openJson(
-      db.sealer,
-      destination.sealedConfig,
-      `destination:${destination.id}`,
-    );
+    const stored = await openDestinationConfig(db, destination);
     const parsed = connector.configSchema.safeParse(stored);
     if (!parsed.success) {
       throw new DeliveryError("Destination config is no longer valid", { permanent: true });
     }
-    if (configs.size >= RECENTLY_DONE_MAX) configs.clear();
+    if (configs.size >= CONFIG_CACHE_MAX) configs.clear();
     configs.set(destination.id, { sealed: destination.sealedConfig, config: parsed.data });
     return parsed.data;
   }
@@ -387,16 +390,21 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     };
   }
 
+  function sweepInBackground() {
+    sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }));
+  }
+
   async function sweep(): Promise<number> {
     if (closed) return 0;
+    const batch = Math.min(SWEEP_BATCH, maxWaiting);
     const due = await listDueJobs(db, {
       now: now(),
-      limit: Math.min(SWEEP_BATCH, maxWaiting),
+      limit: batch,
       skip: (ref) => known.has(refKey(ref)),
     });
     wake(due);
     // A full batch means more may be due: take them in as soon as there is room.
-    if (due.length >= Math.min(SWEEP_BATCH, maxWaiting)) overflowed = true;
+    if (due.length >= batch) overflowed = true;
     // Envelope checks a crash cut short; a live check takes well under the lease.
     await sweepEnvelopeMarkers(db, { now: now(), olderThanMs: config.leaseMs, limit: SWEEP_BATCH });
     return due.length;
@@ -410,10 +418,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       }
     })
     : null;
-  const sweeper = setInterval(() => {
-    sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }));
-  }, config.sweepIntervalMs);
-  sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }));
+  const sweeper = setInterval(sweepInBackground, config.sweepIntervalMs);
+  sweepInBackground();
 
   return {
     wake,

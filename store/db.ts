@@ -14,7 +14,7 @@ export function createDb(kv: Deno.Kv, sealer: Sealer, options = { queues: false 
 }
 
 /** Thrown when an atomic commit keeps losing to concurrent writers. */
-export class ConflictError extends Error {
+class ConflictError extends Error {
   override name = "ConflictError";
 }
 

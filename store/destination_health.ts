@@ -14,7 +14,7 @@ import { type JobRecord, OUTCOME_TTL_MS } from "./jobs.ts";
 const MAX_REASON_ERROR = 500;
 
 /** The reason shown on a destination the service disabled. */
-export function autoDisableReason(threshold: number, lastError: string | null): string {
+function autoDisableReason(threshold: number, lastError: string | null): string {
   const error = (lastError ?? "unknown error").slice(0, MAX_REASON_ERROR);
   return `Disabled after ${threshold} consecutive failed deliveries; last error: ${error}`;
 }

@@ -40,9 +40,14 @@ export const destinationFailuresKey = (
 
 const sealContext = (destinationId: string) => `destination:${destinationId}`;
 
+/** A destination record's config, opened (not validated). */
+export function openDestinationConfig(db: Db, record: DestinationRecord): Promise<unknown> {
+  return openJson(db.sealer, record.sealedConfig, sealContext(record.id));
+}
+
 async function openDestination(db: Db, record: DestinationRecord): Promise<Destination> {
-  const { sealedConfig, ...rest } = record;
-  return { ...rest, config: await openJson(db.sealer, sealedConfig, sealContext(record.id)) };
+  const { sealedConfig: _, ...rest } = record;
+  return { ...rest, config: await openDestinationConfig(db, record) };
 }
 
 /** Thrown when a form already has MAX_DESTINATIONS_PER_FORM destinations. */

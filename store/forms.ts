@@ -32,12 +32,12 @@ export interface FormSettings {
 
 /** Key builders. */
 export const formKey = (formId: string): ["forms", string] => ["forms", formId];
-export const formByOrgKey = (orgId: string, formId: string): ["forms_by_org", string, string] => [
+const formByOrgKey = (orgId: string, formId: string): ["forms_by_org", string, string] => [
   "forms_by_org",
   orgId,
   formId,
 ];
-export const formByPublicKeyKey = (publicKey: string): ["forms_by_public_key", string] => [
+const formByPublicKeyKey = (publicKey: string): ["forms_by_public_key", string] => [
   "forms_by_public_key",
   publicKey,
 ];

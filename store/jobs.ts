@@ -49,10 +49,10 @@ export interface DeliveryOutcome {
 export const OUTCOME_TTL_MS = 30 * 24 * 3600 * 1000;
 
 /** Rough size of a job or outcome record, for commit batching. */
-const JOB_BYTES = 600;
+export const JOB_BYTES = 600;
 
 /** Largest sealed chunk: below KV's 64 KiB value limit with room for the encoding. */
-export const ENVELOPE_CHUNK_BYTES = 60_000;
+const ENVELOPE_CHUNK_BYTES = 60_000;
 
 /** Key builders. */
 // Keys lead with the acceptance time: new entries append at the end of the KV's
@@ -68,7 +68,7 @@ export const envelopeChunkKey = (
   submissionId: string,
   index: number,
 ): ["envelopes", number, string, number] => ["envelopes", submittedAt, submissionId, index];
-export const outcomeKey = (
+const outcomeKey = (
   job: Pick<JobRecord, "formId" | "submittedAt" | "submissionId" | "destinationId">,
 ): ["deliveries", string, number, string, string] => [
   "deliveries",

@@ -17,8 +17,8 @@ export interface TenantKeyRecord {
 
 /** Key builders. */
 export const orgKey = (orgId: string): ["orgs", string] => ["orgs", orgId];
-export const tenantKeyKey = (hash: string): ["tenant_keys", string] => ["tenant_keys", hash];
-export const tenantKeyByOrgKey = (
+const tenantKeyKey = (hash: string): ["tenant_keys", string] => ["tenant_keys", hash];
+const tenantKeyByOrgKey = (
   orgId: string,
   hash: string,
 ): ["tenant_keys_by_org", string, string] => ["tenant_keys_by_org", orgId, hash];

@@ -5,6 +5,8 @@
 
 import { Buffer } from "node:buffer";
 import { createCipheriv, createDecipheriv } from "node:crypto";
+import { concatBytes } from "../bytes.ts";
+import { isRemoteKvPath } from "../config.ts";
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -30,14 +32,9 @@ export function createSealer(rawKey: Uint8Array<ArrayBuffer>): Promise<Sealer> {
       const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
       const cipher = createCipheriv("aes-256-gcm", key, iv);
       cipher.setAAD(encoder.encode(context));
-      const sealed = new Uint8Array(IV_BYTES + plaintext.length + TAG_BYTES);
-      sealed.set(iv);
-      let offset = IV_BYTES;
-      for (const part of [cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]) {
-        sealed.set(part, offset);
-        offset += part.length;
-      }
-      return Promise.resolve(sealed);
+      return Promise.resolve(
+        concatBytes([iv, cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]),
+      );
     },
     open(sealed, context) {
       try {
@@ -45,11 +42,7 @@ export function createSealer(rawKey: Uint8Array<ArrayBuffer>): Promise<Sealer> {
         decipher.setAAD(encoder.encode(context));
         decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
         const first = decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES));
-        const last = decipher.final();
-        const plaintext = new Uint8Array(first.length + last.length);
-        plaintext.set(first);
-        plaintext.set(last, first.length);
-        return Promise.resolve(plaintext);
+        return Promise.resolve(concatBytes([first, decipher.final()]));
       } catch (error) {
         return Promise.reject(error);
       }
@@ -79,7 +72,7 @@ export async function loadSealingKey(
 ): Promise<Uint8Array<ArrayBuffer>> {
   if (configured) return Uint8Array.fromBase64(configured);
   if (kvPath === ":memory:") return crypto.getRandomValues(new Uint8Array(32));
-  if (kvPath === undefined || /^https?:\/\//.test(kvPath)) {
+  if (kvPath === undefined || isRemoteKvPath(kvPath)) {
     throw new Error(
       "Invalid SUBMISSION_ENCRYPTION_KEY: required when KV_PATH is not a local file",
     );

@@ -1,6 +1,13 @@
 import type { Db } from "./db.ts";
 import type { DestinationType } from "./destinations.ts";
-import { envelopeChunkKey, jobKey, type JobRecord, type KnownJob, splitChunks } from "./jobs.ts";
+import {
+  envelopeChunkKey,
+  JOB_BYTES,
+  jobKey,
+  type JobRecord,
+  type KnownJob,
+  splitChunks,
+} from "./jobs.ts";
 
 /** An accepted submission ready to be stored: its sealed envelope and its jobs. */
 export interface NewSubmission {
@@ -14,8 +21,6 @@ export interface NewSubmission {
   envelopeTtlMs: number;
 }
 
-const JOB_BYTES_ESTIMATE = 600;
-
 /**
  * Writes accepted submissions: each submission's envelope chunks, jobs and wake-up go
  * in one atomic commit, shared with whatever else is being committed at that moment
@@ -23,6 +28,7 @@ const JOB_BYTES_ESTIMATE = 600;
  */
 export function createSubmissionWriter(db: Db): SubmissionWriter {
   function jobsOf(s: NewSubmission, chunks: number): JobRecord[] {
+    const family = s.destinations.map((d) => d.id);
     return s.destinations.map((destination) => ({
       submissionId: s.submissionId,
       destinationId: destination.id,
@@ -33,7 +39,7 @@ export function createSubmissionWriter(db: Db): SubmissionWriter {
       attempts: 0,
       dueAt: s.submittedAt,
       chunks,
-      family: s.destinations.map((d) => d.id),
+      family,
       lastError: null,
       lastStatusCode: null,
       submittedAt: s.submittedAt,
@@ -54,7 +60,7 @@ export function createSubmissionWriter(db: Db): SubmissionWriter {
           for (const job of jobs) op.set(jobKey(job), job);
         },
         mutations: chunks.length + jobs.length,
-        bytes: submission.sealedEnvelope.length + jobs.length * JOB_BYTES_ESTIMATE,
+        bytes: submission.sealedEnvelope.length + jobs.length * JOB_BYTES,
         wake: jobs,
       });
       if (versionstamp === null) throw new Error("Cannot store the submission: KV commit failed");
