@@ -20,14 +20,14 @@ export interface HttpConnectorDeps {
 }
 
 /** One request of an attempt; redirects are never followed by `fetch` itself. */
-export interface HttpRequestInit {
+interface HttpRequestInit {
   method: string;
   headers: Headers;
   body?: string;
 }
 
 /** Sends one request of an attempt: checks the host, then fetches under the attempt's signal. */
-export type SendRequest = (url: URL, init: HttpRequestInit) => Promise<Response>;
+type SendRequest = (url: URL, init: HttpRequestInit) => Promise<Response>;
 
 /** The URL as error text shows it: scheme, host, port and path; no userinfo, query or fragment. */
 export function displayUrl(url: URL): string {

@@ -1,7 +1,13 @@
 import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
 import { buildMessage } from "./smtp/message.ts";
-import { type SendResult, SmtpConnection, SmtpError, type SmtpRelay } from "./smtp/client.ts";
+import {
+  describeRejected,
+  type SendResult,
+  SmtpConnection,
+  SmtpError,
+  type SmtpRelay,
+} from "./smtp/client.ts";
 import { SmtpPool } from "./smtp/pool.ts";
 import { type Connector, DeliveryError, type DeliveryReceipt, REDACTED } from "./types.ts";
 
@@ -160,9 +166,7 @@ export function createSmtpConnector(
       if (!pool.put(key, connection)) await connection.quit();
       const receipt: DeliveryReceipt = { statusCode: 250 };
       if (result!.rejected.length > 0) {
-        receipt.detail = "Rejected recipients: " + result!.rejected
-          .map((r) => `${r.address} (${r.reply.code})`)
-          .join(", ");
+        receipt.detail = "Rejected recipients: " + describeRejected(result!.rejected);
       }
       return receipt;
     },
@@ -184,26 +188,13 @@ interface Route {
 /** Variant A sends through the destination's relay, Variant B through the platform's. */
 function resolveRoute(config: SmtpConfig, platform: PlatformSmtp | null): Route {
   if (isRelayConfig(config)) {
-    const parsed = smtpRelayConfigSchema.safeParse(config);
-    if (!parsed.success) {
-      throw new DeliveryError("Cannot deliver by SMTP: the destination config is invalid", {
-        permanent: true,
-      });
-    }
-    const c = parsed.data;
     return {
-      relay: c,
+      relay: config,
       layout: "plain",
-      from: c.from,
-      to: c.to,
-      subjectTemplate: c.subjectTemplate,
+      from: config.from,
+      to: config.to,
+      subjectTemplate: config.subjectTemplate,
     };
-  }
-  const parsed = smtpPlatformConfigSchema.safeParse(config);
-  if (!parsed.success) {
-    throw new DeliveryError("Cannot deliver by SMTP: the destination config is invalid", {
-      permanent: true,
-    });
   }
   if (platform === null) {
     throw new DeliveryError(
@@ -215,8 +206,8 @@ function resolveRoute(config: SmtpConfig, platform: PlatformSmtp | null): Route 
     relay: platform,
     layout: "alternative",
     from: platform.fromEmail,
-    to: parsed.data.to,
-    subjectTemplate: parsed.data.subjectTemplate,
+    to: config.to,
+    subjectTemplate: config.subjectTemplate,
   };
 }
 

@@ -7,11 +7,16 @@ import {
 } from "./http.ts";
 import { type Connector, REDACTED } from "./types.ts";
 
+/** The key bytes of a `whsec_` secret: the base64 after the prefix; throws when not base64. */
+function secretKey(secret: string): Uint8Array<ArrayBuffer> {
+  return Uint8Array.fromBase64(secret.slice("whsec_".length));
+}
+
 /** Standard Webhooks signing secret: `whsec_` + base64 of at least 24 bytes. */
 const webhookSecret = z.string().refine((value) => {
   if (!value.startsWith("whsec_")) return false;
   try {
-    return Uint8Array.fromBase64(value.slice(6)).length >= 24;
+    return secretKey(value).length >= 24;
   } catch {
     return false;
   }
@@ -77,7 +82,7 @@ export function createWebhookConnector(deps: HttpConnectorDeps): Connector<Webho
 async function sign(secret: string, content: string): Promise<string> {
   const key = await crypto.subtle.importKey(
     "raw",
-    Uint8Array.fromBase64(secret.slice("whsec_".length)),
+    secretKey(secret),
     { name: "HMAC", hash: "SHA-256" },
     false,
     ["sign"],

@@ -8,11 +8,11 @@ const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
  */
 export function nextRetryDelay(
   attempts: number,
-  options: { scheduleMs: number[]; retryAfterMs?: number; random?: () => number },
+  options: { scheduleMs: number[]; retryAfterMs?: number },
 ): number | null {
   if (attempts > options.scheduleMs.length) return null;
   const base = options.scheduleMs[attempts - 1];
-  const jitter = 1 + ((options.random ?? Math.random)() * 0.4 - 0.2);
+  const jitter = 1 + (Math.random() * 0.4 - 0.2);
   const delay = Math.round(base * jitter);
   const asked = Math.min(options.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS);
   return Math.max(delay, asked);

@@ -10,6 +10,8 @@
  * @module
  */
 
+import { concatBytes } from "../../bytes.ts";
+
 /** Where and how to connect and log in. */
 export interface SmtpRelay {
   host: string;
@@ -237,7 +239,7 @@ export class SmtpConnection {
         replyCode: first.reply.code,
       });
     }
-    dataReply ??= await this.command("DATA", "the reply to DATA");
+    dataReply ??= await this.#command("DATA", "the reply to DATA");
     if (dataReply.code !== 354) throw replyError("DATA refused", dataReply);
     this.#inData = true;
     this.#stage = "the reply to the message";
@@ -249,7 +251,7 @@ export class SmtpConnection {
   }
 
   /** Writes one command and reads its reply. */
-  async command(line: string, stage = `the reply to ${line.split(" ")[0]}`): Promise<SmtpReply> {
+  async #command(line: string, stage = `the reply to ${line.split(" ")[0]}`): Promise<SmtpReply> {
     this.#stage = stage;
     await this.#write(encoder.encode(line + "\r\n"));
     return await this.#readReply(this.#timeouts.commandMs);
@@ -261,7 +263,7 @@ export class SmtpConnection {
     if (this.#inData) return this.close();
     try {
       this.#deadline = Math.min(this.#deadline, Date.now() + QUIT_WAIT_MS);
-      await this.command("QUIT");
+      await this.#command("QUIT");
     } catch {
       // The session is over either way.
     } finally {
@@ -304,7 +306,7 @@ export class SmtpConnection {
       if (!this.#capabilities.has("STARTTLS")) {
         throw new SmtpError("server does not offer STARTTLS", { kind: "policy", permanent: true });
       }
-      const reply = await this.command("STARTTLS");
+      const reply = await this.#command("STARTTLS");
       if (reply.code !== 220) throw replyError("STARTTLS refused", reply);
       await this.#upgrade(relay.host, options.caCerts);
       // Capabilities before TLS are not to be trusted (RFC 3207 4.2).
@@ -314,17 +316,17 @@ export class SmtpConnection {
   }
 
   async #ehlo(heloName: string): Promise<void> {
-    const reply = await this.command(`EHLO ${heloName}`, "the reply to EHLO");
+    const reply = await this.#command(`EHLO ${heloName}`, "the reply to EHLO");
     if (reply.code !== 250) throw replyError("EHLO rejected", reply);
     this.#capabilities = parseCapabilities(reply);
   }
 
   async #authLogin(username: string, password: string): Promise<void> {
-    let reply = await this.command("AUTH LOGIN", "the reply to AUTH LOGIN");
+    let reply = await this.#command("AUTH LOGIN", "the reply to AUTH LOGIN");
     if (reply.code === 334) {
-      reply = await this.command(base64(username), "the reply to the AUTH LOGIN username");
+      reply = await this.#command(base64(username), "the reply to the AUTH LOGIN username");
       if (reply.code === 334) {
-        reply = await this.command(base64(password), "the reply to the AUTH LOGIN password");
+        reply = await this.#command(base64(password), "the reply to the AUTH LOGIN password");
       }
     }
     if (reply.code !== 235) throw replyError("authentication failed", reply);
@@ -387,7 +389,7 @@ export class SmtpConnection {
     }
     for (let i = 0; i < commands.length; i++) {
       await guard(i, async () => {
-        replies.push(await this.command(commands[i], stage(commands[i])));
+        replies.push(await this.#command(commands[i], stage(commands[i])));
       });
       checkReset(i);
       const isMail = commands[i].startsWith("MAIL ");
@@ -450,10 +452,7 @@ export class SmtpConnection {
           permanent: false,
         });
       }
-      const merged = new Uint8Array(this.#buffer.length + n);
-      merged.set(this.#buffer);
-      merged.set(chunk.subarray(0, n), this.#buffer.length);
-      this.#buffer = merged;
+      this.#buffer = concatBytes([this.#buffer, chunk.subarray(0, n)]);
     }
   }
 
@@ -582,7 +581,7 @@ function base64(text: string): string {
 }
 
 /** The reply text as it may appear in an error: one line, no control characters, short. */
-export function replyText(reply: SmtpReply): string {
+function replyText(reply: SmtpReply): string {
   // deno-lint-ignore no-control-regex -- control characters are what is removed here
   const text = reply.lines.join(" ").replace(/[\x00-\x1f\x7f]+/g, " ").replace(/\s+/g, " ").trim();
   return text.length > 200 ? text.slice(0, 200) + "…" : text;
@@ -603,7 +602,7 @@ function replyError(
   });
 }
 
-function describeRejected(rejected: RejectedRecipient[]): string {
+export function describeRejected(rejected: RejectedRecipient[]): string {
   return rejected.map((r) => `${r.address} (${r.reply.code})`).join(", ");
 }
 

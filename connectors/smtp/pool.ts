@@ -30,13 +30,6 @@ export class SmtpPool {
     this.#options = options;
   }
 
-  /** Number of idle sessions held. */
-  get size(): number {
-    let n = 0;
-    for (const entries of this.#idle.values()) n += entries.length;
-    return n;
-  }
-
   /** An idle session for `key`, removed from the pool, or undefined. */
   take(key: string): SmtpConnection | undefined {
     const entries = this.#idle.get(key);
