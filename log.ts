@@ -3,7 +3,7 @@
 const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
 
 /** A log level name. */
-export type LogLevel = keyof typeof LEVELS;
+type LogLevel = keyof typeof LEVELS;
 
 /** Writes one JSON object per line. */
 export interface Logger {
@@ -23,7 +23,7 @@ const MAX_PENDING = 1000;
  * write, not one syscall each (a line per request adds up under load). What is
  * pending goes out when the process exits through Deno.exit or ends normally.
  */
-export function bufferedStdout(): (line: string) => void {
+function bufferedStdout(): (line: string) => void {
   const encoder = new TextEncoder();
   let pending: string[] = [];
   let timer: ReturnType<typeof setTimeout> | null = null;

@@ -4,13 +4,12 @@
  * signing secrets, URL queries or userinfo).
  * Usage: deno task forms <orgId> [--json]
  */
-import { ConfigError, loadConfig } from "../config.ts";
 import { displayUrl } from "../connectors/http.ts";
 import type { Db } from "../store/db.ts";
 import { type Destination, listDestinations } from "../store/destinations.ts";
 import { listForms } from "../store/forms.ts";
 import { orgKey, type OrgRecord } from "../store/orgs.ts";
-import { startService } from "../service.ts";
+import { withService } from "./_open.ts";
 
 /** Where a destination delivers, from an allow-list of its config's fields. */
 type Target =
@@ -158,21 +157,9 @@ if (positional.length !== 1 || positional[0].startsWith("-")) {
   Deno.exit(2);
 }
 const orgId = positional[0];
-try {
-  const config = { ...loadConfig(Deno.env.toObject()), logLevel: "silent" as const };
-  const service = await startService(config, { deliver: false });
-  let result: FormListing | null;
-  try {
-    result = await listing(service.db, orgId);
-  } finally {
-    await service.close();
-  }
-  if (result === null) {
-    console.error(`formrelay: no organization "${printable(orgId)}"`);
-    Deno.exit(1);
-  }
-  console.log(json ? JSON.stringify(result, null, 2) : formatText(result));
-} catch (error) {
-  console.error(`formrelay: ${error instanceof ConfigError ? error.message : error}`);
+const result = await withService((service) => listing(service.db, orgId));
+if (result === null) {
+  console.error(`formrelay: no organization "${printable(orgId)}"`);
   Deno.exit(1);
 }
+console.log(json ? JSON.stringify(result, null, 2) : formatText(result));

@@ -1,5 +1,5 @@
 /** How long a captcha provider may take before the token counts as invalid. */
-export const CAPTCHA_TIMEOUT_MS = 5000;
+const CAPTCHA_TIMEOUT_MS = 5000;
 
 /**
  * Verifies a captcha token server-side: a form-encoded POST of `secret`, `response`

@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { listOutcomes } from "../store/jobs.ts";
-import { requireForm } from "./destinations.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
+import { requireForm } from "./forms.ts";
 import { refuseOtherMethods, validate } from "./http.ts";
 
 const querySchema = z.strictObject({

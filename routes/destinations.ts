@@ -12,10 +12,9 @@ import {
   TooManyDestinationsError,
   updateDestination,
 } from "../store/destinations.ts";
-import { getForm } from "../store/forms.ts";
-import type { Db } from "../store/db.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
-import { ApiError, readJsonBody, refuseOtherMethods, validate } from "./http.ts";
+import { requireForm } from "./forms.ts";
+import { ApiError, readValidJson, refuseOtherMethods, validate } from "./http.ts";
 
 const TYPES = ["webhook", "smtp", "sheets_webhook"] as const satisfies DestinationType[];
 
@@ -28,7 +27,7 @@ const patchSchema = z.strictObject({ config: z.unknown().optional(), isEnabled: 
   .partial();
 
 /** A destination as the API shows it. */
-export function destinationView(destination: Destination, connector?: Connector) {
+function destinationView(destination: Destination, connector?: Connector) {
   return {
     id: destination.id,
     formId: destination.formId,
@@ -42,20 +41,13 @@ export function destinationView(destination: Destination, connector?: Connector)
   };
 }
 
-/** The caller's form, or `404 Form not found`. */
-export async function requireForm(db: Db, orgId: string, formId: string) {
-  const form = await getForm(db, orgId, formId);
-  if (form === null) throw new ApiError(404, "Form not found");
-  return form;
-}
-
 /** Destinations of a form: add, list, patch, delete (spec 4.3, 4.4 and the contract). */
 export function destinationRoutes({ db, connectors }: AppDeps) {
   const router = new Hono<AdminEnv>();
 
   router.post("/forms/:id/destinations", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
-    const input = validate(createSchema, await readJsonBody(c));
+    const input = await readValidJson(c, createSchema);
     const config = validate(connectors[input.type].configSchema, input.config, ["config"]);
     try {
       const destination = await addDestination(db, form, { ...input, config });
@@ -85,7 +77,7 @@ export function destinationRoutes({ db, connectors }: AppDeps) {
 
   router.patch("/forms/:id/destinations/:destId", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
-    const patch = validate(patchSchema, await readJsonBody(c));
+    const patch = await readValidJson(c, patchSchema);
     const destId = c.req.param("destId");
     let config: unknown = undefined;
     if (patch.config !== undefined) {

@@ -9,8 +9,9 @@ import {
   listForms,
   updateForm,
 } from "../store/forms.ts";
+import type { Db } from "../store/db.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
-import { ApiError, readJsonBody, refuseOtherMethods, validate } from "./http.ts";
+import { ApiError, readValidJson, refuseOtherMethods } from "./http.ts";
 
 const anyHttpUrl = z.url({ protocol: /^https?$/ });
 
@@ -48,7 +49,7 @@ function assertCaptchaSecret(settings: FormSettings, hasStoredSecret: boolean) {
 }
 
 /** A form as the admin API shows it: the captcha secret is write-only. */
-export function formView(form: FormRecord) {
+function formView(form: FormRecord) {
   return {
     id: form.id,
     name: form.name,
@@ -62,6 +63,13 @@ export function formView(form: FormRecord) {
     createdAt: form.createdAt,
     updatedAt: form.updatedAt,
   };
+}
+
+/** The caller's form, or `404 Form not found`. */
+export async function requireForm(db: Db, orgId: string, formId: string) {
+  const form = await getForm(db, orgId, formId);
+  if (form === null) throw new ApiError(404, "Form not found");
+  return form;
 }
 
 /** Forms CRUD (the contract's admin table). */
@@ -81,7 +89,7 @@ export function formRoutes({ db }: AppDeps) {
   router.post("/forms", async (c) => {
     const settings: FormSettings = {
       ...DEFAULTS,
-      ...validate(createSchema, await readJsonBody(c)),
+      ...await readValidJson(c, createSchema),
     };
     assertCaptchaSecret(settings, false);
     const form = await createForm(db, c.get("orgId"), settings);
@@ -94,13 +102,12 @@ export function formRoutes({ db }: AppDeps) {
   });
 
   router.get("/forms/:id", async (c) => {
-    const form = await getForm(db, c.get("orgId"), c.req.param("id"));
-    if (form === null) throw new ApiError(404, "Form not found");
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     return c.json({ ok: true, form: formView(form) });
   });
 
   router.patch("/forms/:id", async (c) => {
-    const patch = validate(patchSchema, await readJsonBody(c));
+    const patch = await readValidJson(c, patchSchema);
     const form = await updateForm(db, c.get("orgId"), c.req.param("id"), (current) => {
       const { sealedCaptchaSecret, ...stored } = current;
       const settings: FormSettings = { ...stored, captchaSecret: undefined, ...patch };

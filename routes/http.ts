@@ -4,6 +4,9 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 
+/** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
+export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
 /** An error answer with the contract's body `{ ok: false, error, ...details }`. */
 export class ApiError extends HTTPException {
   readonly details: Record<string, unknown>;
@@ -52,10 +55,15 @@ export async function readJsonBody(c: Context): Promise<unknown> {
   });
   if (bytes === null) throw new ApiError(413, "Payload too large (max 64KB)");
   try {
-    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    return JSON.parse(strictUtf8.decode(bytes));
   } catch {
     throw new ApiError(400, "Invalid JSON body");
   }
+}
+
+/** Reads an admin JSON body (see readJsonBody) and validates it (see validate). */
+export async function readValidJson<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
+  return validate(schema, await readJsonBody(c));
 }
 
 /**

@@ -6,7 +6,7 @@ import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter } from "../store/rate_limit.ts";
 import { verifyCaptcha } from "./captcha.ts";
-import { ApiError, errorBody, readCapped, refuseOtherMethods } from "./http.ts";
+import { ApiError, readCapped, refuseOtherMethods } from "./http.ts";
 import { bodyKind, parsePayload, takeHoneypot, unsupportedTypeMessage } from "./ingest_body.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
 
@@ -14,7 +14,7 @@ import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
 
 /** Largest accepted submission body: 128 KB (CONTRACT). */
-export const MAX_SUBMISSION_BYTES = 131072;
+const MAX_SUBMISSION_BYTES = 131072;
 
 const PUBLIC_KEY = /^pk_[A-Za-z0-9_-]{16,100}$/;
 
@@ -64,8 +64,9 @@ export function ingestRoutes(deps: AppDeps) {
     const form = (await lookUp(c.req.param("publicKey")))?.form ?? null;
     const allow = allowedOrigin(form, originOf(c.req.header("origin")));
     setCorsHeaders(c, allow);
-    if (form === null) return c.json(errorBody("Form endpoint not found or disabled"), 404);
-    if (allow === null) return c.json(errorBody("Origin is not allowed for this form"), 403);
+    // Thrown, the error keeps the CORS headers set above (app.onError answers on this context).
+    if (form === null) throw new ApiError(404, "Form endpoint not found or disabled");
+    if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
     c.header("Access-Control-Allow-Methods", "POST");
     c.header("Access-Control-Allow-Headers", "Content-Type, x-captcha-token");
     c.header("Access-Control-Max-Age", "86400");
@@ -73,26 +74,31 @@ export function ingestRoutes(deps: AppDeps) {
   });
 
   router.post("/:publicKey", async (c) => {
-    const browserPost = isBrowserFormPost(c);
+    const contentType = c.req.header("content-type") ?? "";
+    const browserPost = isBrowserFormPost(contentType, c.req.header("accept") ?? "");
     try {
-      return await accept(c, c.req.param("publicKey"), browserPost);
+      return await accept(c, c.req.param("publicKey"), contentType, browserPost);
     } catch (error) {
-      // A person who posted a plain HTML form gets a page to read, not JSON.
+      // A person who posted a plain HTML form gets a page to read, not JSON. Headers set
+      // before the throw (CORS, Retry-After) stay on the context, so the page has them too.
       if (!browserPost || !(error instanceof ApiError)) throw error;
-      if (error.status === 429) c.header("Retry-After", String(error.details.retryAfter));
       return c.html(errorPage(error.status, error.message), error.status);
     }
   });
 
-  async function accept(c: Context<IngestEnv>, publicKey: string, browserPost: boolean) {
-    const contentType = c.req.header("content-type") ?? "";
+  async function accept(
+    c: Context<IngestEnv>,
+    publicKey: string,
+    contentType: string,
+    browserPost: boolean,
+  ) {
     const declaredLength = Number(c.req.header("content-length") ?? "0");
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
     const target = await lookUp(publicKey);
     const form = target?.form ?? null;
-    const origin = originOf(c.req.header("origin"));
-    const allow = allowedOrigin(form, origin);
+    const originHeader = c.req.header("origin");
+    const allow = allowedOrigin(form, originOf(originHeader));
     setCorsHeaders(c, allow);
 
     if (declaredLength > MAX_SUBMISSION_BYTES) {
@@ -138,7 +144,7 @@ export function ingestRoutes(deps: AppDeps) {
       formName: form.name,
       payload,
       metadata: {
-        origin: c.req.header("origin") ?? null,
+        origin: originHeader ?? null,
         ip,
         userAgent: c.req.header("user-agent") ?? null,
         referer: c.req.header("referer") ?? null,

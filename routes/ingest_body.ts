@@ -1,4 +1,4 @@
-import { ApiError } from "./http.ts";
+import { ApiError, strictUtf8 } from "./http.ts";
 
 /** The body formats ingestion accepts. */
 export type BodyKind = "json" | "urlencoded" | "multipart";
@@ -6,9 +6,7 @@ export type BodyKind = "json" | "urlencoded" | "multipart";
 /** Deepest JSON nesting accepted: deeper bodies are refused before anything walks them. */
 export const MAX_JSON_DEPTH = 100;
 /** Most form fields accepted in one urlencoded or multipart body. */
-export const MAX_FORM_FIELDS = 1000;
-
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+const MAX_FORM_FIELDS = 1000;
 
 /** The body kind of a Content-Type header, or null when this deployment does not take it. */
 export function bodyKind(

@@ -1,18 +1,16 @@
-import type { Context } from "hono";
-
 /**
- * Whether a request is a browser's plain HTML form post: form-encoded or multipart,
- * with an Accept header that prefers text/html to JSON. fetch and XHR callers send
- * `*\/*` or `application/json` and keep getting JSON.
+ * Whether a request is a browser's plain HTML form post, from its Content-Type and
+ * Accept headers ("" when absent): form-encoded or multipart, with an Accept header that
+ * prefers text/html to JSON. fetch and XHR callers send `*\/*` or `application/json` and
+ * keep getting JSON.
  */
-export function isBrowserFormPost(c: Context): boolean {
-  const type = (c.req.header("content-type") ?? "").toLowerCase();
+export function isBrowserFormPost(contentType: string, accept: string): boolean {
+  const type = contentType.toLowerCase();
   if (
     !type.startsWith("application/x-www-form-urlencoded") && !type.startsWith("multipart/form-data")
   ) {
     return false;
   }
-  const accept = c.req.header("accept") ?? "";
   return quality(accept, "text/html") > quality(accept, "application/json");
 }
 

@@ -12,26 +12,25 @@ import type { SubmissionEnvelope } from "../delivery/envelope.ts";
 import { describeError } from "../log.ts";
 import { getDestination } from "../store/destinations.ts";
 import type { FormRecord } from "../store/forms.ts";
-import { requireForm } from "./destinations.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
+import { requireForm } from "./forms.ts";
 import {
   ADMIN_BODY_LIMIT,
   ApiError,
   readCapped,
-  readJsonBody,
+  readValidJson,
   refuseOtherMethods,
-  validate,
   validationIssues,
 } from "./http.ts";
 
 /** The payload of every test submission. */
-export const TEST_PAYLOAD = {
+const TEST_PAYLOAD = {
   test: true,
   message: "This is a test submission from formrelay",
 } as const;
 
 /** What a test send reports. */
-export interface TestSendResult {
+interface TestSendResult {
   delivered: boolean;
   statusCode: number | null;
   /** The failure text (as in delivery outcomes: no secrets, no payload), or null. */
@@ -43,7 +42,7 @@ export interface TestSendResult {
 }
 
 /** The sample envelope of a test send: a fresh submission id and the form's id and name. */
-export function testEnvelope(form: Pick<FormRecord, "id" | "name">): SubmissionEnvelope {
+function testEnvelope(form: Pick<FormRecord, "id" | "name">): SubmissionEnvelope {
   return {
     submissionId: crypto.randomUUID(),
     formId: form.id,
@@ -150,5 +149,5 @@ async function readEmptyBody(c: Context<AdminEnv>): Promise<void> {
     });
     if (bytes !== null && bytes.length === 0) return;
   }
-  validate(emptyBody, await readJsonBody(c));
+  await readValidJson(c, emptyBody);
 }

@@ -1,0 +1,28 @@
+/**
+ * What the operator CLIs share: the service opened from the environment's config, with
+ * logs silenced and no delivery, and a failure printed as `formrelay: <reason>` with exit
+ * code 1.
+ *
+ * @module
+ */
+import { ConfigError, loadConfig } from "../config.ts";
+import { type Service, startService } from "../service.ts";
+
+/**
+ * Runs `task` against a service opened for the CLI and closes it afterwards; a failure
+ * (a ConfigError among them) is printed to stderr and ends the process with code 1.
+ */
+export async function withService<T>(task: (service: Service) => Promise<T>): Promise<T> {
+  try {
+    const config = { ...loadConfig(Deno.env.toObject()), logLevel: "silent" as const };
+    const service = await startService(config, { deliver: false });
+    try {
+      return await task(service);
+    } finally {
+      await service.close();
+    }
+  } catch (error) {
+    console.error(`formrelay: ${error instanceof ConfigError ? error.message : error}`);
+    Deno.exit(1);
+  }
+}
