@@ -1,4 +1,5 @@
 /** Shared pieces of the benchmarks: child processes, wrk, RSS. Not tests. */
+import { freePort } from "../tests/helpers/ports.ts";
 
 export const MAIN = new URL("../main.ts", import.meta.url).pathname;
 
@@ -103,13 +104,8 @@ export async function runWrk(
   };
 }
 
-/** A free TCP port on loopback. */
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr;
-  listener.close();
-  return port;
-}
+/** A free TCP port on loopback (shared with the tests; re-exported for the benchmarks). */
+export { freePort };
 
 /** main.ts running as a child on a fresh file-backed KV, with one form of two webhook destinations. */
 export interface BenchService {
@@ -134,6 +130,7 @@ export async function startBenchService(
   const { loadConfig } = await import("../config.ts");
   const { startService } = await import("../service.ts");
   const { createOrg } = await import("../store/orgs.ts");
+  const { adminClient, createFormWith } = await import("../tests/reliability/helpers/cluster.ts");
   const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-" });
   const fullEnv = {
     KV_PATH: `${dir}/formrelay.kv`,
@@ -152,25 +149,16 @@ export async function startBenchService(
   const child = spawnDeno([START_V8_FLAGS, MAIN], { ...fullEnv, PORT: String(port) });
   const origin = `http://127.0.0.1:${port}`;
   await waitUntilUp(`${origin}/healthz`);
-  const admin = (path: string, payload: unknown) =>
-    fetch(`${origin}/v1/admin${path}`, {
-      method: "POST",
-      headers: { "x-tenant-key": tenantKey, "content-type": "application/json" },
-      body: JSON.stringify(payload),
-    }).then((r) => r.json());
-  const { form } = await admin("/forms", { name: "Bench" });
-  const destinationIds: string[] = [];
-  for (const path of ["/a", "/b"]) {
-    const { destination } = await admin(`/forms/${form.id}/destinations`, {
-      type: "webhook",
-      config: { url: sinkUrl + path },
-    });
-    destinationIds.push(destination.id);
-  }
+  const admin = adminClient(() => origin, tenantKey);
+  const { publicKey, destinationIds } = await createFormWith(
+    admin,
+    "Bench",
+    ["/a", "/b"].map((path) => ({ type: "webhook", config: { url: sinkUrl + path } })),
+  );
   return {
     origin,
     child,
-    publicKey: form.publicKey,
+    publicKey,
     destinationIds,
     async stop() {
       try {

@@ -5,6 +5,7 @@
  * @module
  */
 import type { SubmissionEnvelope } from "../delivery/envelope.ts";
+import { freePort } from "../tests/helpers/ports.ts";
 import assert from "node:assert/strict";
 import { DeliveryError, type DeliveryRequest } from "./types.ts";
 
@@ -77,12 +78,7 @@ export async function withDeadline<T>(promise: Promise<T>, ms: number, what: str
 }
 
 /** A port on 127.0.0.1 nothing listens on. */
-export function closedPort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = listener.addr.port;
-  listener.close();
-  return port;
-}
+export const closedPort = freePort;
 
 /** A check that lets every host through, for tests against the local sink. */
 export function allowAllHosts(): Promise<void> {

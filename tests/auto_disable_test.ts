@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { recordFinalOutcome } from "../store/destination_health.ts";
 import { destinationFailuresKey } from "../store/destinations.ts";
 import { type Harness, startHarness } from "./helpers/harness.ts";
+import { countKeys } from "./helpers/kv.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
 
@@ -43,12 +44,6 @@ async function failureCount(h: Harness, destinationId: string): Promise<number |
   return (await h.service.db.kv.get<number>(destinationFailuresKey(destinationId))).value;
 }
 
-async function jobCount(h: Harness): Promise<number> {
-  let n = 0;
-  for await (const _ of h.service.db.kv.list({ prefix: ["jobs"] })) n++;
-  return n;
-}
-
 /**
  * Submits once and waits until every job of the submission is final (the jobs are
  * written at acceptance and deleted with the commit that records their outcome) and
@@ -60,7 +55,7 @@ async function submitAndSettle(h: Harness, publicKey: string, payload: unknown =
   const { submissionId } = await response.json();
   await waitFor(async () => {
     const { active, waiting } = h.service.engine!.stats();
-    return await jobCount(h) === 0 && active === 0 && waiting === 0;
+    return await countKeys(h.service.db.kv, "jobs") === 0 && active === 0 && waiting === 0;
   }, { message: `jobs of ${submissionId} final` });
   return submissionId as string;
 }

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { startHarness } from "./helpers/harness.ts";
+import { countKeys } from "./helpers/kv.ts";
+import { freePort } from "./helpers/ports.ts";
 
 const SECRET = "0x0000000000000000000000000000000000000000";
 
@@ -85,8 +87,7 @@ Deno.test("captcha: failure, non-JSON, 5xx and non-200 all give 400 Invalid capt
       const response = await h.submit(form.publicKey, { a: 1 }, { "x-captcha-token": "t" });
       await expectError(response, 400, "Invalid captcha token");
       assert.equal(verifier.received.length, 1);
-      let jobs = 0;
-      for await (const _ of h.service.db.kv.list({ prefix: ["jobs"] })) jobs++;
+      const jobs = await countKeys(h.service.db.kv, "jobs");
       assert.equal(jobs, 0);
     });
   }
@@ -109,9 +110,7 @@ Deno.test("captcha: a provider that does not answer within 5 s gives 400 Invalid
 });
 
 Deno.test("captcha: an unreachable provider fails closed", async () => {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = listener.addr.port;
-  listener.close();
+  const port = freePort();
   const { h, form } = await captchaForm(`http://127.0.0.1:${port}/siteverify`);
   await using _ = h;
   await expectError(

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { createConnectors } from "../connectors/mod.ts";
 import { BURST_PAUSE_MS, startDeliveryEngine } from "../delivery/engine.ts";
 import { startHarness } from "./helpers/harness.ts";
+import { countKeys } from "./helpers/kv.ts";
+import { freePort } from "./helpers/ports.ts";
 import { type Received, startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
 
@@ -36,12 +38,6 @@ async function waitForOutcomes(h: H, formId: string, count: number, status?: str
     timeoutMs: 20_000,
   });
   return last;
-}
-
-async function count(h: H, prefix: string) {
-  let n = 0;
-  for await (const _ of h.service.db.kv.list({ prefix: [prefix] })) n++;
-  return n;
 }
 
 /** A second delivery engine on the harness's KV, as on a KV without queues (sweep only). */
@@ -114,8 +110,12 @@ Deno.test("a submission reaches two webhooks and a spreadsheet app that redirect
   assert.equal(sheet.hits, 2);
   for (const r of sheet.received) sheetPosts.push(r);
   assert.equal(sheetPosts.at(-1)?.method, "GET");
-  assert.equal(await count(h, "envelopes"), 0, "envelope deleted after the last delivery");
-  assert.equal(await count(h, "jobs"), 0);
+  assert.equal(
+    await countKeys(h.service.db.kv, "envelopes"),
+    0,
+    "envelope deleted after the last delivery",
+  );
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 0);
 });
 
 Deno.test("a destination answering 500 three times then 200 is delivered once after 4 attempts", async () => {
@@ -133,7 +133,7 @@ Deno.test("a destination answering 500 three times then 200 is delivered once af
   assert.equal(sink.received.length, 1);
   const ids = new Set(sink.received.map((r) => r.headers.get("webhook-id")));
   assert.equal(ids.size, 1);
-  assert.equal(await count(h, "envelopes"), 0);
+  assert.equal(await countKeys(h.service.db.kv, "envelopes"), 0);
 });
 
 Deno.test("webhook-id is stable across retries", async () => {
@@ -163,8 +163,12 @@ Deno.test("a 400 fails at once without retry, and the envelope is deleted", asyn
   assert.equal(outcome.lastStatusCode, 400);
   assert.match(outcome.lastError ?? "", /400/);
   assert.equal(sink.hits, 1);
-  assert.equal(await count(h, "envelopes"), 0, "no envelope chunk after final failure");
-  assert.equal(await count(h, "jobs"), 0);
+  assert.equal(
+    await countKeys(h.service.db.kv, "envelopes"),
+    0,
+    "no envelope chunk after final failure",
+  );
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 0);
 });
 
 Deno.test("transient failures stop when the schedule is exhausted", async () => {
@@ -177,7 +181,7 @@ Deno.test("transient failures stop when the schedule is exhausted", async () => 
   assert.equal(outcome.status, "failed");
   assert.equal(outcome.attempts, 3);
   assert.match(outcome.lastError ?? "", /Retries exhausted after 3 attempts/);
-  assert.equal(await count(h, "envelopes"), 0);
+  assert.equal(await countKeys(h.service.db.kv, "envelopes"), 0);
 });
 
 Deno.test("Retry-After is honoured", async () => {
@@ -198,9 +202,7 @@ Deno.test("Retry-After is honoured", async () => {
 
 Deno.test("a receiver that is down and comes back gets the submission", async () => {
   await using h = await startHarness({ retryScheduleMs: [50, 50, 50, 50, 50, 50] });
-  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = probe.addr.port;
-  probe.close();
+  const port = freePort();
   const form = await h.createForm();
   await h.addDestination(form.id, webhook(`http://127.0.0.1:${port}/hook`));
   await h.submit(form.publicKey, { a: 1 });
@@ -355,7 +357,7 @@ Deno.test("on a KV without queues the sweep alone delivers every job", async () 
   const delivered = new Set(sink.received.map((r) => r.json?.submissionId as string));
   assert.deepEqual(delivered, ids);
   assert.equal(sink.received.length, 20);
-  assert.equal(await count(h, "envelopes"), 0);
+  assert.equal(await countKeys(h.service.db.kv, "envelopes"), 0);
 });
 
 Deno.test("GET /forms/:id/deliveries lists outcomes without payloads", async () => {
@@ -405,7 +407,7 @@ Deno.test("a destination deleted before its delivery fails the job without sendi
     assert.equal(outcome.status, "failed");
     assert.match(outcome.lastError ?? "", /deleted/);
     assert.equal(sink.hits, 0);
-    assert.equal(await count(h, "envelopes"), 0);
+    assert.equal(await countKeys(h.service.db.kv, "envelopes"), 0);
   } finally {
     await engine.close();
   }

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { startHarness } from "./helpers/harness.ts";
+import { countKeys } from "./helpers/kv.ts";
 
 const WEBHOOK = { type: "webhook", config: { url: "https://hooks.example.com/in" } };
 const BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
@@ -18,12 +19,6 @@ async function storedPayloads(h: H) {
   return payloads;
 }
 
-async function countJobs(h: H) {
-  let n = 0;
-  for await (const _ of h.service.db.kv.list({ prefix: ["jobs"] })) n++;
-  return n;
-}
-
 Deno.test("honeypot: a filled honeypot is answered like a real submission but nothing is kept", async () => {
   await using h = await startHarness({}, { deliver: false });
   const form = await h.createForm({ honeypotField: "_gotcha" });
@@ -35,7 +30,7 @@ Deno.test("honeypot: a filled honeypot is answered like a real submission but no
   const spamBody = await spam.json();
   assert.equal(spamBody.ok, true);
   assert.match(spamBody.submissionId, /^[0-9a-f-]{36}$/);
-  assert.equal(await countJobs(h), 1, "only the real submission has a job");
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 1, "only the real submission has a job");
   assert.deepEqual(await storedPayloads(h), [{ name: "Ada" }], "the empty honeypot is stripped");
   const form2 = await h.request(`/v1/f/${form.publicKey}`, {
     method: "POST",
@@ -43,7 +38,7 @@ Deno.test("honeypot: a filled honeypot is answered like a real submission but no
     body: "name=Bot&_gotcha=x",
   });
   assert.equal(form2.status, 202);
-  assert.equal(await countJobs(h), 1);
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 1);
 });
 
 Deno.test("redirectUrl: a browser form post is answered 303 to the form's thank-you page", async () => {
@@ -61,7 +56,7 @@ Deno.test("redirectUrl: a browser form post is answered 303 to the form's thank-
   });
   assert.equal(response.status, 303);
   assert.equal(response.headers.get("location"), "https://site.example/thanks");
-  assert.equal(await countJobs(h), 1);
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 1);
   const fd = new FormData();
   fd.append("name", "Grace");
   const multipart = await h.request(`/v1/f/${form.publicKey}`, {
@@ -70,7 +65,7 @@ Deno.test("redirectUrl: a browser form post is answered 303 to the form's thank-
     body: fd,
   });
   assert.equal(multipart.status, 303);
-  assert.equal(await countJobs(h), 2);
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 2);
 });
 
 Deno.test("fetch callers keep JSON answers on a form with redirectUrl", async () => {

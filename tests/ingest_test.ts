@@ -7,6 +7,7 @@ import { createDb } from "../store/db.ts";
 import type { JobRecord } from "../store/jobs.ts";
 import { createSubmissionWriter } from "../store/submissions.ts";
 import { startHarness } from "./helpers/harness.ts";
+import { countKeys } from "./helpers/kv.ts";
 import { rawHttp, serveApp } from "./helpers/serve.ts";
 
 const WEBHOOK = { type: "webhook", config: { url: "https://hooks.example.com/in" } };
@@ -46,12 +47,6 @@ async function storedEnvelopes(h: Awaited<ReturnType<typeof startHarness>>) {
     envelopes.push(await openEnvelope(h.service.db.sealer, job.submissionId, sealed!));
   }
   return envelopes;
-}
-
-async function countKeys(h: Awaited<ReturnType<typeof startHarness>>, prefix: string) {
-  let n = 0;
-  for await (const _ of h.service.db.kv.list({ prefix: [prefix] })) n++;
-  return n;
 }
 
 Deno.test("POST /v1/f/:publicKey accepts any JSON value and answers 202 with the submission id", async () => {
@@ -136,7 +131,7 @@ Deno.test("a multipart body with a file part is refused, even an empty file inpu
     { "content-type": `multipart/form-data; boundary=${b}` },
   );
   await expectError(empty, 400, "File uploads are not supported");
-  assert.equal(await countKeys(h, "jobs"), 0);
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 0);
 });
 
 Deno.test("other content types get 415 with the contract's text", async () => {
@@ -217,7 +212,7 @@ Deno.test("a chunked body over 128 KB is cut off at the cap and answered 413", a
   });
   await expectError(response, 413, "Payload too large (max 128KB)");
   assert.ok(sent < 50 * 1024 * 1024, `the server read on: ${sent} bytes sent`);
-  assert.equal(await countKeys(h, "jobs"), 0);
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 0);
 });
 
 Deno.test("a Content-Length that understates the body is cut off at the cap and answered 413", async () => {
@@ -307,7 +302,7 @@ Deno.test("CORS with an allow-list echoes a matching origin with Vary and refuse
     assert.match(response.headers.get("vary") ?? "", /Origin/);
   });
   await t.step("POST without or from another origin: 403, nothing stored", async () => {
-    const before = await countKeys(h, "jobs");
+    const before = await countKeys(h.service.db.kv, "jobs");
     const origins: Record<string, string>[] = [{}, { origin: "https://evil.example" }, {
       origin: "null",
     }];
@@ -316,7 +311,7 @@ Deno.test("CORS with an allow-list echoes a matching origin with Vary and refuse
       await expectError(response, 403, "Origin is not allowed for this form");
       assert.equal(response.headers.get("access-control-allow-origin"), null);
     }
-    assert.equal(await countKeys(h, "jobs"), before);
+    assert.equal(await countKeys(h.service.db.kv, "jobs"), before);
   });
   await t.step("error answers to a listed origin carry the allow-origin header", async () => {
     const response = await post("not json", {
@@ -422,7 +417,7 @@ Deno.test("accepting writes the envelope, one job per enabled destination and th
       assert.equal(job.value.state, "pending");
       assert.equal(job.value.attempts, 0);
     }
-    assert.equal(await countKeys(h, "envelopes"), 1);
+    assert.equal(await countKeys(h.service.db.kv, "envelopes"), 1);
     const { waitFor } = await import("./helpers/wait.ts");
     await waitFor(() => wakes.length === 1, { message: "one wake-up for the submission" });
     const { wake } = wakes[0] as { wake: [number, string, string][] };
@@ -440,26 +435,33 @@ Deno.test("a form with no enabled destination answers 202 and stores nothing", a
   await h.addDestination(form.id, { ...WEBHOOK, isEnabled: false });
   const response = await h.submit(form.publicKey, { a: 1 });
   assert.equal(response.status, 202);
-  assert.equal(await countKeys(h, "jobs"), 0);
-  assert.equal(await countKeys(h, "envelopes"), 0);
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 0);
+  assert.equal(await countKeys(h.service.db.kv, "envelopes"), 0);
 });
 
-Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
-  const { h, form } = await setUp();
-  await using _ = h;
-  const kv = h.service.db.kv;
-  const failing = new Proxy(kv, {
+/** `kv` with every atomic operation passed through `patch` before it is handed out. */
+function withAtomic(kv: Deno.Kv, patch: (op: Deno.AtomicOperation) => void): Deno.Kv {
+  return new Proxy(kv, {
     get(target, property) {
       if (property === "atomic") {
         return () => {
           const op = target.atomic();
-          op.commit = () => Promise.reject(new Error("database is locked"));
+          patch(op);
           return op;
         };
       }
       const value = Reflect.get(target, property);
       return typeof value === "function" ? value.bind(target) : value;
     },
+  });
+}
+
+Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
+  const { h, form } = await setUp();
+  await using _ = h;
+  const kv = h.service.db.kv;
+  const failing = withAtomic(kv, (op) => {
+    op.commit = () => Promise.reject(new Error("database is locked"));
   });
   const db = createDb(failing, h.service.db.sealer, { queues: true });
   const app = createApp({
@@ -478,7 +480,7 @@ Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
   });
   await expectError(response, 503, "Submission could not be stored: try again");
   for (const prefix of ["jobs", "envelopes"]) {
-    assert.equal(await countKeys(h, prefix), 0);
+    assert.equal(await countKeys(h.service.db.kv, prefix), 0);
   }
 });
 
@@ -486,22 +488,12 @@ Deno.test("concurrent submissions share atomic commits", async () => {
   await using h = await startHarness({}, { deliver: false });
   let commits = 0;
   const kv = h.service.db.kv;
-  const counting = new Proxy(kv, {
-    get(target, property) {
-      if (property === "atomic") {
-        return () => {
-          const op = target.atomic();
-          const commit = op.commit.bind(op);
-          op.commit = () => {
-            commits++;
-            return commit();
-          };
-          return op;
-        };
-      }
-      const value = Reflect.get(target, property);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+  const counting = withAtomic(kv, (op) => {
+    const commit = op.commit.bind(op);
+    op.commit = () => {
+      commits++;
+      return commit();
+    };
   });
   const writer = createSubmissionWriter(createDb(counting, h.service.db.sealer));
   const submissions = Array.from({ length: 500 }, (_, i) => ({
@@ -514,8 +506,8 @@ Deno.test("concurrent submissions share atomic commits", async () => {
     envelopeTtlMs: 60_000,
   }));
   await Promise.all(submissions.map((s) => writer.write(s)));
-  assert.equal(await countKeys(h, "jobs"), 1000);
-  assert.equal(await countKeys(h, "envelopes"), 500);
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 1000);
+  assert.equal(await countKeys(h.service.db.kv, "envelopes"), 500);
   assert.ok(commits < 50, `500 submissions took ${commits} commits`);
   assert.ok(commits >= 4, "each commit stays within 450 mutations: 500 × 3 need at least 4");
 });

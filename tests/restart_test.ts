@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { loadConfig } from "../config.ts";
 import { startService } from "../service.ts";
 import { createOrg } from "../store/orgs.ts";
+import { countKeys } from "./helpers/kv.ts";
 import { startServiceProcess } from "./helpers/process.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
@@ -80,8 +81,7 @@ Deno.test("a process killed mid-delivery and restarted on the same KV file finis
   });
   try {
     for (const prefix of ["jobs", "envelopes"]) {
-      let left = 0;
-      for await (const _ of after.db.kv.list({ prefix: [prefix] })) left++;
+      const left = await countKeys(after.db.kv, prefix);
       assert.equal(left, 0, `${prefix} left behind`);
     }
   } finally {

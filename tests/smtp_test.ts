@@ -10,6 +10,7 @@ import { DeliveryError, type DeliveryReceipt } from "../connectors/types.ts";
 import type { PlatformSmtp } from "../config.ts";
 import type { SubmissionEnvelope } from "../delivery/envelope.ts";
 import { testCertificates } from "./helpers/certs.ts";
+import { freePort } from "./helpers/ports.ts";
 import { startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";
 
 const USERNAME = "relay-üser";
@@ -565,9 +566,7 @@ Deno.test("SMTP a Variant B config without a platform relay is a permanent failu
 });
 
 Deno.test("SMTP a refused connection is a transient failure", async () => {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
+  const port = freePort();
   const connector = connectorFor();
   try {
     const config = relayConfig({ port }, { host: "127.0.0.1" });

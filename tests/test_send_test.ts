@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { createOrg } from "../store/orgs.ts";
 import { type Harness, startHarness } from "./helpers/harness.ts";
+import { countKeys } from "./helpers/kv.ts";
+import { freePort } from "./helpers/ports.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { startSmtpServer } from "./helpers/smtp_server.ts";
 
@@ -36,26 +38,14 @@ async function testSend(h: Harness, formId: string, destId: string): Promise<Tes
   return result;
 }
 
-/** Keys under a prefix of the harness's KV. */
-async function count(h: Harness, prefix: string): Promise<number> {
-  let n = 0;
-  for await (const _ of h.service.db.kv.list({ prefix: [prefix] })) n++;
-  return n;
-}
-
 async function assertNothingStored(h: Harness) {
   for (const prefix of ["jobs", "envelopes", "deliveries"]) {
-    assert.equal(await count(h, prefix), 0, `no "${prefix}" keys`);
+    assert.equal(await countKeys(h.service.db.kv, prefix), 0, `no "${prefix}" keys`);
   }
 }
 
 /** A port on loopback with nothing listening. */
-function closedPort(): number {
-  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = probe.addr;
-  probe.close();
-  return port;
-}
+const closedPort = freePort;
 
 Deno.test("POST .../destinations/:destId/test delivers a sample envelope to a healthy webhook", async () => {
   await using h = await startHarness();

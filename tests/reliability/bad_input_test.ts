@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { rssMb } from "../../bench/lib.ts";
+import { concatBytes } from "../../bytes.ts";
 import { startServiceProcess } from "../helpers/process.ts";
 import { startWebhookSink } from "../helpers/sink.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -17,7 +18,7 @@ import {
   prepareWorkspace,
   submit,
 } from "./helpers/cluster.ts";
-import { concatBytes, rawExchange } from "./helpers/raw.ts";
+import { rawExchange } from "./helpers/raw.ts";
 
 const MALFORMED = 10_500;
 const WORKERS = 32;

@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
 import { startWebhookSink } from "../helpers/sink.ts";
+import { countKeys } from "../helpers/kv.ts";
 import { startSmtpServer } from "../helpers/smtp_server.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { loadConfig } from "../../config.ts";
@@ -136,8 +137,7 @@ Deno.test("SIGKILL at three random points under load: every 202 delivered to eve
     // Every job ends, submissions whose 202 a kill swallowed included, and every envelope
     // goes (cleanups a kill cut short are finished by the sweep once a lease has passed).
     const watch = await Deno.openKv(workspace.env.KV_PATH);
-    const count = async (prefix: string) =>
-      (await Array.fromAsync(watch.list({ prefix: [prefix] }))).length;
+    const count = (prefix: string) => countKeys(watch, prefix);
     try {
       await waitFor(async () => await count("jobs") === 0 && await count("envelopes") === 0, {
         timeoutMs: 60_000,
@@ -156,7 +156,7 @@ Deno.test("SIGKILL at three random points under load: every 202 delivered to eve
       deliver: false,
     });
     try {
-      for await (const _ of after.db.kv.list({ prefix: ["jobs"] })) left.jobs++;
+      left.jobs = await countKeys(after.db.kv, "jobs");
       for await (const entry of after.db.kv.list({ prefix: ["envelopes"] })) {
         left.envelopes.add(String(entry.key[2]));
       }

@@ -14,7 +14,7 @@ import { createOrg } from "../../../store/orgs.ts";
  * time-outs and retries play out in seconds, no per-IP limit (all load comes from
  * 127.0.0.1), destinations never auto-disabled, info logs on stdout.
  */
-export const RELIABILITY_ENV: Readonly<Record<string, string>> = {
+const RELIABILITY_ENV: Readonly<Record<string, string>> = {
   DELIVERY_LEASE_MS: "4000",
   HTTP_TIMEOUT_MS: "1500",
   SMTP_TIMEOUT_MS: "2500",

@@ -63,5 +63,3 @@ export async function rawExchange(
   const text = new TextDecoder("latin1").decode(concatBytes(received));
   return [...text.matchAll(/HTTP\/1\.[01] (\d{3})/g)].map((m) => Number(m[1]));
 }
-
-export { concatBytes };
