@@ -412,6 +412,12 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   const listener = deps.queues
     ? db.kv.listenQueue((message) => {
+      // A full waiting list would turn every ref away (the sweep brings them in later):
+      // during a burst that is every message, so do not read them.
+      if (waitingCount >= maxWaiting) {
+        overflowed = true;
+        return;
+      }
       // Jobs this process accepted were woken directly and are mostly done by now.
       if (isWakeMessage(message)) {
         wake(wakeRefs(message).filter((ref) => !recentlyDone.has(refKey(ref))));

@@ -92,7 +92,8 @@ export function ingestRoutes(deps: AppDeps) {
     contentType: string,
     browserPost: boolean,
   ) {
-    const declaredLength = Number(c.req.header("content-length") ?? "0");
+    const lengthHeader = c.req.header("content-length");
+    const declaredLength = lengthHeader === undefined ? null : Number(lengthHeader);
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
     const target = await lookUp(publicKey);
@@ -101,7 +102,7 @@ export function ingestRoutes(deps: AppDeps) {
     const allow = allowedOrigin(form, originOf(originHeader));
     setCorsHeaders(c, allow);
 
-    if (declaredLength > MAX_SUBMISSION_BYTES) {
+    if (declaredLength !== null && declaredLength > MAX_SUBMISSION_BYTES) {
       throw new ApiError(413, "Payload too large (max 128KB)");
     }
     if (kind === null) throw new ApiError(415, unsupportedTypeMessage(config.ingestContentTypes));
@@ -195,13 +196,15 @@ export function ingestRoutes(deps: AppDeps) {
 /**
  * The body, at most MAX_SUBMISSION_BYTES; null when it is longer. With a declared
  * length the server delivers no more than that, so the body is read whole (the fast
- * path); without one (chunked) it is read as a stream and cut off at the cap.
+ * path); without one (chunked) it is read as a stream and cut off at the cap. The
+ * length comes from the caller: asking the request whether it has the header would
+ * build its whole header list.
  */
 async function readBody(
   request: Request,
-  declaredLength: number,
+  declaredLength: number | null,
 ): Promise<Uint8Array<ArrayBuffer> | null> {
-  if (request.headers.has("content-length") && declaredLength <= MAX_SUBMISSION_BYTES) {
+  if (declaredLength !== null && declaredLength <= MAX_SUBMISSION_BYTES) {
     const bytes = new Uint8Array(await request.arrayBuffer());
     return bytes.length > MAX_SUBMISSION_BYTES ? null : bytes;
   }

@@ -40,10 +40,13 @@ async function waitForOutcomes(h: H, formId: string, count: number, status?: str
   return last;
 }
 
-/** A second delivery engine on the harness's KV, as on a KV without queues (sweep only). */
-function startEngineWithoutQueues(
+/**
+ * A second delivery engine on the harness's KV: by default as on a KV without queues
+ * (sweep only); with `queues`, it also takes in the queue's wake-ups.
+ */
+function startEngine(
   h: H,
-  options: { maxWaiting?: number; ingestBurstMs?: () => number | null } = {},
+  options: { maxWaiting?: number; ingestBurstMs?: () => number | null; queues?: boolean } = {},
 ) {
   const connectors = createConnectors(h.config);
   const engine = startDeliveryEngine({
@@ -348,7 +351,7 @@ Deno.test("on a KV without queues the sweep alone delivers every job", async () 
     ids.add((await (await h.submit(form.publicKey, { i })).json()).submissionId);
   }
   assert.equal(sink.hits, 0);
-  const engine = startEngineWithoutQueues(h);
+  const engine = startEngine(h);
   try {
     await waitForOutcomes(h, form.id, 20, "delivered");
   } finally {
@@ -401,7 +404,7 @@ Deno.test("a destination deleted before its delivery fails the job without sendi
   const destinationId = await h.addDestination(form.id, webhook(sink.url));
   await h.submit(form.publicKey, { a: 1 });
   await h.admin("DELETE", `/forms/${form.id}/destinations/${destinationId}`);
-  const engine = startEngineWithoutQueues(h);
+  const engine = startEngine(h);
   try {
     const [outcome] = await waitForOutcomes(h, form.id, 1);
     assert.equal(outcome.status, "failed");
@@ -426,7 +429,7 @@ Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered
   const form = await h.createForm();
   await h.addDestination(form.id, webhook(sink.url));
   for (let i = 0; i < 30; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
-  const engine = startEngineWithoutQueues(h, { maxWaiting: 5 });
+  const engine = startEngine(h, { maxWaiting: 5 });
   try {
     await waitFor(() => sink.hits === 1, { message: "the first delivery started" });
     // The sweep took in 5 of the 30 due jobs; one runs (one slot per destination).
@@ -435,6 +438,37 @@ Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered
     const done = await waitForOutcomes(h, form.id, 30, "delivered");
     assert.equal(done.length, 30);
     assert.equal(sink.received.length, 30);
+  } finally {
+    release();
+    await engine.close();
+  }
+});
+
+Deno.test("queue wake-ups past the in-memory bound are left to the sweep, and all delivered", async () => {
+  // No interval sweep during the test: only the engine's own catch-up can bring them in.
+  await using h = await startHarness({ deliveryConcurrency: 2, sweepIntervalMs: 60_000 }, {
+    deliver: false,
+  });
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => release = resolve);
+  await using sink = startWebhookSink(async () => {
+    await released;
+    return new Response("ok");
+  });
+  const form = await h.createForm();
+  await h.addDestination(form.id, webhook(sink.url));
+  const engine = startEngine(h, { maxWaiting: 5, queues: true });
+  try {
+    assert.equal((await h.submit(form.publicKey, { first: true })).status, 202);
+    await waitFor(() => sink.hits === 1, { message: "the first delivery started" });
+    // Every later submission's wake-up finds the waiting list full.
+    for (let i = 0; i < 30; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
+    await waitFor(() => engine.stats().waiting === 5, { message: "the waiting list filled" });
+    assert.equal(sink.hits, 1);
+    release();
+    const done = await waitForOutcomes(h, form.id, 31, "delivered");
+    assert.equal(done.length, 31);
+    assert.equal(sink.received.length, 31);
   } finally {
     release();
     await engine.close();
@@ -459,7 +493,7 @@ Deno.test("a burst of acceptance holds new deliveries back, for at most the paus
   await h.addDestination(form.id, webhook(sink.url + "/b"));
   for (let i = 0; i < 10; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
   let burstMs: number | null = 1_000;
-  const engine = startEngineWithoutQueues(h, { ingestBurstMs: () => burstMs });
+  const engine = startEngine(h, { ingestBurstMs: () => burstMs });
   try {
     await waitFor(() => engine.stats().waiting === 20, { message: "the sweep took the jobs in" });
     assert.deepEqual(engine.stats(), { active: 0, waiting: 20 }, "none starts in the burst");
