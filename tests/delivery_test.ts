@@ -416,18 +416,38 @@ Deno.test("a destination deleted before its delivery fails the job without sendi
   }
 });
 
-Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered", async () => {
-  await using h = await startHarness({ deliveryConcurrency: 2, sweepIntervalMs: 60_000 }, {
+/**
+ * A harness that neither delivers nor sweeps by itself within a test, with a form whose
+ * one webhook hangs until released: for engines started by the test.
+ */
+async function startHangingBacklog() {
+  const h = await startHarness({ deliveryConcurrency: 2, sweepIntervalMs: 60_000 }, {
     deliver: false,
   });
   let release!: () => void;
   const released = new Promise<void>((resolve) => release = resolve);
-  await using sink = startWebhookSink(async () => {
+  const sink = startWebhookSink(async () => {
     await released;
     return new Response("ok");
   });
   const form = await h.createForm();
   await h.addDestination(form.id, webhook(sink.url));
+  return {
+    h,
+    sink,
+    form,
+    release,
+    async [Symbol.asyncDispose]() {
+      release();
+      await sink[Symbol.asyncDispose]();
+      await h[Symbol.asyncDispose]();
+    },
+  };
+}
+
+Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered", async () => {
+  await using backlog = await startHangingBacklog();
+  const { h, sink, form, release } = backlog;
   for (let i = 0; i < 30; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
   const engine = startEngine(h, { maxWaiting: 5 });
   try {
@@ -446,17 +466,8 @@ Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered
 
 Deno.test("queue wake-ups past the in-memory bound are left to the sweep, and all delivered", async () => {
   // No interval sweep during the test: only the engine's own catch-up can bring them in.
-  await using h = await startHarness({ deliveryConcurrency: 2, sweepIntervalMs: 60_000 }, {
-    deliver: false,
-  });
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => release = resolve);
-  await using sink = startWebhookSink(async () => {
-    await released;
-    return new Response("ok");
-  });
-  const form = await h.createForm();
-  await h.addDestination(form.id, webhook(sink.url));
+  await using backlog = await startHangingBacklog();
+  const { h, sink, form, release } = backlog;
   const engine = startEngine(h, { maxWaiting: 5, queues: true });
   try {
     assert.equal((await h.submit(form.publicKey, { first: true })).status, 202);
