@@ -30,6 +30,80 @@ export interface JobRecord {
   updatedAt: number;
 }
 
+/**
+ * A job as stored. Its key already holds submittedAt, submissionId and destinationId;
+ * the value holds the rest as a tuple, without field names: 206 bytes instead of 430
+ * as an object. Jobs are most of the bytes a submission commits, and a file-backed
+ * KV's commit cost follows the pages it writes. Records stored as JobRecord objects
+ * (by earlier versions) are still read.
+ */
+export type StoredJob = [
+  formId: string,
+  orgId: string,
+  type: DestinationType,
+  state: JobRecord["state"],
+  attempts: number,
+  dueAt: number,
+  chunks: number,
+  family: string[] | undefined,
+  lastError: string | null,
+  lastStatusCode: number | null,
+  updatedAt: number,
+];
+
+/** The stored form of a job (see StoredJob); its key is jobKey(job). */
+export function encodeJob(job: JobRecord): StoredJob {
+  return [
+    job.formId,
+    job.orgId,
+    job.type,
+    job.state,
+    job.attempts,
+    job.dueAt,
+    job.chunks,
+    job.family,
+    job.lastError,
+    job.lastStatusCode,
+    job.updatedAt,
+  ];
+}
+
+/** A job read back from its KV entry. */
+export function decodeJob(entry: { key: Deno.KvKey; value: StoredJob | JobRecord }): JobRecord {
+  const { key, value } = entry;
+  if (!Array.isArray(value)) return value;
+  const [, submittedAt, submissionId, destinationId] = key as ReturnType<typeof jobKey>;
+  const [
+    formId,
+    orgId,
+    type,
+    state,
+    attempts,
+    dueAt,
+    chunks,
+    family,
+    lastError,
+    lastStatusCode,
+    updatedAt,
+  ] = value;
+  return {
+    submissionId,
+    destinationId,
+    formId,
+    orgId,
+    type,
+    state,
+    attempts,
+    dueAt,
+    chunks,
+    family,
+    lastError,
+    lastStatusCode,
+    submittedAt,
+    updatedAt,
+  };
+}
+
 /** A delivery outcome as listed to tenants: ids, status, attempts, errors, times. Never payload. */
 export interface DeliveryOutcome {
   submissionId: string;
@@ -205,12 +279,13 @@ export async function claimJob(
   options: { now: number; leaseMs: number },
 ): Promise<ClaimedJob | null> {
   // The job and the first envelope chunk in one read: the delivery needs both.
-  const [entry, firstChunk] = await db.kv.getMany<[JobRecord, Uint8Array<ArrayBuffer>]>([
+  const [entry, firstChunk] = await db.kv.getMany<[StoredJob, Uint8Array<ArrayBuffer>]>([
     jobKey(ref),
     envelopeChunkKey(ref.submittedAt, ref.submissionId, 0),
   ]);
   if (entry.value === null || entry.versionstamp === null) return null;
-  return await claimKnownJob(db, { job: entry.value, versionstamp: entry.versionstamp }, {
+  const job = decodeJob({ key: entry.key, value: entry.value });
+  return await claimKnownJob(db, { job, versionstamp: entry.versionstamp }, {
     ...options,
     firstChunk: firstChunk.value,
   });
@@ -243,7 +318,7 @@ export async function claimKnownJob(
   };
   const key = jobKey(job);
   const versionstamp = await db.batcher.commit({
-    apply: (op) => op.check({ key, versionstamp: known.versionstamp }).set(key, job),
+    apply: (op) => op.check({ key, versionstamp: known.versionstamp }).set(key, encodeJob(job)),
     mutations: 1,
     checks: 1,
     bytes: JOB_BYTES,
@@ -265,7 +340,7 @@ export async function rescheduleJob(
   const versionstamp = await db.batcher.commit({
     apply(op) {
       op.check({ key: jobKey(job), versionstamp: claimed.versionstamp })
-        .set(jobKey(next), next)
+        .set(jobKey(next), encodeJob(next))
         .set(outcomeKey(next), outcomeOf(next, "retrying"), { expireIn: OUTCOME_TTL_MS });
       if (options.wakeUp) op.enqueue(options.wakeUp.message, { delay: options.wakeUp.delayMs });
     },
@@ -395,9 +470,10 @@ export async function listDueJobs(
   options: { now: number; limit: number; skip?: (ref: JobRef) => boolean },
 ): Promise<JobRef[]> {
   const refs: JobRef[] = [];
-  for await (const entry of db.kv.list<JobRecord>({ prefix: ["jobs"] }, { batchSize: 500 })) {
-    if (entry.value.dueAt > options.now || options.skip?.(entry.value)) continue;
-    const { submittedAt, submissionId, destinationId } = entry.value;
+  for await (const entry of db.kv.list<StoredJob>({ prefix: ["jobs"] }, { batchSize: 500 })) {
+    const job = decodeJob(entry);
+    if (job.dueAt > options.now || options.skip?.(job)) continue;
+    const { submittedAt, submissionId, destinationId } = job;
     refs.push({ submittedAt, submissionId, destinationId });
     if (refs.length >= options.limit) break;
   }

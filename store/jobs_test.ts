@@ -2,10 +2,13 @@ import assert from "node:assert/strict";
 import { startHarness } from "../tests/helpers/harness.ts";
 import {
   claimJob,
+  decodeJob,
   deleteEnvelopeIfLast,
+  encodeJob,
   finishJob,
-  type JobRecord,
+  jobKey,
   outcomeOf,
+  type StoredJob,
   sweepEnvelopeMarkers,
 } from "./jobs.ts";
 
@@ -21,10 +24,11 @@ async function claimedSubmission(destinations: number) {
   const form = await h.createForm();
   for (let i = 0; i < destinations; i++) await h.addDestination(form.id, WEBHOOK);
   assert.equal((await h.submit(form.publicKey, { a: 1 })).status, 202);
-  const jobs = await Array.fromAsync(h.service.db.kv.list<JobRecord>({ prefix: ["jobs"] }));
+  const jobs = await Array.fromAsync(h.service.db.kv.list<StoredJob>({ prefix: ["jobs"] }));
   const claimed = [];
-  for (const { value } of jobs) {
-    claimed.push((await claimJob(h.service.db, value, { now: Date.now(), leaseMs: 60_000 }))!);
+  for (const entry of jobs) {
+    const ref = decodeJob(entry);
+    claimed.push((await claimJob(h.service.db, ref, { now: Date.now(), leaseMs: 60_000 }))!);
   }
   return { h, claimed };
 }
@@ -68,4 +72,34 @@ Deno.test("a check cut short by a crash is finished by the sweep of envelope mar
   assert.equal(await sweepEnvelopeMarkers(db, { now: later, olderThanMs: 60_000, limit: 10 }), 1);
   assert.equal(await count(db.kv, "envelopes"), 0);
   assert.equal(await count(db.kv, "envelope_checks"), 0);
+});
+
+Deno.test("a job is stored without its field names and its key's parts, and reads back whole", async () => {
+  const { h, claimed } = await claimedSubmission(2);
+  await using _ = h;
+  for (const { job } of claimed) {
+    const key = jobKey(job);
+    const stored = (await h.service.db.kv.get<StoredJob>(key)).value!;
+    assert.ok(Array.isArray(stored));
+    assert.ok(!stored.includes(job.submissionId) && !stored.includes(job.destinationId));
+    assert.deepEqual(decodeJob({ key, value: stored }), job);
+    assert.deepEqual(decodeJob({ key, value: encodeJob(job) }), job);
+  }
+});
+
+Deno.test("a job stored as an object by an earlier version is still claimed", async () => {
+  const h = await startHarness({}, { deliver: false });
+  await using _ = h;
+  const form = await h.createForm();
+  await h.addDestination(form.id, WEBHOOK);
+  assert.equal((await h.submit(form.publicKey, { a: 1 })).status, 202);
+  const [entry] = await Array.fromAsync(h.service.db.kv.list<StoredJob>({ prefix: ["jobs"] }));
+  const record = decodeJob(entry);
+  await h.service.db.kv.set(entry.key, record);
+  const claimed = await claimJob(h.service.db, record, { now: Date.now(), leaseMs: 60_000 });
+  assert.ok(claimed);
+  const { dueAt, updatedAt } = claimed.job;
+  assert.deepEqual(claimed.job, { ...record, state: "in_flight", attempts: 1, dueAt, updatedAt });
+  assert.ok(claimed.firstChunk);
+  assert.ok(Array.isArray((await h.service.db.kv.get(entry.key)).value), "written back as stored");
 });

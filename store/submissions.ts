@@ -1,6 +1,7 @@
 import type { Db } from "./db.ts";
 import type { DestinationType } from "./destinations.ts";
 import {
+  encodeJob,
   envelopeChunkKey,
   JOB_BYTES,
   jobKey,
@@ -57,7 +58,7 @@ export function createSubmissionWriter(db: Db): SubmissionWriter {
             const key = envelopeChunkKey(submission.submittedAt, submission.submissionId, i);
             op.set(key, chunk, { expireIn: submission.envelopeTtlMs });
           });
-          for (const job of jobs) op.set(jobKey(job), job);
+          for (const job of jobs) op.set(jobKey(job), encodeJob(job));
         },
         mutations: chunks.length + jobs.length,
         bytes: submission.sealedEnvelope.length + jobs.length * JOB_BYTES,

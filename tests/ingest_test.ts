@@ -4,7 +4,7 @@ import { createApp } from "../app.ts";
 import { MAX_JSON_DEPTH } from "../routes/ingest_body.ts";
 import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";
-import type { JobRecord } from "../store/jobs.ts";
+import type { StoredJob } from "../store/jobs.ts";
 import { createSubmissionWriter } from "../store/submissions.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
@@ -28,19 +28,18 @@ async function setUp(overrides = {}, formSettings: Record<string, unknown> = {})
 /** Decrypted envelopes of every stored submission. */
 async function storedEnvelopes(h: Awaited<ReturnType<typeof startHarness>>) {
   const { openEnvelope } = await import("../delivery/envelope.ts");
-  const { readSealedEnvelope } = await import("../store/jobs.ts");
+  const { decodeJob, readSealedEnvelope } = await import("../store/jobs.ts");
   const envelopes = [];
   const seen = new Set<string>();
-  type Job = { chunks: number; submittedAt: number; submissionId: string };
-  for await (const entry of h.service.db.kv.list<Job>({ prefix: ["jobs"] })) {
-    const job = entry.value;
+  for await (const entry of h.service.db.kv.list<StoredJob>({ prefix: ["jobs"] })) {
+    const job = decodeJob(entry);
     if (seen.has(job.submissionId)) continue;
     seen.add(job.submissionId);
     const firstChunk = (await h.service.db.kv.get<Uint8Array<ArrayBuffer>>(
       ["envelopes", job.submittedAt, job.submissionId, 0],
     )).value;
     const sealed = await readSealedEnvelope(h.service.db, {
-      job: job as unknown as JobRecord,
+      job,
       versionstamp: "",
       firstChunk,
     });
@@ -402,13 +401,14 @@ Deno.test("accepting writes the envelope, one job per enabled destination and th
   try {
     const response = await post('{"a":1}', { "content-type": "application/json" });
     const { submissionId } = await response.json();
+    const { decodeJob } = await import("../store/jobs.ts");
     const jobs = [];
     for await (
-      const entry of h.service.db.kv.list<{ state: string; attempts: number }>({
+      const entry of h.service.db.kv.list<StoredJob>({
         prefix: ["jobs"],
       })
     ) {
-      jobs.push(entry);
+      jobs.push({ key: entry.key, value: decodeJob(entry) });
     }
     assert.ok(jobs.every((j) => j.key[2] === submissionId));
     assert.deepEqual(jobs.map((j) => j.key[3]).sort(), [destinationId, second].sort());
