@@ -2,8 +2,9 @@
  * Group commit for every write of the hot paths (accepting submissions, claiming and
  * finishing delivery jobs). A file-backed KV pays a sync per commit, and SQLite runs
  * one writer at a time, so commits that arrive while one is running are merged into
- * the next, within KV's limits. When a merged commit fails (a check lost a race, or
- * an error), its parts are committed one by one so each gets its own answer.
+ * the next, within KV's limits; that next operation is built as they arrive. When a
+ * merged commit fails (a check lost a race, or an error), its parts are committed one
+ * by one so each gets its own answer.
  *
  * A merged commit evaluates every check against the state before it, so parts must
  * not check keys that other parts write; the job operations only check their own job.
@@ -55,9 +56,23 @@ function applyParts(op: Deno.AtomicOperation, parts: BatchPart[], queues: boolea
   }
 }
 
+/** A commit being put together: its operation, built as its parts arrive. */
+interface OpenBatch {
+  op: Deno.AtomicOperation;
+  waiting: Waiting[];
+  /** A part threw half-way through adding itself: the operation cannot be committed as it is. */
+  spoilt: boolean;
+  wake: JobRef[];
+  items: number;
+  checks: number;
+  bytes: number;
+}
+
 /** A batcher over one KV; `queues` says whether it can carry wake-ups. */
 export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): CommitBatcher {
-  const queue: Waiting[] = [];
+  /** Parts that did not fit in the open batch, oldest first. */
+  const overflow: Waiting[] = [];
+  let open: OpenBatch | null = null;
   let draining = false;
 
   async function commitAlone(waiting: Waiting) {
@@ -71,48 +86,81 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
     }
   }
 
-  /** The oldest parts that fit in one commit. */
-  function takeBatch(): Waiting[] {
-    const batch: Waiting[] = [];
-    let items = 0;
-    let checks = 0;
-    let bytes = 0;
-    while (queue.length > 0) {
-      const { part } = queue[0];
-      const size = part.mutations + (part.checks ?? 0) + (part.wake ? 1 : 0);
-      const fits = items + size <= MAX_MUTATIONS_AND_CHECKS &&
-        checks + (part.checks ?? 0) <= MAX_CHECKS &&
-        bytes + (part.bytes ?? 0) <= MAX_BYTES;
-      if (batch.length > 0 && !fits) break;
-      batch.push(queue.shift()!);
-      items += size;
-      checks += part.checks ?? 0;
-      bytes += part.bytes ?? 0;
+  /**
+   * Adds a part to the open batch when it fits (a batch always takes its first part);
+   * false when it does not. The part's mutations go into the operation at once, so a
+   * batch is ready to commit the moment the commit before it ends, instead of being
+   * built then while KV's SQLite thread waits.
+   */
+  function addToOpen(waiting: Waiting): boolean {
+    const { part } = waiting;
+    const size = part.mutations + (part.checks ?? 0) + (part.wake ? 1 : 0);
+    if (open === null) {
+      open = {
+        op: kv.atomic(),
+        waiting: [],
+        spoilt: false,
+        wake: [],
+        items: 0,
+        checks: 0,
+        bytes: 0,
+      };
+    } else {
+      const fits = open.items + size <= MAX_MUTATIONS_AND_CHECKS &&
+        open.checks + (part.checks ?? 0) <= MAX_CHECKS &&
+        open.bytes + (part.bytes ?? 0) <= MAX_BYTES;
+      if (!fits) return false;
     }
+    try {
+      part.apply(open.op);
+    } catch (error) {
+      open.spoilt = true;
+      waiting.reject(error);
+      return true;
+    }
+    open.waiting.push(waiting);
+    if (options.queues && part.wake) open.wake.push(...part.wake);
+    open.items += size;
+    open.checks += part.checks ?? 0;
+    open.bytes += part.bytes ?? 0;
+    return true;
+  }
+
+  /** Takes the open batch for committing, and opens the next with the parts that overflowed. */
+  function takeOpen(): OpenBatch {
+    const batch = open!;
+    open = null;
+    while (overflow.length > 0 && addToOpen(overflow[0])) overflow.shift();
     return batch;
   }
 
   async function drain() {
     draining = true;
-    while (queue.length > 0) {
-      const batch = takeBatch();
-      if (batch.length === 1) {
-        await commitAlone(batch[0]);
-        continue;
+    while (open !== null) {
+      const batch = takeOpen();
+      for (let i = 0; i < batch.wake.length; i += MAX_WAKE_REFS) {
+        batch.op.enqueue(wakeMessage(batch.wake.slice(i, i + MAX_WAKE_REFS)));
       }
       let versionstamp: string | null = null;
+      let failure: unknown = null;
       try {
-        const op = kv.atomic();
-        applyParts(op, batch.map((w) => w.part), options.queues);
-        const result = await op.commit();
+        if (batch.spoilt) throw new Error("A part of the batch could not be added");
+        const result = await batch.op.commit();
         if (result.ok) versionstamp = result.versionstamp;
-      } catch {
-        // Retried one by one below, where the error reaches its own caller.
+      } catch (error) {
+        failure = error;
       }
       if (versionstamp !== null) {
-        for (const waiting of batch) waiting.resolve(versionstamp);
+        for (const waiting of batch.waiting) waiting.resolve(versionstamp);
+      } else if (batch.waiting.length === 1 && !batch.spoilt) {
+        // Alone, the part's own answer: its check failed, or the error is its own.
+        const [waiting] = batch.waiting;
+        if (failure === null) waiting.resolve(null);
+        else waiting.reject(failure);
       } else {
-        for (const waiting of batch) await commitAlone(waiting);
+        // Merged parts (or those beside a spoilt one) are committed one by one, so each
+        // gets its own answer.
+        for (const waiting of batch.waiting) await commitAlone(waiting);
       }
     }
     draining = false;
@@ -121,7 +169,8 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
   return {
     commit(part) {
       return new Promise((resolve, reject) => {
-        queue.push({ part, resolve, reject });
+        const waiting = { part, resolve, reject };
+        if (overflow.length > 0 || !addToOpen(waiting)) overflow.push(waiting);
         if (!draining) drain();
       });
     },
