@@ -44,13 +44,8 @@ interface Waiting {
   reject(error: unknown): void;
 }
 
-/** Adds the parts to an operation, with their wake-ups coalesced into few queue messages. */
-function applyParts(op: Deno.AtomicOperation, parts: BatchPart[], queues: boolean) {
-  const wake: JobRef[] = [];
-  for (const part of parts) {
-    part.apply(op);
-    if (queues && part.wake) wake.push(...part.wake);
-  }
+/** Adds the wake-ups of a commit's parts to it, coalesced into few queue messages. */
+function enqueueWakes(op: Deno.AtomicOperation, wake: JobRef[]) {
   for (let i = 0; i < wake.length; i += MAX_WAKE_REFS) {
     op.enqueue(wakeMessage(wake.slice(i, i + MAX_WAKE_REFS)));
   }
@@ -78,7 +73,8 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
   async function commitAlone(waiting: Waiting) {
     try {
       const op = kv.atomic();
-      applyParts(op, [waiting.part], options.queues);
+      waiting.part.apply(op);
+      if (options.queues && waiting.part.wake) enqueueWakes(op, waiting.part.wake);
       const result = await op.commit();
       waiting.resolve(result.ok ? result.versionstamp : null);
     } catch (error) {
@@ -138,9 +134,7 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
     draining = true;
     while (open !== null) {
       const batch = takeOpen();
-      for (let i = 0; i < batch.wake.length; i += MAX_WAKE_REFS) {
-        batch.op.enqueue(wakeMessage(batch.wake.slice(i, i + MAX_WAKE_REFS)));
-      }
+      enqueueWakes(batch.op, batch.wake);
       let versionstamp: string | null = null;
       let failure: unknown = null;
       try {
