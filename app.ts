@@ -44,6 +44,10 @@ export function createApp(deps: AppDeps): Hono {
 
   const admin = new Hono<AdminEnv>();
   admin.use(tenantAuth(db));
+  admin.use(async (c, next) => {
+    c.set("bodyTimeoutMs", deps.config.http.bodyTimeoutMs);
+    await next();
+  });
   admin.route("/", keyRoutes(deps));
   admin.route("/", formRoutes(deps));
   admin.route("/", destinationRoutes(deps));

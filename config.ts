@@ -12,7 +12,17 @@ const envSchema = z.object({
   CAPTCHA_VERIFY_URL: z.url({ protocol: /^https?$/ }).default(
     "https://api.hcaptcha.com/siteverify",
   ),
-  CLIENT_IP_HEADER: z.string().default("cf-connecting-ip"),
+  /** Opt-in: the header a trusted proxy or CDN puts the client's address in. */
+  CLIENT_IP_HEADER: z.string().default(""),
+  /** Proxies of this deployment that append to X-Forwarded-For (counted from the right). */
+  TRUSTED_PROXY_HOPS: z.coerce.number().int().min(1).max(10).default(1),
+  HTTP_HEADERS_TIMEOUT_MS: positiveInt.default(10_000),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(5_000),
+  HTTP_BODY_TIMEOUT_MS: positiveInt.default(10_000),
+  /** Open connections at most; unset: three quarters of the descriptor limit, at most 10 000. */
+  HTTP_MAX_CONNECTIONS: positiveInt.optional(),
+  /** Declared bytes of request bodies being read and processed at once. */
+  HTTP_BODY_MEMORY_BYTES: positiveInt.min(262_144).default(16 * 1024 * 1024),
   PLATFORM_SMTP_HOST: z.string().min(1).optional(),
   PLATFORM_SMTP_PORT: z.coerce.number().int().min(1).max(65535).optional(),
   PLATFORM_SMTP_SECURE_TRANSPORT: secureTransport.default("starttls"),
@@ -72,8 +82,19 @@ export interface Config {
   kvPath: string | undefined;
   ingestContentTypes: "any" | "json";
   captchaVerifyUrl: string;
-  /** Header carrying the client IP; null when disabled. */
+  /** Header carrying the client IP, set by a trusted proxy; null: the connection's address. */
   clientIpHeader: string | null;
+  /** With X-Forwarded-For: how many entries from the right were added by trusted proxies. */
+  trustedProxyHops: number;
+  /** Limits of the HTTP listener (serve.ts) and of request bodies (routes/body_gate.ts). */
+  http: {
+    headersTimeoutMs: number;
+    keepAliveTimeoutMs: number;
+    bodyTimeoutMs: number;
+    /** null: derived from the process's descriptor limit at start-up. */
+    maxConnections: number | null;
+    bodyMemoryBytes: number;
+  };
   platformSmtp: PlatformSmtp | null;
   smtpHeloName: string;
   allowPrivateDestinations: boolean;
@@ -123,7 +144,17 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     kvPath: e.KV_PATH ?? (isDeploy ? undefined : "data/formrelay.kv"),
     ingestContentTypes: e.INGEST_CONTENT_TYPES,
     captchaVerifyUrl: e.CAPTCHA_VERIFY_URL,
-    clientIpHeader: e.CLIENT_IP_HEADER.trim() === "" ? null : e.CLIENT_IP_HEADER.toLowerCase(),
+    clientIpHeader: e.CLIENT_IP_HEADER.trim() === ""
+      ? null
+      : e.CLIENT_IP_HEADER.trim().toLowerCase(),
+    trustedProxyHops: e.TRUSTED_PROXY_HOPS,
+    http: {
+      headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
+      keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      bodyTimeoutMs: e.HTTP_BODY_TIMEOUT_MS,
+      maxConnections: e.HTTP_MAX_CONNECTIONS ?? null,
+      bodyMemoryBytes: e.HTTP_BODY_MEMORY_BYTES,
+    },
     platformSmtp: givenPlatform.length === 0 ? null : {
       host: e.PLATFORM_SMTP_HOST!,
       port: e.PLATFORM_SMTP_PORT!,

@@ -7,7 +7,15 @@ Deno.test("loadConfig applies the contract's defaults", () => {
   assert.equal(config.kvPath, "data/formrelay.kv");
   assert.equal(config.ingestContentTypes, "any");
   assert.equal(config.captchaVerifyUrl, "https://api.hcaptcha.com/siteverify");
-  assert.equal(config.clientIpHeader, "cf-connecting-ip");
+  assert.equal(config.clientIpHeader, null, "the connection's address unless a proxy is named");
+  assert.equal(config.trustedProxyHops, 1);
+  assert.deepEqual(config.http, {
+    headersTimeoutMs: 10_000,
+    keepAliveTimeoutMs: 5_000,
+    bodyTimeoutMs: 10_000,
+    maxConnections: null,
+    bodyMemoryBytes: 16 * 1024 * 1024,
+  });
   assert.equal(config.platformSmtp, null);
   assert.equal(config.allowPrivateDestinations, false);
   assert.equal(config.deliveryConcurrency, 32);

@@ -1,7 +1,8 @@
-import { ConfigError, loadConfig } from "./config.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
+import { canGuardConnections, defaultMaxConnections, serveGuarded } from "./serve.ts";
 import { startService } from "./service.ts";
 
-let config;
+let config: Config;
 try {
   config = loadConfig(Deno.env.toObject());
 } catch (error) {
@@ -10,8 +11,9 @@ try {
   Deno.exit(1);
 }
 
+const onDeploy = Deno.env.get("DENO_DEPLOYMENT_ID") !== undefined;
 const starting = startService(config);
-if (Deno.env.get("DENO_DEPLOYMENT_ID")) {
+if (onDeploy) {
   // Deno Deploy has no KV queues: its cron wakes due jobs there. Crons must be
   // registered when the module loads, before anything is awaited.
   Deno.cron("formrelay delivery sweep", "* * * * *", async () => {
@@ -19,19 +21,40 @@ if (Deno.env.get("DENO_DEPLOYMENT_ID")) {
   });
 }
 const service = await starting;
+const { logger } = service;
 
-const server = Deno.serve({
-  port: config.port,
-  onListen: ({ hostname, port }) =>
-    service.logger.info("listening", {
-      url: `http://${hostname === "0.0.0.0" ? "localhost" : hostname}:${port}`,
-      kv: config.kvPath ?? "platform default",
-    }),
-}, service.app.fetch);
+function listening(hostname: string, port: number, limits: Record<string, unknown>) {
+  logger.info("listening", {
+    url: `http://${hostname === "0.0.0.0" ? "localhost" : hostname}:${port}`,
+    kv: config.kvPath ?? "platform default",
+    ...limits,
+  });
+}
+
+let shutdown: () => Promise<void>;
+if (onDeploy || !canGuardConnections()) {
+  // On Deno Deploy the platform's edge holds client connections; elsewhere this is a
+  // Deno without the per-connection server, so the listener's limits cannot apply.
+  if (!onDeploy) logger.warn("connection limits unavailable in this Deno: serving without them");
+  const server = Deno.serve({
+    port: config.port,
+    onListen: ({ hostname, port }) => listening(hostname, port, {}),
+  }, service.app.fetch);
+  shutdown = () => server.shutdown();
+} else {
+  const limits = {
+    headersTimeoutMs: config.http.headersTimeoutMs,
+    keepAliveTimeoutMs: config.http.keepAliveTimeoutMs,
+    maxConnections: config.http.maxConnections ?? defaultMaxConnections(),
+  };
+  const server = serveGuarded({ port: config.port, limits, logger }, service.app.fetch);
+  listening(server.addr.hostname, server.addr.port, { maxConnections: limits.maxConnections });
+  shutdown = () => server.shutdown();
+}
 
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   Deno.addSignalListener(signal, async () => {
-    await server.shutdown();
+    await shutdown();
     await service.close();
     Deno.exit(0);
   });

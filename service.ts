@@ -4,6 +4,7 @@ import { type Config, isRemoteKvPath } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createIngestLoad } from "./delivery/ingest_load.ts";
+import { createBodyGate } from "./routes/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { createDb, type Db } from "./store/db.ts";
 import { recordFinalOutcome } from "./store/destination_health.ts";
@@ -70,7 +71,8 @@ export async function startService(
       : undefined,
   });
   const writer = createSubmissionWriter(db);
-  const app = createApp({ config, db, connectors, logger, writer, engine, ingestLoad });
+  const bodyGate = createBodyGate(config.http.bodyMemoryBytes);
+  const app = createApp({ config, db, connectors, logger, writer, engine, ingestLoad, bodyGate });
   return {
     app,
     db,

@@ -1,4 +1,5 @@
 import type { Config } from "../config.ts";
+import type { BodyGate } from "./body_gate.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
@@ -18,9 +19,11 @@ export interface AppDeps {
   engine: DeliveryEngine | null;
   /** Submissions being accepted now; under a burst the engine gives way (EngineDeps). */
   ingestLoad: IngestLoad;
+  /** The budget of request bodies being read and processed at once. */
+  bodyGate: BodyGate;
 }
 
 /** Hono environment of the admin routes: the caller's organization. */
 export interface AdminEnv {
-  Variables: { orgId: string };
+  Variables: { orgId: string; bodyTimeoutMs: number };
 }

@@ -3,6 +3,7 @@ import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import type { AdminEnv } from "./env.ts";
 
 /** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
 export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -42,16 +43,19 @@ export function validate<T>(schema: z.ZodType<T>, input: unknown, prefix: Proper
 export const ADMIN_BODY_LIMIT = 64 * 1024;
 
 /** Reads an admin JSON body: 415 for another type, 413 over the limit, 400 for bad JSON. */
-export async function readJsonBody(c: Context): Promise<unknown> {
+export async function readJsonBody(c: Context<AdminEnv>): Promise<unknown> {
   const type = c.req.header("content-type") ?? "";
   if (!/^application\/json\s*(;|$)/i.test(type)) {
     throw new ApiError(415, "Unsupported content type: use application/json");
   }
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > ADMIN_BODY_LIMIT) throw new ApiError(413, "Payload too large (max 64KB)");
-  // A client that hangs up before its declared length is a bad request, not our error.
-  const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT).catch(() => {
-    throw new ApiError(400, "Invalid JSON body");
+  const bytes = await readBodyWithin(c, {
+    limit: ADMIN_BODY_LIMIT,
+    declaredLength: null,
+    timeoutMs: c.var.bodyTimeoutMs,
+    // A client that hangs up before its declared length is a bad request, not our error.
+    hangUp: new ApiError(400, "Invalid JSON body"),
   });
   if (bytes === null) throw new ApiError(413, "Payload too large (max 64KB)");
   try {
@@ -62,7 +66,7 @@ export async function readJsonBody(c: Context): Promise<unknown> {
 }
 
 /** Reads an admin JSON body (see readJsonBody) and validates it (see validate). */
-export async function readValidJson<T>(c: Context, schema: z.ZodType<T>): Promise<T> {
+export async function readValidJson<T>(c: Context<AdminEnv>, schema: z.ZodType<T>): Promise<T> {
   return validate(schema, await readJsonBody(c));
 }
 
@@ -98,5 +102,41 @@ export function refuseOtherMethods(router: Hono<any>, ...paths: string[]): void 
     router.all(path, () => {
       throw new ApiError(405, "Method not allowed");
     });
+  }
+}
+
+/** The body did not arrive within its deadline. */
+class LateBody extends Error {}
+
+/**
+ * Reads a request body of at most `limit` bytes within `timeoutMs`: null when it is
+ * longer; throws 408 (and marks the answer to close the connection) when late, and the
+ * `hangUp` error when the client went away before sending all of it. With a declared
+ * length within the limit the runtime delivers no more than that, so it is read whole.
+ */
+export async function readBodyWithin(
+  c: Context,
+  options: { limit: number; declaredLength: number | null; timeoutMs: number; hangUp: ApiError },
+): Promise<Uint8Array<ArrayBuffer> | null> {
+  const request = c.req.raw;
+  const reading = options.declaredLength !== null && options.declaredLength <= options.limit
+    ? request.arrayBuffer().then((b) => new Uint8Array(b))
+    : readCapped(request.body, options.limit);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new LateBody()), options.timeoutMs);
+  });
+  try {
+    const bytes = await Promise.race([reading, late]);
+    return bytes !== null && bytes.length > options.limit ? null : bytes;
+  } catch (error) {
+    if (!(error instanceof LateBody)) throw options.hangUp;
+    // The connection goes (the runtime closes it after this answer), which also ends
+    // the read still pending.
+    reading.catch(() => {});
+    c.header("Connection", "close");
+    throw new ApiError(408, "Request body not received in time");
+  } finally {
+    clearTimeout(timer);
   }
 }

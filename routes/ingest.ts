@@ -4,10 +4,18 @@ import { envelopeTtlMs } from "../delivery/retry.ts";
 import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
-import { createRateLimiter } from "../store/rate_limit.ts";
+import { createRateLimiter, type RateSlot } from "../store/rate_limit.ts";
+import type { BodyLease } from "./body_gate.ts";
 import { verifyCaptcha } from "./captcha.ts";
-import { ApiError, readCapped, refuseOtherMethods } from "./http.ts";
-import { bodyKind, parsePayload, takeHoneypot, unsupportedTypeMessage } from "./ingest_body.ts";
+import { clientAddress } from "./client_address.ts";
+import { ApiError, readBodyWithin, refuseOtherMethods } from "./http.ts";
+import {
+  type BodyKind,
+  bodyKind,
+  parsePayload,
+  takeHoneypot,
+  unsupportedTypeMessage,
+} from "./ingest_body.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
@@ -15,6 +23,8 @@ type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
 
 /** Largest accepted submission body: 128 KB (CONTRACT). */
 const MAX_SUBMISSION_BYTES = 131072;
+/** Longest User-Agent and Referer kept in the envelope; longer ones are cut. */
+export const MAX_METADATA_CHARS = 1024;
 
 const PUBLIC_KEY = /^pk_[A-Za-z0-9_-]{16,100}$/;
 
@@ -52,6 +62,10 @@ export function ingestRoutes(deps: AppDeps) {
   const ttlMs = envelopeTtlMs(config.retryScheduleMs, config.leaseMs);
   const targets = createIngestTargets(db, { ttlMs: TARGET_CACHE_MS });
   const rateLimiter = createRateLimiter(db, config.rateLimit);
+  const addressRule = {
+    header: config.clientIpHeader,
+    trustedProxyHops: config.trustedProxyHops,
+  };
   /** The enabled form behind a public key with its enabled destinations, or null. */
   async function lookUp(publicKey: string): Promise<IngestTarget | null> {
     if (!PUBLIC_KEY.test(publicKey)) return null;
@@ -92,8 +106,7 @@ export function ingestRoutes(deps: AppDeps) {
     contentType: string,
     browserPost: boolean,
   ) {
-    const lengthHeader = c.req.header("content-length");
-    const declaredLength = lengthHeader === undefined ? null : Number(lengthHeader);
+    const declaredLength = declaredLengthOf(c);
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
     const target = await lookUp(publicKey);
@@ -110,16 +123,57 @@ export function ingestRoutes(deps: AppDeps) {
       throw new ApiError(404, "Form endpoint not found or disabled");
     }
     if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
-    const ip = clientIp(c, config.clientIpHeader);
-    const retryAfter = await rateLimiter.check(form.id, ip);
-    if (retryAfter !== null) {
-      c.header("Retry-After", String(retryAfter));
-      throw new ApiError(429, "Too many submissions", { retryAfter });
+    const client = clientAddress(
+      addressRule,
+      addressRule.header === null ? undefined : c.req.header(addressRule.header),
+      c.env?.remoteAddr,
+    );
+    const reserved = await rateLimiter.reserve(form.id, client.key);
+    if ("retryAfter" in reserved) {
+      c.header("Retry-After", String(reserved.retryAfter));
+      throw new ApiError(429, "Too many submissions", { retryAfter: reserved.retryAfter });
     }
+    let lease: BodyLease | null = null;
+    try {
+      lease = deps.bodyGate.admit(c, client.key, declaredLength ?? MAX_SUBMISSION_BYTES);
+      return await store(c, {
+        target,
+        kind,
+        contentType,
+        browserPost,
+        ip: client.ip,
+        origin: originOf(originHeader),
+        reserved,
+      });
+    } finally {
+      lease?.release();
+      reserved.release();
+    }
+  }
+
+  /** Reads, parses and checks the body of an admitted request, and stores the submission. */
+  async function store(
+    c: Context<IngestEnv>,
+    request: {
+      target: IngestTarget;
+      kind: BodyKind;
+      contentType: string;
+      browserPost: boolean;
+      ip: string | null;
+      /** The request's origin as scheme://host[:port], null when absent or not one. */
+      origin: string | null;
+      reserved: RateSlot;
+    },
+  ) {
+    const { target, kind, contentType, ip } = request;
+    const { form } = target;
     const invalid = kind === "json" ? "Invalid JSON payload" : "Invalid form payload";
-    // A client that hangs up before its declared length is a bad request, not our error.
-    const bytes = await readBody(c.req.raw, declaredLength).catch(() => {
-      throw new ApiError(400, invalid, { detail: "The body ended before it was complete" });
+    const bytes = await readBodyWithin(c, {
+      limit: MAX_SUBMISSION_BYTES,
+      declaredLength: declaredLengthOf(c),
+      timeoutMs: config.http.bodyTimeoutMs,
+      // A client that hangs up before its declared length is a bad request, not our error.
+      hangUp: new ApiError(400, invalid, { detail: "The body ended before it was complete" }),
     });
     if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
     if (bytes.length === 0) throw new ApiError(400, invalid, { detail: "Empty body" });
@@ -135,7 +189,12 @@ export function ingestRoutes(deps: AppDeps) {
       const secret = await openCaptchaSecret(db, form);
       const valid = secret !== null && token.length <= 10_000 &&
         await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip });
-      if (!valid) throw new ApiError(400, "Invalid captcha token");
+      if (!valid) {
+        // A failed verification uses the client's slot: one that keeps failing is
+        // limited like one that keeps submitting, and the provider is not called for it.
+        request.reserved.count();
+        throw new ApiError(400, "Invalid captcha token");
+      }
     }
 
     const submittedAt = Date.now();
@@ -145,14 +204,14 @@ export function ingestRoutes(deps: AppDeps) {
       formName: form.name,
       payload,
       metadata: {
-        origin: originHeader ?? null,
+        origin: request.origin,
         ip,
-        userAgent: c.req.header("user-agent") ?? null,
-        referer: c.req.header("referer") ?? null,
+        userAgent: c.req.header("user-agent")?.slice(0, MAX_METADATA_CHARS) ?? null,
+        referer: c.req.header("referer")?.slice(0, MAX_METADATA_CHARS) ?? null,
         submittedAt: new Date(submittedAt).toISOString(),
       },
     };
-    rateLimiter.hit(form.id, ip);
+    request.reserved.count();
     // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
     const destinations = isSpam ? [] : target.destinations;
     if (destinations.length > 0) {
@@ -181,7 +240,7 @@ export function ingestRoutes(deps: AppDeps) {
       }
       deps.engine?.wakeStored(stored);
     }
-    if (browserPost) {
+    if (request.browserPost) {
       // The thank-you page is the form's own setting, never taken from the request.
       if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
       return c.html(thankYouPage(), 202);
@@ -193,31 +252,8 @@ export function ingestRoutes(deps: AppDeps) {
   return router;
 }
 
-/**
- * The body, at most MAX_SUBMISSION_BYTES; null when it is longer. With a declared
- * length the server delivers no more than that, so the body is read whole (the fast
- * path); without one (chunked) it is read as a stream and cut off at the cap. The
- * length comes from the caller: asking the request whether it has the header would
- * build its whole header list.
- */
-async function readBody(
-  request: Request,
-  declaredLength: number | null,
-): Promise<Uint8Array<ArrayBuffer> | null> {
-  if (declaredLength !== null && declaredLength <= MAX_SUBMISSION_BYTES) {
-    const bytes = new Uint8Array(await request.arrayBuffer());
-    return bytes.length > MAX_SUBMISSION_BYTES ? null : bytes;
-  }
-  return await readCapped(request.body, MAX_SUBMISSION_BYTES);
-}
-
-/** The submitter's IP: the configured edge header, else the connection's address. */
-function clientIp(
-  c: Context<IngestEnv>,
-  header: string | null,
-): string | null {
-  const forwarded = header === null ? undefined : c.req.header(header);
-  if (forwarded) return forwarded.split(",", 1)[0].trim().slice(0, 100) || null;
-  const addr = c.env?.remoteAddr;
-  return addr && "hostname" in addr ? addr.hostname : null;
+/** The request's Content-Length, null when it has none (chunked). */
+function declaredLengthOf(c: Context): number | null {
+  const header = c.req.header("content-length");
+  return header === undefined ? null : Number(header);
 }

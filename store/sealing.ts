@@ -4,7 +4,7 @@
  */
 
 import { Buffer } from "node:buffer";
-import { createCipheriv, createDecipheriv } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHmac } from "node:crypto";
 import { concatBytes } from "../bytes.ts";
 import { isRemoteKvPath } from "../config.ts";
 
@@ -17,6 +17,12 @@ const decoder = new TextDecoder();
 export interface Sealer {
   seal(plaintext: Uint8Array<ArrayBuffer>, context: string): Promise<Uint8Array<ArrayBuffer>>;
   open(sealed: Uint8Array<ArrayBuffer>, context: string): Promise<Uint8Array<ArrayBuffer>>;
+  /**
+   * A keyed hash of `text` (16 bytes, base64url): the same text gives the same
+   * pseudonym, which cannot be turned back into the text without the key. For values
+   * that must be found again but not read, such as a client's address in a KV key.
+   */
+  pseudonym(text: string): string;
 }
 
 /**
@@ -27,7 +33,13 @@ export interface Sealer {
 export function createSealer(rawKey: Uint8Array<ArrayBuffer>): Promise<Sealer> {
   if (rawKey.length !== 32) throw new Error("The sealing key must be 32 bytes");
   const key = Buffer.from(rawKey);
+  // Its own key for pseudonyms, derived from the sealing key, never used to encrypt.
+  const pseudonymKey = createHmac("sha256", key).update("formrelay pseudonyms").digest();
   return Promise.resolve({
+    pseudonym(text) {
+      return createHmac("sha256", pseudonymKey).update(text).digest().subarray(0, 16)
+        .toString("base64url");
+    },
     seal(plaintext, context) {
       const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
       const cipher = createCipheriv("aes-256-gcm", key, iv);

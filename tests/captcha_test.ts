@@ -1,3 +1,4 @@
+import type { Config } from "../config.ts";
 import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { startHarness } from "./helpers/harness.ts";
@@ -33,8 +34,12 @@ function startVerifier(answer: () => Response | Promise<Response>) {
   };
 }
 
-async function captchaForm(verifyUrl: string) {
-  const h = await startHarness({ captchaVerifyUrl: verifyUrl }, { deliver: false });
+async function captchaForm(verifyUrl: string, overrides: Partial<Config> = {}) {
+  const h = await startHarness({
+    captchaVerifyUrl: verifyUrl,
+    clientIpHeader: "x-forwarded-for",
+    ...overrides,
+  }, { deliver: false });
   const form = await h.createForm({ verifyCaptcha: true, captchaSecret: SECRET });
   await h.addDestination(form.id, {
     type: "webhook",
@@ -49,7 +54,7 @@ Deno.test("captcha: a token that verifies is accepted, the verify request is for
   await using _ = h;
   const response = await h.submit(form.publicKey, { a: 1 }, {
     "x-captcha-token": "token-123",
-    "cf-connecting-ip": "203.0.113.5",
+    "x-forwarded-for": "6.6.6.6, 203.0.113.5",
   });
   assert.equal(response.status, 202);
   assert.equal(verifier.received.length, 1);
@@ -118,4 +123,32 @@ Deno.test("captcha: an unreachable provider fails closed", async () => {
     400,
     "Invalid captcha token",
   );
+});
+
+Deno.test("captcha: failed verifications count against the client, which then gets 429 without a call", async () => {
+  await using verifier = startVerifier(() => Response.json({ success: false }));
+  const { h, form } = await captchaForm(verifier.url, { rateLimit: { max: 3, windowMs: 60_000 } });
+  await using _ = h;
+  const from = (ip: string) => ({ "x-captcha-token": "bad", "x-forwarded-for": ip });
+  for (let i = 0; i < 3; i++) {
+    await expectError(
+      await h.submit(form.publicKey, { i }, from("203.0.113.5")),
+      400,
+      "Invalid captcha token",
+    );
+  }
+  assert.equal(verifier.received.length, 3);
+  await expectError(
+    await h.submit(form.publicKey, {}, from("203.0.113.5")),
+    429,
+    "Too many submissions",
+  );
+  assert.equal(verifier.received.length, 3, "the provider is not called past the limit");
+  // Another client is not affected.
+  await expectError(
+    await h.submit(form.publicKey, {}, from("203.0.113.6")),
+    400,
+    "Invalid captcha token",
+  );
+  assert.equal(verifier.received.length, 4);
 });

@@ -145,9 +145,10 @@ Deno.test("the HTML error page escapes what it shows", async () => {
 });
 
 Deno.test("rate limit: per form and client IP, 429 Too many submissions with Retry-After", async () => {
-  await using h = await startHarness({ rateLimit: { max: 3, windowMs: 60_000 } }, {
-    deliver: false,
-  });
+  await using h = await startHarness({
+    rateLimit: { max: 3, windowMs: 60_000 },
+    clientIpHeader: "cf-connecting-ip",
+  }, { deliver: false });
   const form = await h.createForm();
   const other = await h.createForm({ name: "Other" });
   const from = (ip: string) => ({ "cf-connecting-ip": ip });
@@ -164,27 +165,37 @@ Deno.test("rate limit: per form and client IP, 429 Too many submissions with Ret
   assert.equal((await h.submit(other.publicKey, { i: 6 }, from("198.51.100.1"))).status, 202);
 });
 
-Deno.test("rate limit: refused requests do not count, and a new window starts afresh", async () => {
+Deno.test("rate limit: slots are reserved, counted or released; a new window starts afresh", async () => {
   const { createRateLimiter } = await import("../store/rate_limit.ts");
   await using h = await startHarness({}, { deliver: false });
   let clock = Date.UTC(2026, 0, 1, 12, 0, 30);
   const limiter = createRateLimiter(h.service.db, { max: 2, windowMs: 60_000, now: () => clock });
-  assert.equal(await limiter.check("f", "1.2.3.4"), null);
-  limiter.hit("f", "1.2.3.4");
-  assert.equal(await limiter.check("f", "1.2.3.4"), null);
-  limiter.hit("f", "1.2.3.4");
-  assert.equal(await limiter.check("f", "1.2.3.4"), 30, "30 s left in the window");
-  assert.equal(await limiter.check("f", "1.2.3.4"), 30, "checking does not count");
+  const slot = async () => {
+    const reserved = await limiter.reserve("f", "1.2.3.4");
+    assert.ok(!("retryAfter" in reserved), "a slot is free");
+    return reserved;
+  };
+  const first = await slot();
+  const second = await slot();
+  assert.deepEqual(await limiter.reserve("f", "1.2.3.4"), { retryAfter: 30 }, "both reserved");
+  second.release();
+  const third = await slot();
+  first.count();
+  third.count();
+  third.release(); // settled already: no effect
+  assert.deepEqual(await limiter.reserve("f", "1.2.3.4"), { retryAfter: 30 }, "both counted");
   clock += 30_000;
-  assert.equal(await limiter.check("f", "1.2.3.4"), null, "a new window");
-  // Another process sharing the KV starts from the stored count.
+  (await slot()).release();
+  // Another process sharing the KV starts from the stored count, kept under a keyed hash.
   clock -= 30_000;
   const { waitFor } = await import("./helpers/wait.ts");
+  const client = h.service.db.sealer.pseudonym("1.2.3.4");
+  assert.ok(!client.includes("1.2.3.4"));
   await waitFor(async () =>
-    (await h.service.db.kv.get(["rate", "f", "1.2.3.4", Math.floor(clock / 60_000)])).value === 2
+    (await h.service.db.kv.get(["rate", "f", client, Math.floor(clock / 60_000)])).value === 2
   );
   const fresh = createRateLimiter(h.service.db, { max: 2, windowMs: 60_000, now: () => clock });
-  assert.equal(await fresh.check("f", "1.2.3.4"), 30);
+  assert.deepEqual(await fresh.reserve("f", "1.2.3.4"), { retryAfter: 30 });
   const off = createRateLimiter(h.service.db, { max: 0, windowMs: 60_000, now: () => clock });
-  assert.equal(await off.check("f", "1.2.3.4"), null, "max 0 turns the limit off");
+  assert.ok(!("retryAfter" in await off.reserve("f", "1.2.3.4")), "max 0 turns the limit off");
 });

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { createApp } from "../app.ts";
 import { MAX_JSON_DEPTH } from "../routes/ingest_body.ts";
+import { createBodyGate } from "../routes/body_gate.ts";
+import { MAX_METADATA_CHARS } from "../routes/ingest.ts";
 import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";
 import type { StoredJob } from "../store/jobs.ts";
@@ -332,12 +334,12 @@ Deno.test("CORS with an allow-list echoes a matching origin with Vary and refuse
 });
 
 Deno.test("the envelope carries the form, the payload and request metadata", async () => {
-  const { h, form, post } = await setUp();
+  const { h, form, post } = await setUp({ clientIpHeader: "cf-connecting-ip" });
   await using _ = h;
   const before = Date.now();
   await post('{"msg":"hi"}', {
     "content-type": "application/json",
-    origin: "https://site.example",
+    origin: "https://Site.example:443/",
     "user-agent": "TestAgent/1.0",
     referer: "https://site.example/contact",
     "cf-connecting-ip": "203.0.113.7",
@@ -358,12 +360,51 @@ Deno.test("the envelope carries the form, the payload and request metadata", asy
   assert.ok(Date.parse(full.metadata.submittedAt) >= before);
   assert.equal(new Date(full.metadata.submittedAt).toISOString(), full.metadata.submittedAt);
   const bare = envelopes.find((e) => (e.payload as { msg: string }).msg === "bare")!;
+  assert.equal(bare.metadata.ip, null, "no header and no connection in app.request");
   assert.equal(bare.metadata.origin, null);
   assert.equal(bare.metadata.referer, null);
-  assert.equal(bare.metadata.ip, null, "no header and no connection in app.request");
+});
+
+Deno.test("metadata strings are cut to a bounded length", async () => {
+  const { h, post } = await setUp();
+  await using _ = h;
+  await post("{}", {
+    "content-type": "application/json",
+    "user-agent": "u".repeat(60_000),
+    referer: "https://site.example/" + "r".repeat(60_000),
+  });
+  const [envelope] = await storedEnvelopes(h);
+  assert.equal(envelope.metadata.userAgent, "u".repeat(MAX_METADATA_CHARS));
+  assert.equal(envelope.metadata.referer?.length, MAX_METADATA_CHARS);
 });
 
 Deno.test("metadata.ip follows CLIENT_IP_HEADER, else the connection's address", async (t) => {
+  await t.step("by default a client-written header is ignored", async () => {
+    const { h, form } = await setUp();
+    await using _ = h;
+    await using served = serveApp(h.service.app);
+    const response = await fetch(`${served.origin}/v1/f/${form.publicKey}`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "cf-connecting-ip": "203.0.113.9",
+        "x-forwarded-for": "203.0.113.10",
+      },
+      body: "{}",
+    });
+    assert.equal(response.status, 202);
+    await response.body?.cancel();
+    assert.equal((await storedEnvelopes(h))[0].metadata.ip, "127.0.0.1");
+  });
+  await t.step("x-forwarded-for: the entry the trusted proxy added, not the client's", async () => {
+    const { h, post } = await setUp({ clientIpHeader: "x-forwarded-for", trustedProxyHops: 1 });
+    await using _ = h;
+    await post("{}", {
+      "content-type": "application/json",
+      "x-forwarded-for": "6.6.6.6, 198.51.100.23",
+    });
+    assert.equal((await storedEnvelopes(h))[0].metadata.ip, "198.51.100.23");
+  });
   await t.step("a custom header", async () => {
     const { h, post } = await setUp({ clientIpHeader: "x-real-ip" });
     await using _ = h;
@@ -472,6 +513,7 @@ Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
     writer: createSubmissionWriter(db),
     engine: null,
     ingestLoad: createIngestLoad(),
+    bodyGate: createBodyGate(h.config.http.bodyMemoryBytes),
   });
   const response = await app.request(`/v1/f/${form.publicKey}`, {
     method: "POST",

@@ -1,0 +1,228 @@
+/**
+ * The HTTP listener, guarded against slow and idle clients.
+ *
+ * `Deno.serve` closes no connection by itself (no head, body or idle time-out, no bound
+ * on connections) and ends the process when `accept` fails for want of file
+ * descriptors (measured on Deno 2.9.6; see the README). So formrelay accepts
+ * connections itself and hands each one to the runtime's own HTTP server for a single
+ * connection (`serveHttpOnConnection`, the function `Deno.serve` is built on), which
+ * leaves it what it needs:
+ *
+ * - a new connection must complete its first request head within `headersTimeoutMs`,
+ *   and after a response the next head must be complete within `keepAliveTimeoutMs`;
+ * - at most `maxConnections` are open: past it the connection that has waited longest
+ *   for a request head is closed to make room, and when none is waiting the newcomer
+ *   gets a 503 with `Retry-After` and is closed;
+ * - a failing `accept` (EMFILE) is logged and retried once a descriptor is freed, never
+ *   fatal.
+ *
+ * Deadlines are checked by one timer for all connections, so a request costs two field
+ * writes, not a timer of its own. Body deadlines and the bound on body memory belong to
+ * the routes (routes/body_gate.ts).
+ *
+ * @module
+ */
+import type { Logger } from "./log.ts";
+
+/** What a request handler is told about its connection. */
+export interface ConnectionInfo {
+  remoteAddr: Deno.NetAddr;
+}
+
+/** The limits of the guarded listener. */
+export interface ListenerLimits {
+  headersTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  maxConnections: number;
+}
+
+/** A listening server. */
+export interface GuardedServer {
+  addr: Deno.NetAddr;
+  /** Open connections and how many of them wait for a request head. */
+  stats(): { connections: number; waiting: number };
+  /** Stops accepting, lets requests under way finish, then closes every connection. */
+  shutdown(): Promise<void>;
+}
+
+type Handler = (request: Request, info: ConnectionInfo) => Response | Promise<Response>;
+
+/** Deno's HTTP server on one accepted connection (internal, present since Deno 1.x). */
+type ServeOnConnection = (
+  conn: Deno.Conn,
+  signal: AbortSignal,
+  handler: (request: Request) => Response | Promise<Response>,
+  onError: (error: unknown) => Response,
+  onListen: () => void,
+) => { finished: Promise<void>; shutdown(): Promise<void> };
+
+/** How often deadlines are checked: they hold to within this. */
+const DEADLINE_CHECK_MS = 250;
+/** Wait before accepting again after `accept` failed (descriptors exhausted). */
+const ACCEPT_RETRY_MS = 50;
+/** Warnings about failing accepts are logged at most this often. */
+const ACCEPT_WARN_EVERY_MS = 5000;
+
+const BUSY_ANSWER = new TextEncoder().encode(
+  "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n" +
+    'connection: close\r\ncontent-length: 50\r\n\r\n{"ok":false,"error":"Server busy: try again later"}',
+);
+
+/** One accepted connection's state. */
+interface Connection {
+  abort: AbortController;
+  /** Requests under way (HTTP/2 may carry several). */
+  busy: number;
+  /** When the current wait for a request head began (performance.now()). */
+  waitingSince: number;
+  /** The head deadline of the current wait (first request or keep-alive). */
+  waitLimitMs: number;
+  /** Served and closed: aborting it now would touch a closed resource. */
+  done: boolean;
+}
+
+/** The runtime's per-connection server, or null where this Deno does not have it. */
+function serveOnConnection(): ServeOnConnection | null {
+  // deno-lint-ignore no-explicit-any
+  const internal = (Deno as any)[(Deno as any).internal];
+  const serve = internal?.serveHttpOnConnection;
+  return typeof serve === "function" ? serve : null;
+}
+
+/** Whether this runtime can run the guarded listener (else main.ts falls back to Deno.serve). */
+export function canGuardConnections(): boolean {
+  return serveOnConnection() !== null;
+}
+
+/** Connections the process may hold: three quarters of its descriptor limit, at most 10 000. */
+export function defaultMaxConnections(): number {
+  let limit = 1024;
+  try {
+    const line = Deno.readTextFileSync("/proc/self/limits").split("\n")
+      .find((l) => l.startsWith("Max open files"));
+    const soft = Number(line?.split(/\s{2,}/)[1]);
+    if (Number.isFinite(soft) && soft > 0) limit = soft;
+  } catch {
+    // Not Linux, or no permission: keep the common default.
+  }
+  return Math.max(64, Math.min(10_000, Math.floor(limit * 0.75)));
+}
+
+/** Listens on `port` and serves `handler` on every connection, within `limits`. */
+export function serveGuarded(
+  options: { port: number; hostname?: string; limits: ListenerLimits; logger: Logger },
+  handler: Handler,
+): GuardedServer {
+  const serveOn = serveOnConnection();
+  if (serveOn === null) throw new Error("This Deno has no per-connection HTTP server");
+  const serveConnection: ServeOnConnection = serveOn;
+  const { limits, logger } = options;
+  const listener = Deno.listen({ port: options.port, hostname: options.hostname });
+  const connections = new Set<Connection>();
+  const servers = new Set<{ finished: Promise<void>; shutdown(): Promise<void> }>();
+  let closing = false;
+  let lastAcceptWarning = -Infinity;
+
+  function close(connection: Connection) {
+    if (!connection.done && !connection.abort.signal.aborted) connection.abort.abort();
+  }
+
+  /** The connection that has waited longest for a request head, if any waits. */
+  function longestWaiting(): Connection | null {
+    let oldest: Connection | null = null;
+    for (const c of connections) {
+      if (c.busy > 0 || c.abort.signal.aborted) continue;
+      if (oldest === null || c.waitingSince < oldest.waitingSince) oldest = c;
+    }
+    return oldest;
+  }
+
+  const deadlines = setInterval(() => {
+    const now = performance.now();
+    for (const c of connections) {
+      if (c.busy === 0 && now - c.waitingSince > c.waitLimitMs) close(c);
+    }
+  }, DEADLINE_CHECK_MS);
+
+  function serve(conn: Deno.Conn) {
+    if (connections.size >= limits.maxConnections) {
+      const victim = longestWaiting();
+      if (victim === null) {
+        conn.write(BUSY_ANSWER).catch(() => {}).finally(() => conn.close());
+        return;
+      }
+      close(victim);
+    }
+    const connection: Connection = {
+      abort: new AbortController(),
+      busy: 0,
+      waitingSince: performance.now(),
+      waitLimitMs: limits.headersTimeoutMs,
+      done: false,
+    };
+    const info: ConnectionInfo = { remoteAddr: conn.remoteAddr as Deno.NetAddr };
+    connections.add(connection);
+    const server = serveConnection(conn, connection.abort.signal, async (request) => {
+      connection.busy++;
+      try {
+        return await handler(request, info);
+      } finally {
+        connection.busy--;
+        connection.waitingSince = performance.now();
+        connection.waitLimitMs = limits.keepAliveTimeoutMs;
+      }
+    }, (error) => {
+      logger.error("request failed in the HTTP server", { error: String(error) });
+      return new Response(null, { status: 500 });
+    }, () => {});
+    servers.add(server);
+    server.finished.catch(() => {}).finally(() => {
+      connection.done = true;
+      connections.delete(connection);
+      servers.delete(server);
+    });
+  }
+
+  (async () => {
+    while (!closing) {
+      let conn: Deno.Conn;
+      try {
+        conn = await listener.accept();
+      } catch (error) {
+        if (closing) break;
+        // Out of descriptors (EMFILE) or a connection reset before it was accepted: free
+        // a descriptor if a connection waits idle, and try again.
+        const now = performance.now();
+        if (now - lastAcceptWarning > ACCEPT_WARN_EVERY_MS) {
+          lastAcceptWarning = now;
+          logger.warn("cannot accept connections", {
+            error: error instanceof Error ? error.message : String(error),
+            connections: connections.size,
+          });
+        }
+        const victim = longestWaiting();
+        if (victim !== null) close(victim);
+        await new Promise((resolve) => setTimeout(resolve, ACCEPT_RETRY_MS));
+        continue;
+      }
+      serve(conn);
+    }
+  })();
+
+  return {
+    addr: listener.addr as Deno.NetAddr,
+    stats() {
+      let waiting = 0;
+      for (const c of connections) if (c.busy === 0) waiting++;
+      return { connections: connections.size, waiting };
+    },
+    async shutdown() {
+      closing = true;
+      listener.close();
+      clearInterval(deadlines);
+      // Connections waiting for a head have nothing under way: close them now.
+      for (const c of connections) if (c.busy === 0) close(c);
+      await Promise.allSettled([...servers].map((s) => s.shutdown()));
+    },
+  };
+}
