@@ -63,9 +63,13 @@ const ACCEPT_RETRY_MS = 50;
 /** Warnings about failing accepts are logged at most this often. */
 const ACCEPT_WARN_EVERY_MS = 5000;
 
+/** How long shutdown lets requests under way finish before it closes their connections. */
+const SHUTDOWN_GRACE_MS = 5000;
+
+const BUSY_BODY = '{"ok":false,"error":"Server busy: try again later"}';
 const BUSY_ANSWER = new TextEncoder().encode(
   "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n" +
-    'connection: close\r\ncontent-length: 50\r\n\r\n{"ok":false,"error":"Server busy: try again later"}',
+    `connection: close\r\ncontent-length: ${BUSY_BODY.length}\r\n\r\n${BUSY_BODY}`,
 );
 
 /** One accepted connection's state. */
@@ -220,9 +224,12 @@ export function serveGuarded(
       closing = true;
       listener.close();
       clearInterval(deadlines);
-      // Connections waiting for a head have nothing under way: close them now.
+      // Connections waiting for a head have nothing under way: close them now; the
+      // others get a grace period to finish their requests.
       for (const c of connections) if (c.busy === 0) close(c);
+      const grace = setTimeout(() => connections.forEach(close), SHUTDOWN_GRACE_MS);
       await Promise.allSettled([...servers].map((s) => s.shutdown()));
+      clearTimeout(grace);
     },
   };
 }

@@ -4,7 +4,7 @@ import { type Config, isRemoteKvPath } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createIngestLoad } from "./delivery/ingest_load.ts";
-import { createBodyGate } from "./routes/body_gate.ts";
+import { type BodyGate, createBodyGate } from "./routes/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { createDb, type Db } from "./store/db.ts";
 import { recordFinalOutcome } from "./store/destination_health.ts";
@@ -16,6 +16,8 @@ export interface Service {
   app: Hono;
   db: Db;
   engine: DeliveryEngine | null;
+  /** The budget of request bodies being read and processed. */
+  bodyGate: BodyGate;
   logger: Logger;
   /** Stops delivering, closes connectors and the KV. */
   close(): Promise<void>;
@@ -77,6 +79,7 @@ export async function startService(
     app,
     db,
     engine,
+    bodyGate,
     logger,
     async close() {
       await engine?.close();

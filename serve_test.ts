@@ -1,0 +1,115 @@
+import assert from "node:assert/strict";
+import { createLogger } from "./log.ts";
+import { type ConnectionInfo, type ListenerLimits, serveGuarded } from "./serve.ts";
+
+const encoder = new TextEncoder();
+
+/** Serves `handler` with short limits; disposing shuts it down. */
+function start(
+  limits: Partial<ListenerLimits>,
+  handler: (request: Request, info: ConnectionInfo) => Response | Promise<Response> = () =>
+    new Response("ok"),
+) {
+  const logs: string[] = [];
+  const server = serveGuarded({
+    port: 0,
+    hostname: "127.0.0.1",
+    limits: { headersTimeoutMs: 300, keepAliveTimeoutMs: 300, maxConnections: 100, ...limits },
+    logger: createLogger("debug", (line) => logs.push(line)),
+  }, handler);
+  return Object.assign(server, {
+    logs,
+    connect: () => Deno.connect({ hostname: "127.0.0.1", port: server.addr.port }),
+    [Symbol.asyncDispose]: () => server.shutdown(),
+  });
+}
+
+/** Everything the server sends until it closes; fails if it is still open after `withinMs`. */
+async function readUntilClosed(conn: Deno.Conn, withinMs: number): Promise<string> {
+  let text = "";
+  const buffer = new Uint8Array(4096);
+  const timer = setTimeout(() => conn.close(), withinMs);
+  try {
+    while (true) {
+      const n = await conn.read(buffer);
+      if (n === null) return text;
+      text += new TextDecoder().decode(buffer.subarray(0, n));
+    }
+  } catch (error) {
+    throw new Error(`still open after ${withinMs} ms (${error}); got ${JSON.stringify(text)}`);
+  } finally {
+    clearTimeout(timer);
+    try {
+      conn.close();
+    } catch { /* closed by the server */ }
+  }
+}
+
+Deno.test("serveGuarded closes a connection that sends no request head in time", async () => {
+  await using server = start({ headersTimeoutMs: 200 });
+  const conn = await server.connect();
+  const started = performance.now();
+  assert.equal(await readUntilClosed(conn, 3000), "");
+  assert.ok(performance.now() - started >= 150, "not before its deadline");
+});
+
+Deno.test("serveGuarded closes a connection trickling its head past the deadline", async () => {
+  await using server = start({ headersTimeoutMs: 300 });
+  const conn = await server.connect();
+  await conn.write(encoder.encode("POST / HTTP/1.1\r\n"));
+  const trickle = setInterval(() => conn.write(encoder.encode("x-a: b\r\n")).catch(() => {}), 50);
+  try {
+    assert.equal(await readUntilClosed(conn, 3000), "");
+  } finally {
+    clearInterval(trickle);
+  }
+});
+
+Deno.test("serveGuarded answers requests and closes the keep-alive connection once idle", async () => {
+  await using server = start({ headersTimeoutMs: 5000, keepAliveTimeoutMs: 200 });
+  const conn = await server.connect();
+  await conn.write(encoder.encode("GET / HTTP/1.1\r\nhost: x\r\n\r\n"));
+  const text = await readUntilClosed(conn, 3000);
+  assert.match(text, /^HTTP\/1\.1 200 OK/);
+  assert.match(text, /ok$/);
+});
+
+Deno.test("serveGuarded passes the connection's address to the handler", async () => {
+  await using server = start({}, (_request, info) => new Response(info.remoteAddr.hostname));
+  const response = await fetch(`http://127.0.0.1:${server.addr.port}/`);
+  assert.equal(await response.text(), "127.0.0.1");
+});
+
+Deno.test("serveGuarded at its bound closes the longest-waiting connection for a newcomer", async () => {
+  await using server = start({ headersTimeoutMs: 10_000, maxConnections: 3 });
+  const idle = [await server.connect(), await server.connect(), await server.connect()];
+  const { waitFor } = await import("./tests/helpers/wait.ts");
+  await waitFor(() => server.stats().connections === 3);
+  const response = await fetch(`http://127.0.0.1:${server.addr.port}/`);
+  assert.equal(await response.text(), "ok", "the newcomer is served");
+  assert.equal(await readUntilClosed(idle[0], 3000), "", "the oldest idle one was closed");
+  for (const conn of idle.slice(1)) conn.close();
+});
+
+Deno.test("serveGuarded at its bound with every connection busy answers 503 with Retry-After", async () => {
+  const release = Promise.withResolvers<void>();
+  const { waitFor } = await import("./tests/helpers/wait.ts");
+  await using server = start({ maxConnections: 2 }, async () => {
+    await release.promise;
+    return new Response("late");
+  });
+  // Whatever the assertions say, the handlers end, so the server can shut down.
+  using _ = { [Symbol.dispose]: () => release.resolve() };
+  const busy = [0, 1].map(() =>
+    fetch(`http://127.0.0.1:${server.addr.port}/`, {
+      headers: { connection: "close" },
+    }).then((r) => r.text())
+  );
+  await waitFor(() => server.stats().connections === 2 && server.stats().waiting === 0);
+  const refused = await fetch(`http://127.0.0.1:${server.addr.port}/`);
+  assert.equal(refused.status, 503);
+  assert.equal(refused.headers.get("retry-after"), "1");
+  assert.equal((await refused.json()).error, "Server busy: try again later");
+  release.resolve();
+  assert.deepEqual(await Promise.all(busy), ["late", "late"]);
+});

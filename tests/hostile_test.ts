@@ -1,0 +1,161 @@
+/**
+ * Hostile clients against a real guarded listener, in process: slow bodies, the body
+ * memory budget, forged address headers and concurrent requests racing the rate limit.
+ * The heavier scenarios (descriptor limits, thousands of connections, RSS) are in
+ * tests/reliability/hostile_test.ts.
+ */
+import assert from "node:assert/strict";
+import type { Config } from "../config.ts";
+import { serveGuarded } from "../serve.ts";
+import { startHarness } from "./helpers/harness.ts";
+import { waitFor } from "./helpers/wait.ts";
+
+const encoder = new TextEncoder();
+
+async function setUp(overrides: Partial<Config> = {}) {
+  const h = await startHarness(overrides, { deliver: false });
+  const form = await h.createForm();
+  await h.addDestination(form.id, {
+    type: "webhook",
+    config: { url: "https://hooks.example.com/in" },
+  });
+  const server = serveGuarded({
+    port: 0,
+    hostname: "127.0.0.1",
+    limits: { headersTimeoutMs: 5000, keepAliveTimeoutMs: 500, maxConnections: 1000 },
+    logger: h.service.logger,
+  }, h.service.app.fetch);
+  return {
+    h,
+    form,
+    port: server.addr.port,
+    async [Symbol.asyncDispose]() {
+      await server.shutdown();
+      await h.close();
+    },
+  };
+}
+
+/** Opens a connection and sends a POST head declaring `length` bytes of JSON, plus `start`. */
+async function startSlowPost(
+  port: number,
+  path: string,
+  options: { length: number; start?: string; forwardedFor?: string },
+) {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  const forwarded = options.forwardedFor ? `x-forwarded-for: ${options.forwardedFor}\r\n` : "";
+  await conn.write(encoder.encode(
+    `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n${forwarded}` +
+      `content-length: ${options.length}\r\n\r\n${options.start ?? "["}`,
+  ));
+  return conn;
+}
+
+/** What the server sends until it closes the connection (the test fails by its own time-out). */
+async function readAll(conn: Deno.Conn): Promise<string> {
+  let text = "";
+  const buffer = new Uint8Array(4096);
+  try {
+    while (true) {
+      const n = await conn.read(buffer);
+      if (n === null) return text;
+      text += new TextDecoder().decode(buffer.subarray(0, n));
+    }
+  } finally {
+    try {
+      conn.close();
+    } catch { /* closed */ }
+  }
+}
+
+Deno.test("a body not complete within HTTP_BODY_TIMEOUT_MS is 408 and its connection closed", async () => {
+  await using s = await setUp({
+    http: { ...(await import("../config.ts")).testConfig().http, bodyTimeoutMs: 300 },
+  });
+  const conn = await startSlowPost(s.port, `/v1/f/${s.form.publicKey}`, { length: 131_000 });
+  const answer = await readAll(conn);
+  assert.match(answer, /^HTTP\/1\.1 408 /);
+  assert.match(answer, /connection: close/i);
+  assert.match(answer, /"error":"Request body not received in time"/);
+});
+
+Deno.test("past the body memory budget a new body is refused at once with 503 and Retry-After", async () => {
+  const base = (await import("../config.ts")).testConfig();
+  await using s = await setUp({
+    http: { ...base.http, bodyMemoryBytes: 262_144 },
+    clientIpHeader: "x-forwarded-for",
+    rateLimit: { max: 0, windowMs: 60_000 },
+  });
+  const path = `/v1/f/${s.form.publicKey}`;
+  // One client may hold half the budget: one 128 KB body.
+  const first = await startSlowPost(s.port, path, { length: 131_000 });
+  const post = (ip: string) =>
+    fetch(`http://127.0.0.1:${s.port}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-forwarded-for": ip },
+      body: JSON.stringify({ pad: "x".repeat(130_000) }),
+    });
+  // The slow body has no forwarded header: its client is 127.0.0.1.
+  await waitFor(async () => {
+    const probe = await post("127.0.0.1");
+    await probe.body?.cancel();
+    return probe.status === 503;
+  }, { message: "the slow body holds its client's half" });
+  const other = await post("198.51.100.2");
+  assert.equal(other.status, 202, "another client still has room");
+  await other.body?.cancel();
+  const second = await startSlowPost(s.port, path, {
+    length: 131_000,
+    forwardedFor: "198.51.100.9",
+  });
+  await waitFor(() => s.h.service.bodyGate.stats().bytes === 262_000);
+  const refused = await post("198.51.100.3");
+  assert.equal(refused.status, 503);
+  assert.equal(refused.headers.get("retry-after"), "1");
+  assert.equal((await refused.json()).error, "Server busy: try again later");
+  first.close();
+  second.close();
+});
+
+Deno.test("forged address headers are ignored by default: 300 posts with 300 addresses meet the limit", async () => {
+  await using s = await setUp({ rateLimit: { max: 60, windowMs: 600_000 } });
+  const statuses = new Map<number, number>();
+  for (let i = 0; i < 300; i++) {
+    const response = await fetch(`http://127.0.0.1:${s.port}/v1/f/${s.form.publicKey}`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "cf-connecting-ip": `203.0.${i >> 8}.${i & 255}`,
+        "x-forwarded-for": `198.51.${i >> 8}.${i & 255}`,
+      },
+      body: "{}",
+    });
+    await response.body?.cancel();
+    statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+  }
+  assert.deepEqual(Object.fromEntries(statuses), { 202: 60, 429: 240 });
+});
+
+Deno.test("200 concurrent slow bodies from one address give exactly RATE_LIMIT_MAX accepted", async () => {
+  await using s = await setUp({ rateLimit: { max: 60, windowMs: 600_000 } });
+  const body = '{"padding":"' + "x".repeat(2000) + '"}';
+  const conns = await Promise.all(
+    Array.from(
+      { length: 200 },
+      () =>
+        startSlowPost(s.port, `/v1/f/${s.form.publicKey}`, {
+          length: body.length,
+          start: body.slice(0, 10),
+        }),
+    ),
+  );
+  const answers = conns.map((conn) => readAll(conn));
+  // Every head is in and answered or admitted before any body completes.
+  const refusals = () => s.h.logs.filter((line) => line.includes('"status":429')).length;
+  await waitFor(() => refusals() >= 140, { message: () => `${refusals()} refused so far` });
+  await Promise.all(conns.map((conn) => conn.write(encoder.encode(body.slice(10))).catch(() => 0)));
+  const statuses = (await Promise.all(answers)).map((a) => Number(a.slice(9, 12)));
+  const count = (status: number) => statuses.filter((s) => s === status).length;
+  assert.equal(count(202), 60);
+  assert.equal(count(429), 140);
+});
