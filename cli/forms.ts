@@ -8,7 +8,7 @@ import { displayUrl } from "../connectors/http.ts";
 import type { Db } from "../store/db.ts";
 import { type Destination, listDestinations } from "../store/destinations.ts";
 import { listForms } from "../store/forms.ts";
-import { orgKey, type OrgRecord } from "../store/orgs.ts";
+import { getOrg } from "../store/orgs.ts";
 import { withService } from "./_open.ts";
 
 /** Where a destination delivers, from an allow-list of its config's fields. */
@@ -72,7 +72,7 @@ function targetOf(destination: Destination): Target | null {
 
 /** The organization's forms with their destinations, or null when there is no such org. */
 async function listing(db: Db, orgId: string): Promise<FormListing | null> {
-  const org = (await db.kv.get<OrgRecord>(orgKey(orgId))).value;
+  const org = await getOrg(db, orgId);
   if (org === null) return null;
   const forms = await listForms(db, orgId);
   return {

@@ -1,5 +1,5 @@
 import type { Config } from "../config.ts";
-import type { DestinationType } from "../store/destinations.ts";
+import type { DestinationType } from "./registry.ts";
 import { checkDestinationHost } from "./outbound_guard.ts";
 import { createSheetsWebhookConnector } from "./sheets_webhook.ts";
 import { createSmtpConnector } from "./smtp.ts";

@@ -3,31 +3,20 @@ import { type Connector, DeliveryError, type DeliveryReceipt } from "../connecto
 import { describeError, type Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
+import type { DestinationType } from "../connectors/registry.ts";
+import { type DestinationRecord, openDestinationConfig } from "../store/destinations.ts";
+import { listDueJobs, listenForWakes } from "../store/due_jobs.ts";
+import { readSealedEnvelope } from "../store/envelope_chunks.ts";
 import {
-  type DestinationRecord,
-  type DestinationType,
-  openDestinationConfig,
-} from "../store/destinations.ts";
-import { createDestinationCache } from "../store/form_cache.ts";
-import {
-  type ClaimedJob,
-  claimJob,
-  claimKnownJob,
   deleteEnvelopeIfLast,
   type EnvelopeCleanup,
-  finishJob,
-  isWakeMessage,
-  type JobRecord,
-  type JobRef,
-  type KnownJob,
-  listDueJobs,
-  outcomeOf,
-  readSealedEnvelope,
-  rescheduleJob,
   sweepEnvelopeMarkers,
-  wakeMessage,
-  wakeRefs,
-} from "../store/jobs.ts";
+} from "../store/envelope_cleanup.ts";
+import { createDestinationCache } from "../store/form_cache.ts";
+import type { ClaimedJob, JobRecord, JobRef, KnownJob } from "../store/job_record.ts";
+import { claimJob, claimKnownJob, finishJob, rescheduleJob } from "../store/jobs.ts";
+import { outcomeOf } from "../store/outcomes.ts";
+import { wakeMessage } from "../store/wake.ts";
 import { openEnvelope } from "./envelope.ts";
 import { nextRetryDelay } from "./retry.ts";
 
@@ -411,7 +400,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   }
 
   const listener = deps.queues
-    ? db.kv.listenQueue((message) => {
+    ? listenForWakes(db, (refs) => {
       // A full waiting list would turn every ref away (the sweep brings them in later):
       // during a burst that is every message, so do not read them.
       if (waitingCount >= maxWaiting) {
@@ -419,9 +408,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
         return;
       }
       // Jobs this process accepted were woken directly and are mostly done by now.
-      if (isWakeMessage(message)) {
-        wake(wakeRefs(message).filter((ref) => !recentlyDone.has(refKey(ref))));
-      }
+      wake(refs().filter((ref) => !recentlyDone.has(refKey(ref))));
     })
     : null;
   const sweeper = setInterval(sweepInBackground, config.sweepIntervalMs);

@@ -5,7 +5,7 @@ import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
 import type { Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
-import type { DestinationType } from "../store/destinations.ts";
+import type { DestinationType } from "../connectors/registry.ts";
 import type { SubmissionWriter } from "../store/submissions.ts";
 
 /** What the routes are built from. */
