@@ -36,6 +36,11 @@ export interface JobRecord {
 /** A job's identity, as carried by wake-up messages. */
 export type JobRef = JobKeyParts;
 
+/** A job's identity as one string, for in-memory sets and maps. */
+export function refKey(ref: JobRef): string {
+  return `${ref.submissionId}/${ref.destinationId}`;
+}
+
 /**
  * A job as stored. Its key already holds submittedAt, submissionId and destinationId;
  * the value holds the rest as a tuple, without field names: 206 bytes instead of 430

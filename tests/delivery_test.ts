@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createConnectors } from "../connectors/mod.ts";
-import { BURST_PAUSE_MS, startDeliveryEngine } from "../delivery/engine.ts";
+import { BURST_PAUSE_MS } from "../delivery/dispatcher.ts";
+import { startDeliveryEngine } from "../delivery/engine.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
 import { freePort } from "./helpers/ports.ts";
