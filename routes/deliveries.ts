@@ -1,3 +1,8 @@
+/**
+ * Admin route listing a form's recent delivery outcomes (no payloads).
+ *
+ * @module
+ */
 import { Hono } from "hono";
 import { z } from "zod";
 import { listOutcomes } from "../store/outcomes.ts";

@@ -1,3 +1,9 @@
+/**
+ * Admin routes for a form's destinations: add (validated against the type's connector
+ * schema), list and patch (secrets redacted), delete.
+ *
+ * @module
+ */
 import { Hono } from "hono";
 import { z } from "zod";
 import { DESTINATION_TYPES } from "../connectors/registry.ts";

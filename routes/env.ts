@@ -1,3 +1,8 @@
+/**
+ * What the routes are built from (AppDeps) and the admin routes' Hono environment.
+ *
+ * @module
+ */
 import type { Config } from "../config.ts";
 import type { BodyGate } from "./body_gate.ts";
 import type { Connector } from "../connectors/types.ts";

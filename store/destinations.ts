@@ -1,3 +1,10 @@
+/**
+ * Destinations: the record of each form's destinations with its whole config sealed,
+ * the per-form limit, and updates (re-enabling resets the failure count). Every write
+ * moves db.formVersion on, so caches drop the old record.
+ *
+ * @module
+ */
 import { type Db, retryAtomic } from "./db.ts";
 import type { FormRecord } from "./forms.ts";
 import {

@@ -1,3 +1,10 @@
+/**
+ * Forms: the record (captcha secret sealed), its two indexes (by organization, by
+ * public key) written in the same commit, and updates and deletion (with the form's
+ * destinations). Every write moves db.formVersion on, so caches drop the old form.
+ *
+ * @module
+ */
 import { type Db, retryAtomic } from "./db.ts";
 import {
   destinationsOfFormPrefix,

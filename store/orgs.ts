@@ -1,3 +1,9 @@
+/**
+ * Organizations and tenant keys: creating an organization with its first key, looking
+ * a key up by its hash, and atomic key rotation.
+ *
+ * @module
+ */
 import { type Db, retryAtomic } from "./db.ts";
 import {
   hashOfTenantKeyByOrgKey,

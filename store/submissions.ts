@@ -1,3 +1,9 @@
+/**
+ * Storing accepted submissions: the sealed envelope's chunks and one job per enabled
+ * destination, with their queue wake-up, in one group commit.
+ *
+ * @module
+ */
 import type { Db } from "./db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
 import { splitChunks } from "./envelope_chunks.ts";
