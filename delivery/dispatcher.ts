@@ -1,7 +1,9 @@
 /**
  * The dispatcher: which woken job runs next, and when. It keeps the jobs waiting for a
  * delivery slot in this process, bounds how many run at once (the slots, the burst
- * gate, a cap per destination) and starts them round-robin between destinations. It
+ * gate, a share per organization, half of that per destination) and hands freed
+ * slots round-robin between organizations, then between each organization's
+ * destinations, so one tenant's hanging destinations never hold up another tenant. It
  * knows nothing of KV or connectors: it is handed job refs and a function that runs one.
  *
  * @module
@@ -12,6 +14,11 @@ import { type JobRef, refKey } from "../store/job_record.ts";
 export interface DispatcherOptions {
   /** Deliveries running at once at most. */
   concurrency: number;
+  /**
+   * Share of the slots one organization may hold (0 < share <= 1, at least one slot);
+   * 1 leaves organizations uncapped.
+   */
+  orgShare: number;
   /** Jobs waiting for a slot in memory at most; the rest wait in KV. */
   maxWaiting: number;
   /**
@@ -65,13 +72,23 @@ export const BURST_PAUSE_MS = 30_000;
 /** How often held-back deliveries look again whether the burst is over. */
 const BURST_RECHECK_MS = 100;
 
+/** Adds `delta` to a count in a map, dropping counts that reach zero. */
+function count(counts: Map<string, number>, key: string, delta: number) {
+  const value = (counts.get(key) ?? 0) + delta;
+  if (value === 0) counts.delete(key);
+  else counts.set(key, value);
+}
+
 /** A dispatcher over `options.run`. */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
-  const { concurrency, maxWaiting } = options;
-  // Waiting jobs per destination, served round-robin; a destination may hold at most
-  // half the slots, so a slow or hanging one never starves the others.
-  const waiting = new Map<string, JobRef[]>();
+  const { concurrency, maxWaiting, orgShare } = options;
+  // Waiting jobs by organization, then by destination. Both maps are rings: an
+  // organization (a destination) that was served moves to the back, so freed slots go
+  // round-robin, never back to whoever is first in line.
+  const waiting = new Map<string, Map<string, JobRef[]>>();
+  // Slots held per destination and per organization.
   const running = new Map<string, number>();
+  const runningByOrg = new Map<string, number>();
   const known = new Set<string>();
   let recheck: ReturnType<typeof setTimeout> | null = null;
   // Slots held by jobs being claimed and delivered; `recording` counts every job in
@@ -94,9 +111,11 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       const key = refKey(ref);
       if (known.has(key)) continue;
       known.add(key);
-      const queue = waiting.get(ref.destinationId);
+      let destinations = waiting.get(ref.orgId);
+      if (!destinations) waiting.set(ref.orgId, destinations = new Map());
+      const queue = destinations.get(ref.destinationId);
       if (queue) queue.push(ref);
-      else waiting.set(ref.destinationId, [ref]);
+      else destinations.set(ref.destinationId, [ref]);
       waitingCount++;
     }
     pump();
@@ -115,23 +134,46 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         pump();
       }, BURST_RECHECK_MS);
     }
-    // A destination holds at most half the slots, so a hanging one never starves others.
-    const perDestination = Math.max(1, Math.floor(limit / 2));
+    // An organization holds at most its share of the slots, and a destination at most
+    // half of its organization's: hanging destinations never take every slot, neither
+    // from other tenants nor from their own tenant's other destinations.
+    const perOrg = Math.max(1, Math.floor(limit * orgShare));
+    const perDestination = Math.max(1, Math.floor(perOrg / 2));
     const maxInProgress = MAX_RECORDING_PER_SLOT * concurrency;
     while (
       !closed && started && active < limit && recording < maxInProgress && waitingCount > 0
     ) {
       started = false;
-      for (const [destinationId, queue] of waiting) {
+      // One job per organization and round, in ring order (a snapshot: served ones move back).
+      for (const orgId of [...waiting.keys()]) {
         if (active >= limit || recording >= maxInProgress) break;
-        if ((running.get(destinationId) ?? 0) >= perDestination) continue;
-        const ref = queue.shift()!;
-        if (queue.length === 0) waiting.delete(destinationId);
-        waitingCount--;
+        if ((runningByOrg.get(orgId) ?? 0) >= perOrg) continue;
+        const ref = takeNext(orgId, perDestination);
+        if (ref === null) continue;
         start(ref);
         started = true;
       }
     }
+  }
+
+  /**
+   * Takes the next job of an organization from its first destination below the cap,
+   * and moves that destination and the organization to the back of their rings; null
+   * when every destination of the organization is at its cap.
+   */
+  function takeNext(orgId: string, perDestination: number): JobRef | null {
+    const destinations = waiting.get(orgId)!;
+    for (const [destinationId, queue] of destinations) {
+      if ((running.get(destinationId) ?? 0) >= perDestination) continue;
+      const ref = queue.shift()!;
+      destinations.delete(destinationId);
+      if (queue.length > 0) destinations.set(destinationId, queue);
+      waiting.delete(orgId);
+      if (destinations.size > 0) waiting.set(orgId, destinations);
+      waitingCount--;
+      return ref;
+    }
+    return null;
   }
 
   /** Deliveries that may run now: all slots, unless acceptance is in a burst. */
@@ -144,15 +186,15 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   function start(ref: JobRef) {
     active++;
     recording++;
-    running.set(ref.destinationId, (running.get(ref.destinationId) ?? 0) + 1);
+    count(running, ref.destinationId, 1);
+    count(runningByOrg, ref.orgId, 1);
     let released = false;
     const release = () => {
       if (released) return;
       released = true;
       active--;
-      const count = running.get(ref.destinationId)! - 1;
-      if (count === 0) running.delete(ref.destinationId);
-      else running.set(ref.destinationId, count);
+      count(running, ref.destinationId, -1);
+      count(runningByOrg, ref.orgId, -1);
       pump();
     };
     options.run(ref, release)

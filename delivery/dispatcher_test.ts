@@ -11,6 +11,7 @@ function harness(options: Partial<DispatcherOptions> = {}) {
   let rooms = 0;
   const dispatcher = createDispatcher({
     concurrency: 4,
+    orgShare: 1,
     maxWaiting: 1000,
     run(ref, release) {
       started.push(ref);
@@ -48,12 +49,13 @@ function harness(options: Partial<DispatcherOptions> = {}) {
 }
 
 let sequence = 0;
-/** `count` jobs to one destination. */
-function jobs(destinationId: string, count: number): JobRef[] {
+/** `count` jobs to one destination (of organization `orgId`). */
+function jobs(destinationId: string, count: number, orgId = "org"): JobRef[] {
   return Array.from({ length: count }, () => ({
     submittedAt: 1,
     submissionId: `s${++sequence}`,
     destinationId,
+    orgId,
   }));
 }
 
@@ -165,4 +167,77 @@ Deno.test("close starts nothing more and waits for the runs under way", async ()
   await h.end(h.started[0].submissionId);
   await closing;
   assert.equal(h.started.length, 1, "the waiting job was not started");
+});
+
+Deno.test("an organization holds at most its share of the slots; another gets the rest at once", async () => {
+  // The issue's scenario: tenant X has two hanging destinations and 40 submissions.
+  const h = harness({ concurrency: 32, orgShare: 0.5 });
+  const x = [...jobs("x1", 40, "X"), ...jobs("x2", 40, "X")];
+  h.dispatcher.wake(x);
+  assert.equal(h.started.length, 16, "X holds half of 32 slots, each destination half of that");
+  assert.deepEqual(
+    destinationsOf(h.started).toSorted(),
+    [...Array(8).fill("x1"), ...Array(8).fill("x2")],
+    "shared between X's destinations",
+  );
+  h.dispatcher.wake(jobs("y", 3, "Y"));
+  assert.deepEqual(destinationsOf(h.started.slice(16)), ["y", "y", "y"], "Y starts at once");
+  // X's freed slots stay X's: it is still at its share.
+  await h.end(h.started[0].submissionId);
+  assert.equal(h.started.at(-1)!.orgId, "X");
+  assert.deepEqual(h.dispatcher.stats(), { active: 19, waiting: 63 });
+  await h.drain();
+  await h.dispatcher.close();
+});
+
+Deno.test("freed slots rotate between organizations instead of going back to the first", async () => {
+  const h = harness({ concurrency: 2, orgShare: 1 });
+  h.dispatcher.wake([...jobs("a", 3, "A"), ...jobs("b", 3, "B"), ...jobs("c", 3, "C")]);
+  assert.deepEqual(h.started.map((ref) => ref.orgId), ["A", "B"]);
+  await h.end(h.started[0].submissionId);
+  assert.deepEqual(h.started.map((ref) => ref.orgId), ["A", "B", "C"], "C's turn, not A's again");
+  await h.end(h.started[1].submissionId);
+  assert.deepEqual(h.started.map((ref) => ref.orgId), ["A", "B", "C", "A"]);
+  await h.end(h.started[2].submissionId);
+  assert.equal(h.started.at(-1)!.orgId, "B");
+  await h.drain();
+  assert.equal(h.started.length, 9);
+  await h.dispatcher.close();
+});
+
+Deno.test("within an organization, freed slots rotate between its destinations", async () => {
+  const h = harness({ concurrency: 1, orgShare: 1 });
+  h.dispatcher.wake([...jobs("d1", 2), ...jobs("d2", 2), ...jobs("d3", 2)]);
+  for (let i = 0; i < 5; i++) await h.end(h.started[i].submissionId);
+  assert.deepEqual(destinationsOf(h.started), ["d1", "d2", "d3", "d1", "d2", "d3"]);
+  await h.drain();
+  await h.dispatcher.close();
+});
+
+Deno.test("a destination holds at most half of its organization's share", async () => {
+  const h = harness({ concurrency: 16, orgShare: 0.5 });
+  h.dispatcher.wake(jobs("hanging", 20));
+  assert.equal(h.started.length, 4, "half of the organization's 8 slots");
+  h.dispatcher.wake(jobs("other", 20));
+  assert.equal(h.started.length, 8, "the organization's other destination gets the rest");
+  h.dispatcher.wake(jobs("third", 20));
+  assert.equal(h.started.length, 8, "and the organization no more than its share");
+  await h.drain();
+  await h.dispatcher.close();
+});
+
+Deno.test("an organization always gets one slot, however small its share", async () => {
+  const h = harness({ concurrency: 2, orgShare: 0.1 });
+  h.dispatcher.wake([...jobs("a", 3, "A"), ...jobs("b", 3, "B")]);
+  assert.deepEqual(h.started.map((ref) => ref.orgId), ["A", "B"]);
+  await h.drain();
+  await h.dispatcher.close();
+});
+
+Deno.test("during a long burst the share applies to the reduced slots", async () => {
+  const h = harness({ concurrency: 32, orgShare: 0.5, burstMs: () => BURST_PAUSE_MS });
+  h.dispatcher.wake([...jobs("x1", 5, "X"), ...jobs("x2", 5, "X"), ...jobs("y", 5, "Y")]);
+  assert.deepEqual(h.started.map((ref) => ref.orgId), ["X", "Y"], "one of two slots each");
+  await h.drain();
+  await h.dispatcher.close();
 });

@@ -27,7 +27,11 @@ export interface EngineDeps {
   connectors: Record<DestinationType, Connector>;
   config: Pick<
     Config,
-    "deliveryConcurrency" | "leaseMs" | "retryScheduleMs" | "sweepIntervalMs"
+    | "deliveryConcurrency"
+    | "deliveryOrgShare"
+    | "leaseMs"
+    | "retryScheduleMs"
+    | "sweepIntervalMs"
   >;
   logger: Logger;
   /** Whether the KV offers queues (local KV does; KV Connect and Deno Deploy do not). */
@@ -96,6 +100,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   });
   const dispatcher = createDispatcher({
     concurrency: config.deliveryConcurrency,
+    orgShare: config.deliveryOrgShare,
     maxWaiting,
     burstMs: deps.ingestBurstMs,
     run,

@@ -111,6 +111,7 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       submittedAt: job.submittedAt,
       submissionId: job.submissionId,
       destinationId: job.destinationId,
+      orgId: job.orgId,
     };
     const ok = await rescheduleJob(db, claimed, next, {
       wakeUp: deps.queues ? { message: wakeMessage([ref]), delayMs: delay } : null,

@@ -32,8 +32,8 @@ export async function listDueJobs(
   for await (const entry of db.kv.list<StoredJob>({ prefix: jobsPrefix() }, { batchSize: 500 })) {
     const job = decodeJob(entry);
     if (job.dueAt > options.now || options.skip?.(job)) continue;
-    const { submittedAt, submissionId, destinationId } = job;
-    refs.push({ submittedAt, submissionId, destinationId });
+    const { submittedAt, submissionId, destinationId, orgId } = job;
+    refs.push({ submittedAt, submissionId, destinationId, orgId });
     if (refs.length >= options.limit) break;
   }
   return refs;

@@ -8,11 +8,12 @@
  */
 import type { Db } from "./db.ts";
 import { deleteChunks } from "./envelope_chunks.ts";
-import type { JobRecord, JobRef } from "./job_record.ts";
+import type { JobRecord } from "./job_record.ts";
 import {
   envelopeCheckKey,
   envelopeCheckKeyParts,
   envelopeChecksPrefix,
+  type JobKeyParts,
   jobsOfSubmissionPrefix,
 } from "./keys.ts";
 
@@ -31,7 +32,7 @@ interface Marker {
 /** Adds a finishing job's cleanup to its commit: the envelope's deletion, or a marker. */
 export function applyEnvelopeCleanup(
   op: Deno.AtomicOperation,
-  job: JobRef & Pick<JobRecord, "chunks">,
+  job: JobKeyParts & Pick<JobRecord, "chunks">,
   cleanup: EnvelopeCleanup,
 ): void {
   if (cleanup === "delete") deleteChunks(op, job);
@@ -45,7 +46,7 @@ export function applyEnvelopeCleanup(
  */
 export async function deleteEnvelopeIfLast(
   db: Db,
-  job: JobRef & Pick<JobRecord, "chunks">,
+  job: JobKeyParts & Pick<JobRecord, "chunks">,
 ): Promise<void> {
   const left = db.kv.list({ prefix: jobsOfSubmissionPrefix(job.submittedAt, job.submissionId) }, {
     limit: 1,

@@ -33,11 +33,14 @@ export interface JobRecord {
   updatedAt: number;
 }
 
-/** A job's identity, as carried by wake-up messages. */
-export type JobRef = JobKeyParts;
+/**
+ * A job's identity (its key's parts) and its organization, as carried by wake-up
+ * messages: enough to dispatch it fairly without reading it.
+ */
+export type JobRef = JobKeyParts & { orgId: string };
 
 /** A job's identity as one string, for in-memory sets and maps. */
-export function refKey(ref: JobRef): string {
+export function refKey(ref: JobKeyParts): string {
   return `${ref.submissionId}/${ref.destinationId}`;
 }
 

@@ -13,11 +13,10 @@ import {
   encodeJob,
   JOB_BYTES,
   type JobRecord,
-  type JobRef,
   type KnownJob,
   type StoredJob,
 } from "./job_record.ts";
-import { envelopeChunkKey, jobKey, outcomeKey } from "./keys.ts";
+import { envelopeChunkKey, jobKey, type JobKeyParts, outcomeKey } from "./keys.ts";
 import { type DeliveryOutcome, OUTCOME_TTL_MS, outcomeOf } from "./outcomes.ts";
 import type { WakeUp } from "./wake.ts";
 
@@ -27,7 +26,7 @@ import type { WakeUp } from "./wake.ts";
  */
 export async function claimJob(
   db: Db,
-  ref: JobRef,
+  ref: JobKeyParts,
   options: { now: number; leaseMs: number },
 ): Promise<ClaimedJob | null> {
   // The job and the first envelope chunk in one read: the delivery needs both.

@@ -7,12 +7,15 @@
  */
 import type { JobRef } from "./job_record.ts";
 
-/** A queue wake-up for jobs: compact [submittedAt, submissionId, destinationId] tuples. */
+/**
+ * A queue wake-up for jobs: compact [submittedAt, submissionId, destinationId, orgId]
+ * tuples (messages of earlier versions lack the orgId).
+ */
 export interface WakeMessage {
-  wake: [number, string, string][];
+  wake: [number, string, string, string?][];
 }
 
-/** Most jobs one wake-up message names, well within the 64 KiB message limit. */
+/** Most jobs one wake-up message names, within the 64 KiB message limit (about 52 KB). */
 export const MAX_WAKE_REFS = 400;
 
 /** A queue wake-up to send with a commit. */
@@ -23,7 +26,9 @@ export interface WakeUp {
 
 /** The wake-up message for some jobs. */
 export function wakeMessage(refs: JobRef[]): WakeMessage {
-  return { wake: refs.map((r) => [r.submittedAt, r.submissionId, r.destinationId]) };
+  return {
+    wake: refs.map((r) => [r.submittedAt, r.submissionId, r.destinationId, r.orgId]),
+  };
 }
 
 /** Type guard for wake-up messages read from the KV queue. */
@@ -32,15 +37,19 @@ export function isWakeMessage(value: unknown): value is WakeMessage {
   return Array.isArray(wake) &&
     wake.every((r) =>
       Array.isArray(r) && typeof r[0] === "number" && typeof r[1] === "string" &&
-      typeof r[2] === "string"
+      typeof r[2] === "string" && (r[3] === undefined || typeof r[3] === "string")
     );
 }
 
-/** The jobs a wake-up message names. */
+/**
+ * The jobs a wake-up message names. A message of an earlier version names no
+ * organization: its jobs share the organization "" until they are retried.
+ */
 export function wakeRefs(message: WakeMessage): JobRef[] {
-  return message.wake.map(([submittedAt, submissionId, destinationId]) => ({
+  return message.wake.map(([submittedAt, submissionId, destinationId, orgId]) => ({
     submittedAt,
     submissionId,
     destinationId,
+    orgId: orgId ?? "",
   }));
 }
