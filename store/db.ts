@@ -47,6 +47,20 @@ export function createDb(kv: Deno.Kv, sealer: Sealer, options = { queues: false 
   };
 }
 
+/** Opens the KV at `path` (a file, ":memory:", a KV Connect URL; undefined: the platform's) as a Db. */
+export async function openDb(
+  path: string | undefined,
+  sealer: Sealer,
+  options: { queues: boolean },
+): Promise<Db> {
+  return createDb(await Deno.openKv(path), sealer, options);
+}
+
+/** Closes the Db's KV; a queue listener on it settles afterwards. */
+export function closeDb(db: Db): void {
+  db.kv.close();
+}
+
 /** Resolves when the KV answers a read; rejects with its error when it does not. */
 export async function pingKv(db: Db): Promise<void> {
   await db.kv.get(healthKey());
