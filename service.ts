@@ -1,3 +1,10 @@
+/**
+ * A running formrelay: opens the store (KV, sealer), builds the connectors, the
+ * delivery engine (with the destination health hook) and the app, and closes them in
+ * order.
+ *
+ * @module
+ */
 import type { Hono } from "hono";
 import { createApp } from "./app.ts";
 import { type Config, isRemoteKvPath } from "./config.ts";
