@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { describeError } from "./log.ts";
+import { pingKv } from "./store/db.ts";
 import { tenantAuth } from "./routes/auth.ts";
 import { deliveryRoutes } from "./routes/deliveries.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
@@ -34,7 +35,7 @@ export function createApp(deps: AppDeps): Hono {
 
   app.get("/healthz", async (c) => {
     try {
-      await db.kv.get(["health"]);
+      await pingKv(db);
       return c.json({ ok: true });
     } catch (error) {
       logger.error("health check failed", { error: describeError(error) });

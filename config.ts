@@ -38,6 +38,8 @@ const envSchema = z.object({
     "Expected 32 bytes in base64",
   ).optional(),
   DELIVERY_CONCURRENCY: positiveInt.max(1024).default(32),
+  /** Share of the delivery slots one organization may hold (0 < share <= 1). */
+  DELIVERY_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /** Seconds between sweeps for due jobs and expired leases. */
   SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(15),
   /** Milliseconds a claimed job is held before another worker may take it over. */
@@ -101,6 +103,8 @@ export interface Config {
   /** 32-byte key, base64; null = generate or load beside the local KV file. */
   submissionEncryptionKey: string | null;
   deliveryConcurrency: number;
+  /** Share of the delivery slots one organization may hold (at least one slot). */
+  deliveryOrgShare: number;
   sweepIntervalMs: number;
   leaseMs: number;
   retryScheduleMs: number[];
@@ -167,6 +171,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     allowPrivateDestinations: e.ALLOW_PRIVATE_DESTINATIONS,
     submissionEncryptionKey: e.SUBMISSION_ENCRYPTION_KEY ?? null,
     deliveryConcurrency: e.DELIVERY_CONCURRENCY,
+    deliveryOrgShare: e.DELIVERY_ORG_SHARE,
     sweepIntervalMs: e.SWEEP_INTERVAL_SECONDS * 1000,
     leaseMs: e.DELIVERY_LEASE_MS,
     retryScheduleMs: e.RETRY_SCHEDULE_SECONDS.split(",").map((s) => Number(s) * 1000),

@@ -19,6 +19,7 @@ Deno.test("loadConfig applies the contract's defaults", () => {
   assert.equal(config.platformSmtp, null);
   assert.equal(config.allowPrivateDestinations, false);
   assert.equal(config.deliveryConcurrency, 32);
+  assert.equal(config.deliveryOrgShare, 0.5);
   assert.deepEqual(
     config.retryScheduleMs,
     [5, 300, 1800, 7200, 18000, 36000, 36000].map((s) => s * 1000),
@@ -37,6 +38,11 @@ Deno.test("loadConfig takes KV_PATH as a file, :memory: or a KV Connect URL", ()
   assert.equal(loadConfig({ DENO_DEPLOYMENT_ID: "abc" }).kvPath, undefined);
 });
 
+Deno.test("DELIVERY_ORG_SHARE takes a share of the slots above 0 and up to 1", () => {
+  assert.equal(loadConfig({ DELIVERY_ORG_SHARE: "0.25" }).deliveryOrgShare, 0.25);
+  assert.equal(loadConfig({ DELIVERY_ORG_SHARE: "1" }).deliveryOrgShare, 1);
+});
+
 Deno.test("an empty CLIENT_IP_HEADER disables the header", () => {
   assert.equal(loadConfig({ CLIENT_IP_HEADER: "" }).clientIpHeader, null);
   assert.equal(loadConfig({ CLIENT_IP_HEADER: "X-Real-IP" }).clientIpHeader, "x-real-ip");
@@ -52,6 +58,9 @@ Deno.test("an invalid value stops start-up with one line naming the variable", (
     [{ CAPTCHA_VERIFY_URL: "not a url" }, /^Invalid CAPTCHA_VERIFY_URL: /],
     [{ PLATFORM_SMTP_HOST: "smtp.example.com" }, /^Invalid PLATFORM_SMTP_PORT: required/],
     [{ PLATFORM_SMTP_SECURE_TRANSPORT: "tls" }, /^Invalid PLATFORM_SMTP_SECURE_TRANSPORT: /],
+    [{ DELIVERY_ORG_SHARE: "0" }, /^Invalid DELIVERY_ORG_SHARE: /],
+    [{ DELIVERY_ORG_SHARE: "1.5" }, /^Invalid DELIVERY_ORG_SHARE: /],
+    [{ DELIVERY_ORG_SHARE: "half" }, /^Invalid DELIVERY_ORG_SHARE: /],
   ];
   for (const [env, message] of cases) {
     assert.throws(() => loadConfig(env), (error: Error) => {

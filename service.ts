@@ -1,3 +1,10 @@
+/**
+ * A running formrelay: opens the store (KV, sealer), builds the connectors, the
+ * delivery engine (with the destination health hook) and the app, and closes them in
+ * order.
+ *
+ * @module
+ */
 import type { Hono } from "hono";
 import { createApp } from "./app.ts";
 import { type Config, isRemoteKvPath } from "./config.ts";
@@ -6,7 +13,7 @@ import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createIngestLoad } from "./delivery/ingest_load.ts";
 import { type BodyGate, createBodyGate } from "./routes/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
-import { createDb, type Db } from "./store/db.ts";
+import { closeDb, type Db, openDb } from "./store/db.ts";
 import { recordFinalOutcome } from "./store/destination_health.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
@@ -47,9 +54,8 @@ export async function startService(
     await Deno.mkdir(dir, { recursive: true });
   }
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
-  const kv = await Deno.openKv(config.kvPath);
   const queues = options.queues ?? kvHasQueues(config.kvPath);
-  const db = createDb(kv, await createSealer(sealingKey), { queues });
+  const db = await openDb(config.kvPath, await createSealer(sealingKey), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
   const ingestLoad = createIngestLoad();
   const engine = options.deliver === false ? null : startDeliveryEngine({
@@ -84,7 +90,7 @@ export async function startService(
     async close() {
       await engine?.close();
       connectors.close();
-      kv.close();
+      closeDb(db);
       await engine?.listening;
     },
   };

@@ -4,17 +4,12 @@
  * signing secrets, URL queries or userinfo).
  * Usage: deno task forms <orgId> [--json]
  */
-import { displayUrl } from "../connectors/http.ts";
+import { describeTarget, type DestinationTarget } from "../connectors/registry.ts";
 import type { Db } from "../store/db.ts";
-import { type Destination, listDestinations } from "../store/destinations.ts";
+import { listDestinations } from "../store/destinations.ts";
 import { listForms } from "../store/forms.ts";
-import { orgKey, type OrgRecord } from "../store/orgs.ts";
+import { getOrg } from "../store/orgs.ts";
 import { withService } from "./_open.ts";
-
-/** Where a destination delivers, from an allow-list of its config's fields. */
-type Target =
-  | { method: string; url: string }
-  | { relay: string; secureTransport?: string; to: string[] };
 
 interface FormListing {
   org: { id: string; name: string };
@@ -33,46 +28,16 @@ interface FormListing {
       type: string;
       isEnabled: boolean;
       disabledReason: string | null;
-      target: Target | null;
+      target: DestinationTarget | null;
     }[];
   }[];
 }
 
 const USAGE = "Usage: deno task forms <orgId> [--json]";
 
-/** The target of a destination; null when its config has an unexpected shape. */
-function targetOf(destination: Destination): Target | null {
-  const config = destination.config as Record<string, unknown> | null;
-  if (typeof config !== "object" || config === null) return null;
-  const text = (value: unknown) => typeof value === "string" ? value : String(value ?? "");
-  switch (destination.type) {
-    case "webhook":
-    case "sheets_webhook": {
-      let url: string;
-      try {
-        url = displayUrl(new URL(text(config.url)));
-      } catch {
-        url = "(invalid URL)";
-      }
-      return { method: text(config.method ?? "POST"), url };
-    }
-    case "smtp": {
-      const to = Array.isArray(config.to) ? config.to.map(text) : [];
-      if (!("host" in config)) return { relay: "platform", to };
-      return {
-        relay: `${text(config.host)}:${text(config.port)}`,
-        secureTransport: text(config.secureTransport ?? "starttls"),
-        to,
-      };
-    }
-    default:
-      return null;
-  }
-}
-
 /** The organization's forms with their destinations, or null when there is no such org. */
 async function listing(db: Db, orgId: string): Promise<FormListing | null> {
-  const org = (await db.kv.get<OrgRecord>(orgKey(orgId))).value;
+  const org = await getOrg(db, orgId);
   if (org === null) return null;
   const forms = await listForms(db, orgId);
   return {
@@ -92,7 +57,7 @@ async function listing(db: Db, orgId: string): Promise<FormListing | null> {
         type: destination.type,
         isEnabled: destination.isEnabled,
         disabledReason: destination.disabledReason,
-        target: targetOf(destination),
+        target: describeTarget(destination.type, destination.config),
       })),
     }))),
   };
@@ -104,7 +69,7 @@ function printable(value: string): string {
   return value.replace(/[\u0000-\u001f\u007f-\u009f]/g, (ch) => JSON.stringify(ch).slice(1, -1));
 }
 
-function describeTarget(target: Target | null): string {
+function targetText(target: DestinationTarget | null): string {
   if (target === null) return "(unreadable config)";
   if ("url" in target) return `${target.method} ${target.url}`;
   const relay = target.relay === "platform"
@@ -143,7 +108,7 @@ function formatText({ org, forms }: FormListing): string {
         : `disabled${destination.disabledReason ? `: ${destination.disabledReason}` : ""}`;
       lines.push(
         `    - ${destination.type} ${destination.id} ${printable(state)}`,
-        `      ${printable(describeTarget(destination.target))}`,
+        `      ${printable(targetText(destination.target))}`,
       );
     }
   }

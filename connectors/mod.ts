@@ -1,5 +1,11 @@
+/**
+ * The connectors of every destination type (connectors/registry.ts lists the types),
+ * built from the configuration with the outbound guard, closable as a whole.
+ *
+ * @module
+ */
 import type { Config } from "../config.ts";
-import type { DestinationType } from "../store/destinations.ts";
+import type { DestinationType } from "./registry.ts";
 import { checkDestinationHost } from "./outbound_guard.ts";
 import { createSheetsWebhookConnector } from "./sheets_webhook.ts";
 import { createSmtpConnector } from "./smtp.ts";

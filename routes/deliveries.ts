@@ -1,6 +1,11 @@
+/**
+ * Admin route listing a form's recent delivery outcomes (no payloads).
+ *
+ * @module
+ */
 import { Hono } from "hono";
 import { z } from "zod";
-import { listOutcomes } from "../store/jobs.ts";
+import { listOutcomes } from "../store/outcomes.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { refuseOtherMethods, validate } from "./http.ts";

@@ -1,11 +1,17 @@
+/**
+ * Admin routes for a form's destinations: add (validated against the type's connector
+ * schema), list and patch (secrets redacted), delete.
+ *
+ * @module
+ */
 import { Hono } from "hono";
 import { z } from "zod";
+import { DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
 import {
   addDestination,
   deleteDestination,
   type Destination,
-  type DestinationType,
   getDestination,
   listDestinations,
   MAX_DESTINATIONS_PER_FORM,
@@ -16,10 +22,8 @@ import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readValidJson, refuseOtherMethods, validate } from "./http.ts";
 
-const TYPES = ["webhook", "smtp", "sheets_webhook"] as const satisfies DestinationType[];
-
 const createSchema = z.strictObject({
-  type: z.enum(TYPES),
+  type: z.enum(DESTINATION_TYPES),
   config: z.unknown(),
   isEnabled: z.boolean().default(true),
 });

@@ -1,3 +1,8 @@
+/**
+ * What the routes are built from (AppDeps) and the admin routes' Hono environment.
+ *
+ * @module
+ */
 import type { Config } from "../config.ts";
 import type { BodyGate } from "./body_gate.ts";
 import type { Connector } from "../connectors/types.ts";
@@ -5,7 +10,7 @@ import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
 import type { Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
-import type { DestinationType } from "../store/destinations.ts";
+import type { DestinationType } from "../connectors/registry.ts";
 import type { SubmissionWriter } from "../store/submissions.ts";
 
 /** What the routes are built from. */

@@ -3,7 +3,6 @@ import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
-import type { AdminEnv } from "./env.ts";
 
 /** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
 export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -39,11 +38,14 @@ export function validate<T>(schema: z.ZodType<T>, input: unknown, prefix: Proper
   return result.data;
 }
 
+/** What the admin body readers need of a route's environment (AdminEnv has it). */
+type BodyEnv = { Variables: { bodyTimeoutMs: number } };
+
 /** Admin request bodies: JSON only, at most 64 KB. */
 export const ADMIN_BODY_LIMIT = 64 * 1024;
 
 /** Reads an admin JSON body: 415 for another type, 413 over the limit, 400 for bad JSON. */
-export async function readJsonBody(c: Context<AdminEnv>): Promise<unknown> {
+export async function readJsonBody<E extends BodyEnv>(c: Context<E>): Promise<unknown> {
   const type = c.req.header("content-type") ?? "";
   if (!/^application\/json\s*(;|$)/i.test(type)) {
     throw new ApiError(415, "Unsupported content type: use application/json");
@@ -66,7 +68,10 @@ export async function readJsonBody(c: Context<AdminEnv>): Promise<unknown> {
 }
 
 /** Reads an admin JSON body (see readJsonBody) and validates it (see validate). */
-export async function readValidJson<T>(c: Context<AdminEnv>, schema: z.ZodType<T>): Promise<T> {
+export async function readValidJson<T, E extends BodyEnv>(
+  c: Context<E>,
+  schema: z.ZodType<T>,
+): Promise<T> {
   return validate(schema, await readJsonBody(c));
 }
 

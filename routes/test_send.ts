@@ -7,7 +7,7 @@
  */
 import { type Context, Hono } from "hono";
 import { z } from "zod";
-import { DeliveryError } from "../connectors/types.ts";
+import { checkConfig, sendEnvelope } from "../delivery/attempt.ts";
 import type { SubmissionEnvelope } from "../delivery/envelope.ts";
 import { describeError } from "../log.ts";
 import { getDestination } from "../store/destinations.ts";
@@ -73,46 +73,46 @@ export function testSendRoutes({ db, connectors, logger }: AppDeps) {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     let result: TestSendResult;
-    const parsed = connector.configSchema.safeParse(destination.config);
-    if (!parsed.success) {
+    const checked = checkConfig(connector, destination.config);
+    if (!checked.ok) {
       // As the delivery engine does, with the issues (paths and rules, never values).
-      const detail = validationIssues(parsed.error, ["config"])
+      const detail = validationIssues(checked.error, ["config"])
         .map((issue) => `${issue.path}: ${issue.message}`).join("; ");
       result = {
         delivered: false,
         statusCode: null,
-        error: "Destination config is no longer valid",
+        error: checked.failure.message,
         detail,
         ms: elapsed(),
       };
     } else {
-      try {
-        const receipt = await connector.deliver({
-          envelope,
-          config: parsed.data,
-          deliveryId: `${envelope.submissionId}.${destination.id}`,
-          destinationId: destination.id,
-          signal: c.req.raw.signal,
-        });
+      const attempt = await sendEnvelope(connector, {
+        envelope,
+        config: checked.config,
+        deliveryId: `${envelope.submissionId}.${destination.id}`,
+        destinationId: destination.id,
+        signal: c.req.raw.signal,
+      });
+      if (attempt.delivered) {
         result = {
           delivered: true,
-          statusCode: receipt.statusCode ?? null,
+          statusCode: attempt.receipt.statusCode ?? null,
           error: null,
-          detail: receipt.detail ?? null,
+          detail: attempt.receipt.detail ?? null,
           ms: elapsed(),
         };
-      } catch (error) {
-        if (!(error instanceof DeliveryError)) {
-          // Unexpected: its text is not known to be free of secrets, so only the log has it.
+      } else {
+        if (attempt.unexpected) {
+          // Its text is not known to be free of secrets, so only the log has it.
           logger.error("test send failed", {
             destinationId: destination.id,
-            error: describeError(error),
+            error: describeError(attempt.failure.cause),
           });
         }
         result = {
           delivered: false,
-          statusCode: error instanceof DeliveryError ? error.statusCode ?? null : null,
-          error: error instanceof DeliveryError ? error.message : "Delivery failed: internal error",
+          statusCode: attempt.failure.statusCode ?? null,
+          error: attempt.unexpected ? "Delivery failed: internal error" : attempt.failure.message,
           detail: null,
           ms: elapsed(),
         };

@@ -10,7 +10,8 @@
  * not check keys that other parts write; the job operations only check their own job.
  */
 
-import { type JobRef, MAX_WAKE_REFS, wakeMessage } from "./jobs.ts";
+import type { JobRef } from "./job_record.ts";
+import { MAX_WAKE_REFS, wakeMessage } from "./wake.ts";
 
 /** One caller's share of a commit. */
 export interface BatchPart {

@@ -1,4 +1,11 @@
+/**
+ * The store's handle: the KV, the at-rest sealer and the group committer, and the
+ * helpers every store module shares (read-check-commit retries, the health probe).
+ *
+ * @module
+ */
 import { type CommitBatcher, createCommitBatcher } from "./batcher.ts";
+import { healthKey } from "./keys.ts";
 import type { Sealer } from "./sealing.ts";
 
 /** What every store function needs: the KV, the at-rest sealer and the group committer. */
@@ -6,11 +13,57 @@ export interface Db {
   kv: Deno.Kv;
   sealer: Sealer;
   batcher: CommitBatcher;
+  /** Moves on with every form or destination write through this Db (see form_cache.ts). */
+  formVersion: ChangeVersion;
+}
+
+/** A counter that writers move on and caches compare, so a cache is never stale after a write. */
+export interface ChangeVersion {
+  /** The current version. */
+  readonly value: number;
+  /** Called by a writer after its change. */
+  bump(): void;
+}
+
+function createChangeVersion(): ChangeVersion {
+  let value = 0;
+  return {
+    get value() {
+      return value;
+    },
+    bump() {
+      value++;
+    },
+  };
 }
 
 /** A Db over an open KV; `queues` says whether the KV offers queues for wake-ups. */
 export function createDb(kv: Deno.Kv, sealer: Sealer, options = { queues: false }): Db {
-  return { kv, sealer, batcher: createCommitBatcher(kv, options) };
+  return {
+    kv,
+    sealer,
+    batcher: createCommitBatcher(kv, options),
+    formVersion: createChangeVersion(),
+  };
+}
+
+/** Opens the KV at `path` (a file, ":memory:", a KV Connect URL; undefined: the platform's) as a Db. */
+export async function openDb(
+  path: string | undefined,
+  sealer: Sealer,
+  options: { queues: boolean },
+): Promise<Db> {
+  return createDb(await Deno.openKv(path), sealer, options);
+}
+
+/** Closes the Db's KV; a queue listener on it settles afterwards. */
+export function closeDb(db: Db): void {
+  db.kv.close();
+}
+
+/** Resolves when the KV answers a read; rejects with its error when it does not. */
+export async function pingKv(db: Db): Promise<void> {
+  await db.kv.get(healthKey());
 }
 
 /** Thrown when an atomic commit keeps losing to concurrent writers. */

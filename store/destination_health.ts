@@ -6,9 +6,10 @@
  * @module
  */
 import { type Db, retryAtomic } from "./db.ts";
-import { destinationFailuresKey, destinationKey, type DestinationRecord } from "./destinations.ts";
-import { noteFormChange } from "./form_cache.ts";
-import { type JobRecord, OUTCOME_TTL_MS } from "./jobs.ts";
+import type { DestinationRecord } from "./destinations.ts";
+import type { JobRecord } from "./job_record.ts";
+import { destinationFailuresKey, destinationKey } from "./keys.ts";
+import { OUTCOME_TTL_MS } from "./outcomes.ts";
 
 /** Longest last-error text kept in `disabledReason`. */
 const MAX_REASON_ERROR = 500;
@@ -72,5 +73,5 @@ export async function recordFinalOutcome(
     };
     return { op: op.check(destination).set(recordKey, updated), result: true };
   });
-  if (disabled) noteFormChange();
+  if (disabled) db.formVersion.bump();
 }

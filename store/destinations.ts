@@ -1,10 +1,20 @@
+/**
+ * Destinations: the record of each form's destinations with its whole config sealed,
+ * the per-form limit, and updates (re-enabling resets the failure count). Every write
+ * moves db.formVersion on, so caches drop the old record.
+ *
+ * @module
+ */
 import { type Db, retryAtomic } from "./db.ts";
-import { noteFormChange } from "./form_cache.ts";
-import { formKey, type FormRecord } from "./forms.ts";
+import type { FormRecord } from "./forms.ts";
+import {
+  destinationFailuresKey,
+  destinationKey,
+  destinationsOfFormPrefix,
+  formKey,
+} from "./keys.ts";
 import { openJson, sealJson } from "./sealing.ts";
-
-/** Destination types (spec 1.7). */
-export type DestinationType = "webhook" | "smtp" | "sheets_webhook";
+import type { DestinationType } from "../connectors/registry.ts";
 
 /** A destination as stored: its whole config sealed, since most configs carry secrets. */
 export interface DestinationRecord {
@@ -26,17 +36,6 @@ export type Destination = Omit<DestinationRecord, "sealedConfig"> & { config: un
 
 /** Destinations a form may have; keeps every per-submission commit within KV's limits. */
 export const MAX_DESTINATIONS_PER_FORM = 20;
-
-/** Key builder: destinations live under their form. */
-export const destinationKey = (
-  formId: string,
-  destinationId: string,
-): ["destinations", string, string] => ["destinations", formId, destinationId];
-
-/** Key builder: a destination's consecutive final failures (see destination_health.ts). */
-export const destinationFailuresKey = (
-  destinationId: string,
-): ["destination_failures", string] => ["destination_failures", destinationId];
 
 const sealContext = (destinationId: string) => `destination:${destinationId}`;
 
@@ -90,7 +89,7 @@ export async function addDestination(
       .set(destinationKey(form.id, id), record);
     return { op, result: true };
   });
-  noteFormChange();
+  db.formVersion.bump();
   if (!stored) return null;
   const { sealedConfig: _, ...rest } = record;
   return { ...rest, config: input.config };
@@ -102,7 +101,9 @@ export async function listDestinationRecords(
   formId: string,
 ): Promise<DestinationRecord[]> {
   const records: DestinationRecord[] = [];
-  for await (const entry of db.kv.list<DestinationRecord>({ prefix: ["destinations", formId] })) {
+  for await (
+    const entry of db.kv.list<DestinationRecord>({ prefix: destinationsOfFormPrefix(formId) })
+  ) {
     records.push(entry.value);
   }
   return records.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
@@ -153,7 +154,7 @@ export async function updateDestination(
     if (change.isEnabled === true) op.delete(destinationFailuresKey(destinationId));
     return { op, result: updated };
   });
-  noteFormChange();
+  db.formVersion.bump();
   return record === null ? null : await openDestination(db, record);
 }
 
@@ -171,6 +172,6 @@ export async function deleteDestination(
       .delete(destinationFailuresKey(destinationId));
     return { op, result: true };
   });
-  noteFormChange();
+  db.formVersion.bump();
   return deleted;
 }

@@ -1,10 +1,15 @@
-import type { Db } from "./db.ts";
-import {
-  destinationKey,
-  type DestinationRecord,
-  type DestinationType,
-  listDestinationRecords,
-} from "./destinations.ts";
+/**
+ * Read-through caches of forms and destinations for the hot paths (ingestion looks up
+ * a form per request, delivery a destination per job). An entry lives `ttlMs`, and
+ * any form or destination write through the same Db drops every entry at once
+ * (db.formVersion), so changes made by this process apply immediately.
+ *
+ * @module
+ */
+import type { ChangeVersion, Db } from "./db.ts";
+import type { DestinationType } from "../connectors/registry.ts";
+import { type DestinationRecord, listDestinationRecords } from "./destinations.ts";
+import { destinationKey } from "./keys.ts";
 import { type FormRecord, getFormByPublicKey } from "./forms.ts";
 
 /** What ingestion needs of a form: the record and its enabled destinations. */
@@ -13,33 +18,26 @@ export interface IngestTarget {
   destinations: { id: string; type: DestinationType }[];
 }
 
-/** Bumped by every form or destination write in this process, so its cache is never stale here. */
-let generation = 0;
-
-/** Called by the store after any change to a form or its destinations. */
-export function noteFormChange(): void {
-  generation++;
-}
-
 const MAX_ENTRIES = 10_000;
 
 /**
  * A read-through cache of KV look-ups for `ttlMs`, dropped at once by a form or
- * destination write in this process (the generation moves on).
+ * destination write through the same Db (its version moves on).
  */
 function createTtlCache<T>(
+  version: ChangeVersion,
   load: (key: string) => Promise<T>,
   options: { ttlMs: number; now?: () => number },
 ) {
   const now = options.now ?? Date.now;
-  const cache = new Map<string, { value: T; expires: number; generation: number }>();
+  const cache = new Map<string, { value: T; expires: number; version: number }>();
   return async (key: string): Promise<T> => {
     const hit = cache.get(key);
-    if (hit && hit.expires > now() && hit.generation === generation) return hit.value;
-    const seenGeneration = generation;
+    if (hit && hit.expires > now() && hit.version === version.value) return hit.value;
+    const seenVersion = version.value;
     const value = await load(key);
     if (cache.size >= MAX_ENTRIES) cache.clear();
-    cache.set(key, { value, expires: now() + options.ttlMs, generation: seenGeneration });
+    cache.set(key, { value, expires: now() + options.ttlMs, version: seenVersion });
     return value;
   };
 }
@@ -52,7 +50,7 @@ function createTtlCache<T>(
  * deleted in that window still receives nothing.
  */
 export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () => number }) {
-  const get = createTtlCache(async (publicKey): Promise<IngestTarget | null> => {
+  const get = createTtlCache(db.formVersion, async (publicKey): Promise<IngestTarget | null> => {
     const form = await getFormByPublicKey(db, publicKey);
     if (form === null) return null;
     const destinations = (await listDestinationRecords(db, form.id))
@@ -70,7 +68,7 @@ export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () =
  * (deleted) is cached too.
  */
 export function createDestinationCache(db: Db, options: { ttlMs: number; now?: () => number }) {
-  const get = createTtlCache(async (key): Promise<DestinationRecord | null> => {
+  const get = createTtlCache(db.formVersion, async (key): Promise<DestinationRecord | null> => {
     const [formId, destinationId] = key.split("/");
     return (await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId))).value;
   }, options);

@@ -1,5 +1,19 @@
+/**
+ * Forms: the record (captcha secret sealed), its two indexes (by organization, by
+ * public key) written in the same commit, and updates and deletion (with the form's
+ * destinations). Every write moves db.formVersion on, so caches drop the old form.
+ *
+ * @module
+ */
 import { type Db, retryAtomic } from "./db.ts";
-import { noteFormChange } from "./form_cache.ts";
+import {
+  destinationsOfFormPrefix,
+  formByOrgKey,
+  formByPublicKeyKey,
+  formIdOfByOrgKey,
+  formKey,
+  formsByOrgPrefix,
+} from "./keys.ts";
 import { newKey, openJson, sealJson } from "./sealing.ts";
 
 /** A form as stored; the captcha secret only sealed. */
@@ -29,18 +43,6 @@ export interface FormSettings {
   honeypotField: string | null;
   redirectUrl: string | null;
 }
-
-/** Key builders. */
-export const formKey = (formId: string): ["forms", string] => ["forms", formId];
-const formByOrgKey = (orgId: string, formId: string): ["forms_by_org", string, string] => [
-  "forms_by_org",
-  orgId,
-  formId,
-];
-const formByPublicKeyKey = (publicKey: string): ["forms_by_public_key", string] => [
-  "forms_by_public_key",
-  publicKey,
-];
 
 async function sealCaptchaSecret(db: Db, formId: string, secret: string | undefined) {
   return secret === undefined ? null : await sealJson(db.sealer, secret, `form:${formId}`);
@@ -84,8 +86,8 @@ export async function getForm(db: Db, orgId: string, formId: string): Promise<Fo
 /** The forms of an organization, oldest first. */
 export async function listForms(db: Db, orgId: string): Promise<FormRecord[]> {
   const ids: string[] = [];
-  for await (const entry of db.kv.list({ prefix: ["forms_by_org", orgId] })) {
-    ids.push(entry.key[2] as string);
+  for await (const entry of db.kv.list({ prefix: formsByOrgPrefix(orgId) })) {
+    ids.push(formIdOfByOrgKey(entry.key));
   }
   const forms: FormRecord[] = [];
   // getMany takes at most 10 keys.
@@ -123,7 +125,7 @@ export async function updateForm(
     };
     return { op: db.kv.atomic().check(entry).set(formKey(formId), form), result: form };
   });
-  noteFormChange();
+  db.formVersion.bump();
   return result;
 }
 
@@ -136,10 +138,12 @@ export async function deleteForm(db: Db, orgId: string, formId: string): Promise
       .delete(formKey(formId))
       .delete(formByOrgKey(orgId, formId))
       .delete(formByPublicKeyKey(entry.value.publicKey));
-    for await (const dest of db.kv.list({ prefix: ["destinations", formId] })) op.delete(dest.key);
+    for await (const dest of db.kv.list({ prefix: destinationsOfFormPrefix(formId) })) {
+      op.delete(dest.key);
+    }
     return { op, result: true };
   });
-  noteFormChange();
+  db.formVersion.bump();
   return result;
 }
 

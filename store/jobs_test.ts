@@ -1,16 +1,10 @@
 import assert from "node:assert/strict";
 import { startHarness } from "../tests/helpers/harness.ts";
-import {
-  claimJob,
-  decodeJob,
-  deleteEnvelopeIfLast,
-  encodeJob,
-  finishJob,
-  jobKey,
-  outcomeOf,
-  type StoredJob,
-  sweepEnvelopeMarkers,
-} from "./jobs.ts";
+import { deleteEnvelopeIfLast, sweepEnvelopeMarkers } from "./envelope_cleanup.ts";
+import { decodeJob, encodeJob, type StoredJob } from "./job_record.ts";
+import { claimJob, finishJob } from "./jobs.ts";
+import { jobKey } from "./keys.ts";
+import { outcomeOf } from "./outcomes.ts";
 
 const WEBHOOK = { type: "webhook", config: { url: "https://hooks.example.com/in" } };
 

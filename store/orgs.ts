@@ -1,4 +1,17 @@
+/**
+ * Organizations and tenant keys: creating an organization with its first key, looking
+ * a key up by its hash, and atomic key rotation.
+ *
+ * @module
+ */
 import { type Db, retryAtomic } from "./db.ts";
+import {
+  hashOfTenantKeyByOrgKey,
+  orgKey,
+  tenantKeyByOrgKey,
+  tenantKeyKey,
+  tenantKeysByOrgPrefix,
+} from "./keys.ts";
 import { newKey, sha256Hex } from "./sealing.ts";
 
 /** An organization: the owner of forms and tenant keys. */
@@ -14,14 +27,6 @@ export interface TenantKeyRecord {
   createdAt: string;
   revokedAt: string | null;
 }
-
-/** Key builders. */
-export const orgKey = (orgId: string): ["orgs", string] => ["orgs", orgId];
-const tenantKeyKey = (hash: string): ["tenant_keys", string] => ["tenant_keys", hash];
-const tenantKeyByOrgKey = (
-  orgId: string,
-  hash: string,
-): ["tenant_keys_by_org", string, string] => ["tenant_keys_by_org", orgId, hash];
 
 /** Creates an organization with its first tenant key; the plaintext key is returned once. */
 export async function createOrg(
@@ -41,6 +46,11 @@ export async function createOrg(
     .commit();
   if (!commit.ok) throw new Error("Cannot create organization: key collision, try again");
   return { orgId: org.id, tenantKey };
+}
+
+/** An organization, or null when there is none with this id. */
+export async function getOrg(db: Db, orgId: string): Promise<OrgRecord | null> {
+  return (await db.kv.get<OrgRecord>(orgKey(orgId))).value;
 }
 
 /** The org id of an active tenant key, or null when the key is unknown or revoked. */
@@ -65,8 +75,8 @@ export async function rotateTenantKey(db: Db, callerKey: string): Promise<string
     const orgId = caller.value.orgId;
     const now = new Date().toISOString();
     const op = db.kv.atomic();
-    for await (const index of db.kv.list({ prefix: ["tenant_keys_by_org", orgId] })) {
-      const hash = index.key[2] as string;
+    for await (const index of db.kv.list({ prefix: tenantKeysByOrgPrefix(orgId) })) {
+      const hash = hashOfTenantKeyByOrgKey(index.key);
       const entry = await db.kv.get<TenantKeyRecord>(tenantKeyKey(hash));
       // The index holds active keys only, so the checks stay within the atomic limit.
       op.check(entry).delete(index.key);

@@ -13,6 +13,7 @@
  * @module
  */
 import type { Db } from "./db.ts";
+import { rateKey } from "./keys.ts";
 
 /** A reserved slot: count it or release it, once. */
 export interface RateSlot {
@@ -30,12 +31,6 @@ export interface RateLimiter {
    */
   reserve(formId: string, clientKey: string): Promise<RateSlot | { retryAfter: number }>;
 }
-
-const rateKey = (
-  formId: string,
-  client: string,
-  window: number,
-): ["rate", string, string, number] => ["rate", formId, client, window];
 
 /** Counters kept in memory before those of ended windows and idle clients are dropped. */
 const MAX_TRACKED = 50_000;

@@ -1,14 +1,14 @@
+/**
+ * Storing accepted submissions: the sealed envelope's chunks and one job per enabled
+ * destination, with their queue wake-up, in one group commit.
+ *
+ * @module
+ */
 import type { Db } from "./db.ts";
-import type { DestinationType } from "./destinations.ts";
-import {
-  encodeJob,
-  envelopeChunkKey,
-  JOB_BYTES,
-  jobKey,
-  type JobRecord,
-  type KnownJob,
-  splitChunks,
-} from "./jobs.ts";
+import type { DestinationType } from "../connectors/registry.ts";
+import { splitChunks } from "./envelope_chunks.ts";
+import { encodeJob, JOB_BYTES, type JobRecord, type KnownJob } from "./job_record.ts";
+import { envelopeChunkKey, jobKey } from "./keys.ts";
 
 /** An accepted submission ready to be stored: its sealed envelope and its jobs. */
 export interface NewSubmission {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { recordFinalOutcome } from "../store/destination_health.ts";
-import { destinationFailuresKey } from "../store/destinations.ts";
+import { destinationFailuresKey } from "../store/keys.ts";
 import { type Harness, startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
 import { startWebhookSink } from "./helpers/sink.ts";

@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { loadConfig } from "../config.ts";
 import { startService } from "../service.ts";
-import { destinationKey, type DestinationRecord } from "../store/destinations.ts";
+import type { DestinationRecord } from "../store/destinations.ts";
+import { destinationKey } from "../store/keys.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 

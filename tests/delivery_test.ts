@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createConnectors } from "../connectors/mod.ts";
-import { BURST_PAUSE_MS, startDeliveryEngine } from "../delivery/engine.ts";
+import { BURST_PAUSE_MS } from "../delivery/dispatcher.ts";
+import { startDeliveryEngine } from "../delivery/engine.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
 import { freePort } from "./helpers/ports.ts";
@@ -248,7 +249,8 @@ Deno.test("a slow destination does not delay or stop another", async () => {
   try {
     await waitFor(() => fast.received.length === 20, { message: "all 20 at the fast sink" });
     assert.ok(slow.received.length === 0);
-    assert.equal(slow.hits, 2, "the slow destination holds at most half the slots");
+    // 4 slots, an organization's share half of them, a destination half of that.
+    assert.equal(slow.hits, 1, "the slow destination holds at most half its organization's share");
   } finally {
     release();
   }
@@ -257,7 +259,8 @@ Deno.test("a slow destination does not delay or stop another", async () => {
 });
 
 Deno.test("deliveries run under the configured concurrency", async () => {
-  await using h = await startHarness({ deliveryConcurrency: 2 });
+  // One organization here: uncapped, so that the bound is the concurrency's.
+  await using h = await startHarness({ deliveryConcurrency: 2, deliveryOrgShare: 1 });
   let release!: () => void;
   const released = new Promise<void>((resolve) => release = resolve);
   await using a = startWebhookSink(async () => {
@@ -301,6 +304,7 @@ Deno.test("a handler that takes longer than 5 s is not sent twice", async () => 
     submittedAt: Date.parse((outcome as unknown as { submittedAt: string }).submittedAt),
     submissionId: outcome.submissionId,
     destinationId: outcome.destinationId,
+    orgId: h.orgId,
   }]);
   await h.service.engine!.sweep();
   assert.equal(sink.hits, 1);
@@ -487,7 +491,11 @@ Deno.test("queue wake-ups past the in-memory bound are left to the sweep, and al
 });
 
 Deno.test("a burst of acceptance holds new deliveries back, for at most the pause", async () => {
-  await using h = await startHarness({ deliveryConcurrency: 8, sweepIntervalMs: 60_000 }, {
+  await using h = await startHarness({
+    deliveryConcurrency: 8,
+    deliveryOrgShare: 1,
+    sweepIntervalMs: 60_000,
+  }, {
     deliver: false,
   });
   let release!: () => void;

@@ -6,7 +6,7 @@ import { createBodyGate } from "../routes/body_gate.ts";
 import { MAX_METADATA_CHARS } from "../routes/ingest.ts";
 import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";
-import type { StoredJob } from "../store/jobs.ts";
+import type { StoredJob } from "../store/job_record.ts";
 import { createSubmissionWriter } from "../store/submissions.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
@@ -30,7 +30,8 @@ async function setUp(overrides = {}, formSettings: Record<string, unknown> = {})
 /** Decrypted envelopes of every stored submission. */
 async function storedEnvelopes(h: Awaited<ReturnType<typeof startHarness>>) {
   const { openEnvelope } = await import("../delivery/envelope.ts");
-  const { decodeJob, readSealedEnvelope } = await import("../store/jobs.ts");
+  const { decodeJob } = await import("../store/job_record.ts");
+  const { readSealedEnvelope } = await import("../store/envelope_chunks.ts");
   const envelopes = [];
   const seen = new Set<string>();
   for await (const entry of h.service.db.kv.list<StoredJob>({ prefix: ["jobs"] })) {
@@ -442,7 +443,7 @@ Deno.test("accepting writes the envelope, one job per enabled destination and th
   try {
     const response = await post('{"a":1}', { "content-type": "application/json" });
     const { submissionId } = await response.json();
-    const { decodeJob } = await import("../store/jobs.ts");
+    const { decodeJob } = await import("../store/job_record.ts");
     const jobs = [];
     for await (
       const entry of h.service.db.kv.list<StoredJob>({

@@ -1,0 +1,136 @@
+/**
+ * One delivery attempt: destination → validated config → envelope → connector →
+ * classified result. The engine attempts claimed jobs through createJobAttempts; the
+ * test send (routes/test_send.ts) uses checkConfig and sendEnvelope on a sample.
+ * Every failure comes back as a DeliveryError, never as a throw.
+ *
+ * @module
+ */
+import type { z } from "zod";
+import {
+  type Connector,
+  DeliveryError,
+  type DeliveryReceipt,
+  type DeliveryRequest,
+} from "../connectors/types.ts";
+import type { DestinationType } from "../connectors/registry.ts";
+import { describeError } from "../log.ts";
+import type { Db } from "../store/db.ts";
+import { type DestinationRecord, openDestinationConfig } from "../store/destinations.ts";
+import { readSealedEnvelope } from "../store/envelope_chunks.ts";
+import { createDestinationCache } from "../store/form_cache.ts";
+import type { ClaimedJob } from "../store/job_record.ts";
+import { openEnvelope } from "./envelope.ts";
+
+/** What an attempt came to. */
+export type AttemptResult =
+  | { delivered: true; receipt: DeliveryReceipt }
+  | {
+    delivered: false;
+    failure: DeliveryError;
+    /**
+     * The connector threw something other than a DeliveryError (a bug or an unforeseen
+     * error): `failure` wraps it as transient, and its text is not known to be free of
+     * secrets.
+     */
+    unexpected: boolean;
+  };
+
+/** A stored config checked against its type's schema. */
+export type ConfigCheck =
+  | { ok: true; config: unknown }
+  | { ok: false; failure: DeliveryError; error: z.ZodError };
+
+/** Checks a destination's stored config against its connector's schema (defaults applied). */
+export function checkConfig(connector: Connector, stored: unknown): ConfigCheck {
+  const parsed = connector.configSchema.safeParse(stored);
+  if (parsed.success) return { ok: true, config: parsed.data };
+  const failure = new DeliveryError("Destination config is no longer valid", { permanent: true });
+  return { ok: false, failure, error: parsed.error };
+}
+
+/** A failure as the attempt reports it: DeliveryErrors as they are, anything else wrapped. */
+function classify(error: unknown): AttemptResult {
+  if (error instanceof DeliveryError) {
+    return { delivered: false, failure: error, unexpected: false };
+  }
+  const failure = new DeliveryError(`Delivery failed: ${describeError(error)}`, {
+    permanent: false,
+    cause: error,
+  });
+  return { delivered: false, failure, unexpected: true };
+}
+
+/** Hands an envelope to a connector with a validated config; every error is classified. */
+export async function sendEnvelope(
+  connector: Connector,
+  request: DeliveryRequest<unknown>,
+): Promise<AttemptResult> {
+  try {
+    return { delivered: true, receipt: await connector.deliver(request) };
+  } catch (error) {
+    return classify(error);
+  }
+}
+
+/** How long a destination record may be cached; changes in this process apply at once. */
+const DESTINATION_CACHE_MS = 1000;
+/** Opened destination configs cached at most. */
+const CONFIG_CACHE_MAX = 50_000;
+
+/** Attempts at claimed jobs. */
+export interface JobAttempts {
+  /** Delivers a claimed job's envelope to its destination, as it is now. */
+  attempt(claimed: ClaimedJob, signal: AbortSignal): Promise<AttemptResult>;
+}
+
+/**
+ * Attempts at claimed jobs, with the destination records and their opened, validated
+ * configs cached (most jobs share a few destinations).
+ */
+export function createJobAttempts(
+  deps: { db: Db; connectors: Record<DestinationType, Connector> },
+): JobAttempts {
+  const { db, connectors } = deps;
+  const destinations = createDestinationCache(db, { ttlMs: DESTINATION_CACHE_MS });
+  // Opened and validated configs, by destination; a changed config has a new sealed text.
+  const configs = new Map<string, { sealed: string; config: unknown }>();
+
+  async function openConfig(destination: DestinationRecord, connector: Connector) {
+    const cached = configs.get(destination.id);
+    if (cached?.sealed === destination.sealedConfig) return cached.config;
+    const checked = checkConfig(connector, await openDestinationConfig(db, destination));
+    if (!checked.ok) throw checked.failure;
+    if (configs.size >= CONFIG_CACHE_MAX) configs.clear();
+    configs.set(destination.id, { sealed: destination.sealedConfig, config: checked.config });
+    return checked.config;
+  }
+
+  async function attempt(claimed: ClaimedJob, signal: AbortSignal): Promise<AttemptResult> {
+    const { job } = claimed;
+    const destination = await destinations.get(job.formId, job.destinationId);
+    if (destination === null) {
+      throw new DeliveryError("Destination was deleted before delivery", { permanent: true });
+    }
+    if (!destination.isEnabled) {
+      throw new DeliveryError("Destination was disabled before delivery", { permanent: true });
+    }
+    const sealed = await readSealedEnvelope(db, claimed);
+    if (sealed === null) {
+      throw new DeliveryError("Submission data expired before delivery", { permanent: true });
+    }
+    const envelope = await openEnvelope(db.sealer, job.submissionId, sealed);
+    const connector = connectors[destination.type];
+    return await sendEnvelope(connector, {
+      envelope,
+      config: await openConfig(destination, connector),
+      deliveryId: `${job.submissionId}.${job.destinationId}`,
+      destinationId: job.destinationId,
+      signal,
+    });
+  }
+
+  return {
+    attempt: (claimed, signal) => attempt(claimed, signal).catch(classify),
+  };
+}

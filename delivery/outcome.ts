@@ -1,0 +1,146 @@
+/**
+ * The outcome step: what an attempt's result does to its job. Delivered and failed
+ * are final (the job ends with its outcome, the envelope is cleaned up, and the
+ * destination's health hook hears of it); a transient failure with retries left puts
+ * the job back until its next attempt; a job cut short by shutdown goes back at once,
+ * its attempt uncounted.
+ *
+ * @module
+ */
+import type { Config } from "../config.ts";
+import type { DeliveryError } from "../connectors/types.ts";
+import type { Db } from "../store/db.ts";
+import { deleteEnvelopeIfLast, type EnvelopeCleanup } from "../store/envelope_cleanup.ts";
+import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
+import { finishJob, rescheduleJob } from "../store/jobs.ts";
+import { outcomeOf } from "../store/outcomes.ts";
+import { wakeMessage } from "../store/wake.ts";
+import type { AttemptResult } from "./attempt.ts";
+import { nextRetryDelay } from "./retry.ts";
+
+/** What the outcome step needs. */
+export interface OutcomeDeps {
+  db: Db;
+  config: Pick<Config, "retryScheduleMs" | "sweepIntervalMs">;
+  /** Whether the KV offers queues (a retry's wake-up goes with its commit). */
+  queues: boolean;
+  now: () => number;
+  /** Wakes a job again in this process after `delayMs` (retries due before the next sweep). */
+  wakeLater(ref: JobRef, delayMs: number): void;
+  /** Called after every final outcome (auto-disable and tests hook in here). */
+  onFinal?: (job: JobRecord, status: "delivered" | "failed") => void | Promise<void>;
+}
+
+/** One log line's fields per attempt: result, status and error; never payload. */
+export type OutcomeFields = Record<string, unknown> & { result: string };
+
+/** Records attempts' results. */
+export interface OutcomeStep {
+  /** Records what an attempt came to; returns the fields of its log line. */
+  record(claimed: ClaimedJob, result: AttemptResult): Promise<OutcomeFields>;
+  /** Puts a job whose attempt was cut short by shutdown back as due, its attempt uncounted. */
+  handBack(claimed: ClaimedJob): Promise<void>;
+  /** Whether this process ended the job lately (its queue wake-ups then cost no KV read). */
+  finishedHere(ref: JobRef): boolean;
+}
+
+const RECENTLY_DONE_MAX = 50_000;
+
+/** The outcome step of one engine. */
+export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
+  const { db, config, now } = deps;
+  // Jobs finished here lately, so that their queue wake-ups cost no KV read.
+  const recentlyDone = new Set<string>();
+
+  async function finish(
+    claimed: ClaimedJob,
+    status: "delivered" | "failed",
+    result: { statusCode?: number; detail?: string; error?: string },
+  ): Promise<OutcomeFields> {
+    const job: JobRecord = {
+      ...claimed.job,
+      lastError: result.error ?? null,
+      lastStatusCode: result.statusCode ?? null,
+      updatedAt: now(),
+    };
+    const cleanup = envelopeCleanup(job);
+    if (!await finishJob(db, claimed, outcomeOf(job, status, result.detail ?? null), cleanup)) {
+      return { result: "lease lost" };
+    }
+    if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
+    recentlyDone.add(refKey(job));
+    if (cleanup === "check") await deleteEnvelopeIfLast(db, job);
+    await deps.onFinal?.(job, status);
+    return { result: status, statusCode: job.lastStatusCode, error: job.lastError };
+  }
+
+  /**
+   * How the envelope is cleaned up when a job ends: deleted in its finishing commit
+   * when every sibling job already finished in this process, else checked right after
+   * the commit (the last sibling to commit deletes it).
+   */
+  function envelopeCleanup(job: JobRecord): EnvelopeCleanup {
+    if (job.family === undefined) return "check";
+    const siblingsDone = job.family.every((destinationId) =>
+      destinationId === job.destinationId || recentlyDone.has(refKey({ ...job, destinationId }))
+    );
+    return siblingsDone ? "delete" : "check";
+  }
+
+  async function fail(claimed: ClaimedJob, failure: DeliveryError): Promise<OutcomeFields> {
+    const { job } = claimed;
+    const delay = failure.permanent ? null : nextRetryDelay(job.attempts, {
+      scheduleMs: config.retryScheduleMs,
+      retryAfterMs: failure.retryAfterMs,
+    });
+    if (delay === null) {
+      const error = failure.permanent
+        ? failure.message
+        : `Retries exhausted after ${job.attempts} attempts: ${failure.message}`;
+      return await finish(claimed, "failed", { statusCode: failure.statusCode, error });
+    }
+    const next: JobRecord = {
+      ...job,
+      state: "pending",
+      dueAt: now() + delay,
+      lastError: failure.message,
+      lastStatusCode: failure.statusCode ?? null,
+      updatedAt: now(),
+    };
+    const ref = {
+      submittedAt: job.submittedAt,
+      submissionId: job.submissionId,
+      destinationId: job.destinationId,
+      orgId: job.orgId,
+    };
+    const ok = await rescheduleJob(db, claimed, next, {
+      wakeUp: deps.queues ? { message: wakeMessage([ref]), delayMs: delay } : null,
+    });
+    if (!ok) return { result: "lease lost" };
+    if (delay < config.sweepIntervalMs) deps.wakeLater(ref, delay);
+    return {
+      result: "retry",
+      retryInMs: delay,
+      statusCode: next.lastStatusCode,
+      error: next.lastError,
+    };
+  }
+
+  return {
+    record(claimed, result) {
+      if (result.delivered) {
+        return finish(claimed, "delivered", {
+          statusCode: result.receipt.statusCode,
+          detail: result.receipt.detail,
+        });
+      }
+      return fail(claimed, result.failure);
+    },
+    async handBack(claimed) {
+      const { job } = claimed;
+      const back = { ...job, state: "pending" as const, dueAt: now(), attempts: job.attempts - 1 };
+      await rescheduleJob(db, claimed, back, { wakeUp: null });
+    },
+    finishedHere: (ref) => recentlyDone.has(refKey(ref)),
+  };
+}

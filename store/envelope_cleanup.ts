@@ -1,0 +1,86 @@
+/**
+ * Envelope cleanup after a job ends: the envelope goes with the last job of its
+ * submission. A finishing job either deletes it in its own commit or leaves a marker
+ * and checks right after the commit whether any sibling is left; the marker outlives a
+ * crash between the two, so the sweep can finish the check.
+ *
+ * @module
+ */
+import type { Db } from "./db.ts";
+import { deleteChunks } from "./envelope_chunks.ts";
+import type { JobRecord } from "./job_record.ts";
+import {
+  envelopeCheckKey,
+  envelopeCheckKeyParts,
+  envelopeChecksPrefix,
+  type JobKeyParts,
+  jobsOfSubmissionPrefix,
+} from "./keys.ts";
+
+/**
+ * What happens to the sealed envelope when a job ends: deleted in the same commit
+ * (every sibling job is known to be finished), or marked for a check after the commit
+ * (whether any sibling is left can only be known once this commit is in).
+ */
+export type EnvelopeCleanup = "delete" | "check";
+
+interface Marker {
+  chunks: number;
+  markedAt: number;
+}
+
+/** Adds a finishing job's cleanup to its commit: the envelope's deletion, or a marker. */
+export function applyEnvelopeCleanup(
+  op: Deno.AtomicOperation,
+  job: JobKeyParts & Pick<JobRecord, "chunks">,
+  cleanup: EnvelopeCleanup,
+): void {
+  if (cleanup === "delete") deleteChunks(op, job);
+  else op.set(envelopeCheckKey(job), { chunks: job.chunks, markedAt: Date.now() } satisfies Marker);
+}
+
+/**
+ * The check after a finishing commit: deletes the envelope when no job of the
+ * submission is left, and the job's marker either way. Of sibling jobs finishing at
+ * once, the last to commit always sees none left (a second delete is harmless).
+ */
+export async function deleteEnvelopeIfLast(
+  db: Db,
+  job: JobKeyParts & Pick<JobRecord, "chunks">,
+): Promise<void> {
+  const left = db.kv.list({ prefix: jobsOfSubmissionPrefix(job.submittedAt, job.submissionId) }, {
+    limit: 1,
+  });
+  let last = true;
+  for await (const _ of left) last = false;
+  await db.batcher.commit({
+    apply(op) {
+      op.delete(envelopeCheckKey(job));
+      if (last) deleteChunks(op, job);
+    },
+    mutations: 1 + (last ? job.chunks : 0),
+  });
+}
+
+/**
+ * Finishes the envelope checks that a crash interrupted: markers older than
+ * `olderThanMs` (younger ones belong to checks under way).
+ */
+export async function sweepEnvelopeMarkers(
+  db: Db,
+  options: { now: number; olderThanMs: number; limit: number },
+): Promise<number> {
+  let checked = 0;
+  const markers = db.kv.list<Marker>({ prefix: envelopeChecksPrefix() }, {
+    limit: options.limit,
+  });
+  for await (const entry of markers) {
+    if (entry.value.markedAt > options.now - options.olderThanMs) continue;
+    await deleteEnvelopeIfLast(db, {
+      ...envelopeCheckKeyParts(entry.key),
+      chunks: entry.value.chunks,
+    });
+    checked++;
+  }
+  return checked;
+}

@@ -1,0 +1,164 @@
+/**
+ * Every KV key and prefix of formrelay, in one place: typed builders that return
+ * tuples, and readers for the keys whose parts are read back from a listing. No other
+ * module builds a key or reads one by position.
+ *
+ * Layout (snake_case prefixes):
+ * - `orgs/<orgId>` organization; `tenant_keys/<sha256>` tenant key by hash;
+ *   `tenant_keys_by_org/<orgId>/<sha256>` the active keys of an organization.
+ * - `forms/<formId>`; `forms_by_org/<orgId>/<formId>`; `forms_by_public_key/<pk>`.
+ * - `destinations/<formId>/<destinationId>`; `destination_failures/<destinationId>`.
+ * - `jobs/<submittedAt>/<submissionId>/<destinationId>` unfinished delivery jobs;
+ *   `envelopes/<submittedAt>/<submissionId>/<chunk>` sealed envelope chunks;
+ *   `envelope_checks/<submittedAt>/<submissionId>/<destinationId>` cleanup markers;
+ *   `deliveries/<formId>/<submittedAt>/<submissionId>/<destinationId>` outcomes.
+ * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
+ *
+ * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
+ * new entries append at the end of the KV's B-tree instead of landing on random pages,
+ * which makes commits several times cheaper.
+ *
+ * @module
+ */
+
+/** A job's identity: the parts of its key. */
+export interface JobKeyParts {
+  submittedAt: number;
+  submissionId: string;
+  destinationId: string;
+}
+
+// Organizations and tenant keys.
+
+/** An organization record. */
+export const orgKey = (orgId: string): ["orgs", string] => ["orgs", orgId];
+/** A tenant key record, by the SHA-256 hex of the key. */
+export const tenantKeyKey = (hash: string): ["tenant_keys", string] => ["tenant_keys", hash];
+/** Index entry: an active tenant key of an organization. */
+export const tenantKeyByOrgKey = (
+  orgId: string,
+  hash: string,
+): ["tenant_keys_by_org", string, string] => ["tenant_keys_by_org", orgId, hash];
+/** Prefix of an organization's active tenant keys. */
+export const tenantKeysByOrgPrefix = (orgId: string): ["tenant_keys_by_org", string] => [
+  "tenant_keys_by_org",
+  orgId,
+];
+/** The key hash of a tenant_keys_by_org entry. */
+export function hashOfTenantKeyByOrgKey(key: Deno.KvKey): string {
+  return (key as ReturnType<typeof tenantKeyByOrgKey>)[2];
+}
+
+// Forms.
+
+/** A form record. */
+export const formKey = (formId: string): ["forms", string] => ["forms", formId];
+/** Index entry: a form of an organization. */
+export const formByOrgKey = (orgId: string, formId: string): ["forms_by_org", string, string] => [
+  "forms_by_org",
+  orgId,
+  formId,
+];
+/** Prefix of an organization's forms index. */
+export const formsByOrgPrefix = (orgId: string): ["forms_by_org", string] => [
+  "forms_by_org",
+  orgId,
+];
+/** The form id of a forms_by_org entry. */
+export function formIdOfByOrgKey(key: Deno.KvKey): string {
+  return (key as ReturnType<typeof formByOrgKey>)[2];
+}
+/** Index entry: the form id behind a public key. */
+export const formByPublicKeyKey = (publicKey: string): ["forms_by_public_key", string] => [
+  "forms_by_public_key",
+  publicKey,
+];
+
+// Destinations.
+
+/** A destination record; destinations live under their form. */
+export const destinationKey = (
+  formId: string,
+  destinationId: string,
+): ["destinations", string, string] => ["destinations", formId, destinationId];
+/** Prefix of a form's destinations. */
+export const destinationsOfFormPrefix = (formId: string): ["destinations", string] => [
+  "destinations",
+  formId,
+];
+/** A destination's consecutive final failures (see destination_health.ts). */
+export const destinationFailuresKey = (
+  destinationId: string,
+): ["destination_failures", string] => ["destination_failures", destinationId];
+
+// Delivery jobs, envelopes, cleanup markers and outcomes.
+
+/** An unfinished delivery job. */
+export const jobKey = (ref: JobKeyParts): ["jobs", number, string, string] => [
+  "jobs",
+  ref.submittedAt,
+  ref.submissionId,
+  ref.destinationId,
+];
+/** Prefix of every unfinished job. */
+export const jobsPrefix = (): ["jobs"] => ["jobs"];
+/** Prefix of the unfinished jobs of one submission. */
+export const jobsOfSubmissionPrefix = (
+  submittedAt: number,
+  submissionId: string,
+): ["jobs", number, string] => ["jobs", submittedAt, submissionId];
+/** The identity a job key holds. */
+export function jobKeyParts(key: Deno.KvKey): JobKeyParts {
+  const [, submittedAt, submissionId, destinationId] = key as ReturnType<typeof jobKey>;
+  return { submittedAt, submissionId, destinationId };
+}
+
+/** One sealed chunk of a submission's envelope. */
+export const envelopeChunkKey = (
+  submittedAt: number,
+  submissionId: string,
+  index: number,
+): ["envelopes", number, string, number] => ["envelopes", submittedAt, submissionId, index];
+
+/** A finished job's note that the envelope may have to go (see envelope_cleanup.ts). */
+export const envelopeCheckKey = (ref: JobKeyParts): ["envelope_checks", number, string, string] => [
+  "envelope_checks",
+  ref.submittedAt,
+  ref.submissionId,
+  ref.destinationId,
+];
+/** Prefix of every envelope check marker. */
+export const envelopeChecksPrefix = (): ["envelope_checks"] => ["envelope_checks"];
+/** The job identity an envelope check marker holds. */
+export function envelopeCheckKeyParts(key: Deno.KvKey): JobKeyParts {
+  const [, submittedAt, submissionId, destinationId] = key as ReturnType<typeof envelopeCheckKey>;
+  return { submittedAt, submissionId, destinationId };
+}
+
+/** A delivery outcome, listed per form newest first. */
+export const outcomeKey = (
+  job: JobKeyParts & { formId: string },
+): ["deliveries", string, number, string, string] => [
+  "deliveries",
+  job.formId,
+  job.submittedAt,
+  job.submissionId,
+  job.destinationId,
+];
+/** Prefix of a form's delivery outcomes. */
+export const outcomesOfFormPrefix = (formId: string): ["deliveries", string] => [
+  "deliveries",
+  formId,
+];
+
+// Rate limits and health.
+
+/** A rate-limit counter of one form, client (a keyed hash, never an address) and window. */
+export const rateKey = (
+  formId: string,
+  client: string,
+  window: number,
+): ["rate", string, string, number] => ["rate", formId, client, window];
+
+/** The key /healthz reads to see that the KV answers (never written). */
+export const healthKey = (): ["health"] => ["health"];
