@@ -22,7 +22,7 @@ const envSchema = z.object({
   /** Open connections at most; unset: three quarters of the descriptor limit, at most 10 000. */
   HTTP_MAX_CONNECTIONS: positiveInt.optional(),
   /** Declared bytes of request bodies being read and processed at once. */
-  HTTP_BODY_MEMORY_BYTES: positiveInt.min(262_144).default(16 * 1024 * 1024),
+  HTTP_BODY_MEMORY_BYTES: positiveInt.min(262_144).default(8 * 1024 * 1024),
   PLATFORM_SMTP_HOST: z.string().min(1).optional(),
   PLATFORM_SMTP_PORT: z.coerce.number().int().min(1).max(65535).optional(),
   PLATFORM_SMTP_SECURE_TRANSPORT: secureTransport.default("starttls"),

@@ -14,7 +14,7 @@ Deno.test("loadConfig applies the contract's defaults", () => {
     keepAliveTimeoutMs: 5_000,
     bodyTimeoutMs: 10_000,
     maxConnections: null,
-    bodyMemoryBytes: 16 * 1024 * 1024,
+    bodyMemoryBytes: 8 * 1024 * 1024,
   });
   assert.equal(config.platformSmtp, null);
   assert.equal(config.allowPrivateDestinations, false);

@@ -128,7 +128,17 @@ export function serveGuarded(
   let lastAcceptWarning = -Infinity;
 
   function close(connection: Connection) {
-    if (!connection.done && !connection.abort.signal.aborted) connection.abort.abort();
+    if (connection.done || connection.abort.signal.aborted) return;
+    // The runtime's abort listener throws (from inside the event) when the connection's
+    // server ended a moment ago without `finished` having told us yet: that error is
+    // kept from ending the process, and only during this call.
+    const quiet = (event: ErrorEvent) => event.preventDefault();
+    globalThis.addEventListener("error", quiet);
+    try {
+      connection.abort.abort();
+    } finally {
+      globalThis.removeEventListener("error", quiet);
+    }
   }
 
   /** The connection that has waited longest for a request head, if any waits. */

@@ -32,10 +32,13 @@ async function readLines(stream: ReadableStream<Uint8Array>, onLine: (line: stri
  */
 export async function startServiceProcess(
   env: Record<string, string>,
-  options: { stderr?: "inherit" | "piped" } = {},
+  options: { stderr?: "inherit" | "piped"; fileDescriptorLimit?: number } = {},
 ): Promise<ServiceProcess> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", MAIN],
+  const deno = ["run", "-A", MAIN];
+  // prlimit sets the soft and hard limit, as `ulimit -n` does (Deno raises soft to hard).
+  const limit = options.fileDescriptorLimit;
+  const child = new Deno.Command(limit ? "prlimit" : Deno.execPath(), {
+    args: limit ? [`--nofile=${limit}:${limit}`, Deno.execPath(), ...deno] : deno,
     env: { PORT: "0", LOG_LEVEL: "info", ALLOW_PRIVATE_DESTINATIONS: "true", ...env },
     stdout: "piped",
     stderr: options.stderr ?? "inherit",
