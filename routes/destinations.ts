@@ -30,6 +30,21 @@ const createSchema = z.strictObject({
 const patchSchema = z.strictObject({ config: z.unknown().optional(), isEnabled: z.boolean() })
   .partial();
 
+
+/**
+ * Most bytes of a destination config as JSON. Stored sealed and in base64 inside its
+ * record, it must stay under KV's 64 KiB value limit: this leaves room to spare.
+ */
+export const MAX_CONFIG_BYTES = 40 * 1024;
+
+/** The config, or 413 when its stored form would not fit in KV. */
+function storable<T>(config: T): T {
+  if (new TextEncoder().encode(JSON.stringify(config)).length > MAX_CONFIG_BYTES) {
+    throw new ApiError(413, "Destination config too large (max 40KB)");
+  }
+  return config;
+}
+
 /** A destination as the API shows it. */
 function destinationView(destination: Destination, connector?: Connector) {
   return {
@@ -52,7 +67,9 @@ export function destinationRoutes({ db, connectors }: AppDeps) {
   router.post("/forms/:id/destinations", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const input = await readValidJson(c, createSchema);
-    const config = validate(connectors[input.type].configSchema, input.config, ["config"]);
+    const config = storable(
+      validate(connectors[input.type].configSchema, input.config, ["config"]),
+    );
     try {
       const destination = await addDestination(db, form, { ...input, config });
       if (destination === null) throw new ApiError(404, "Form not found");
@@ -87,7 +104,9 @@ export function destinationRoutes({ db, connectors }: AppDeps) {
     if (patch.config !== undefined) {
       const current = await getDestination(db, form.id, destId);
       if (current === null) throw new ApiError(404, "Destination not found");
-      config = validate(connectors[current.type].configSchema, patch.config, ["config"]);
+      config = storable(
+        validate(connectors[current.type].configSchema, patch.config, ["config"]),
+      );
     }
     const updated = await updateDestination(db, form.id, destId, {
       config,

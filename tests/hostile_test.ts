@@ -159,3 +159,59 @@ Deno.test("200 concurrent slow bodies from one address give exactly RATE_LIMIT_M
   assert.equal(count(202), 60);
   assert.equal(count(429), 140);
 });
+
+Deno.test("the largest envelope a body under 128 KB can make is accepted and delivered", async () => {
+  const { startWebhookSink } = await import("./helpers/sink.ts");
+  await using sink = startWebhookSink();
+  await using h = await startHarness({ rateLimit: { max: 0, windowMs: 60_000 } });
+  const form = await h.createForm({ name: "F".repeat(200) });
+  // Twenty destinations, the most a form may have: the commit holds twenty jobs too.
+  for (let i = 0; i < 20; i++) {
+    await h.addDestination(form.id, { type: "webhook", config: { url: `${sink.url}/${i}` } });
+  }
+  // Control characters cost one byte in a multipart body and six ("\u0001") in JSON.
+  const boundary = "b";
+  const head = `--${boundary}\r\ncontent-disposition: form-data; name="m"\r\n\r\n`;
+  const tail = `\r\n--${boundary}--\r\n`;
+  const value = "\x01".repeat(131_072 - head.length - tail.length);
+  const response = await h.request(`/v1/f/${form.publicKey}`, {
+    method: "POST",
+    headers: {
+      "content-type": `multipart/form-data; boundary=${boundary}`,
+      "user-agent": "\\".repeat(60_000),
+      referer: "https://site.example/" + '"'.repeat(60_000),
+      origin: "https://site.example",
+    },
+    body: head + value + tail,
+  });
+  assert.equal(response.status, 202, await response.clone().text());
+  await waitFor(() => sink.received.length === 20, {
+    timeoutMs: 30_000,
+    message: () => `${sink.received.length} of 20 delivered`,
+  });
+  const delivered = sink.received[0].json as { payload: { m: string } };
+  assert.equal(delivered.payload.m, value);
+  assert.ok(sink.received[0].body.length > 6 * value.length, "the envelope is six times the body");
+});
+
+Deno.test("a destination config whose stored form would not fit in KV is 413, never 500", async () => {
+  await using h = await startHarness({}, { deliver: false });
+  const form = await h.createForm();
+  const withHeader = (size: number) => ({
+    type: "webhook",
+    config: { url: "https://hooks.example.com/in", headers: { "x-pad": "p".repeat(size) } },
+  });
+  const tooLarge = await h.admin("POST", `/forms/${form.id}/destinations`, withHeader(56_000));
+  assert.equal(tooLarge.status, 413);
+  assert.equal((await tooLarge.json()).error, "Destination config too large (max 40KB)");
+  const fits = await h.admin("POST", `/forms/${form.id}/destinations`, withHeader(40_000));
+  assert.equal(fits.status, 200);
+  const { destination } = await fits.json();
+  const patched = await h.admin(
+    "PATCH",
+    `/forms/${form.id}/destinations/${destination.id}`,
+    { config: withHeader(56_000).config },
+  );
+  assert.equal(patched.status, 413);
+  assert.ok(!h.logs.some((line) => line.includes('"level":"error"')), "nothing went wrong inside");
+});
