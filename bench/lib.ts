@@ -68,16 +68,44 @@ function toMs(value: string): number {
   return m[2] === "us" ? n / 1000 : m[2] === "ms" ? n : m[2] === "s" ? n * 1000 : n * 60_000;
 }
 
-/** Runs wrk with a Lua script posting `body` as JSON. */
+/**
+ * A wrk script giving every request its own client address in X-Forwarded-For, as a
+ * CDN in front would (10.<thread>.<n>): each wrk thread numbers its own requests.
+ */
+const DISTINCT_CLIENTS_LUA = `
+local threads = 0
+function setup(thread)
+  thread:set("id", threads)
+  threads = threads + 1
+end
+local n = 0
+function request()
+  n = n + 1
+  local address = string.format("10.%d.%d.%d", id, math.floor(n / 256) % 256, n % 256)
+  return wrk.format(nil, nil, { ["Content-Type"] = "application/json", ["X-Forwarded-For"] = address })
+end
+`;
+
+/**
+ * Runs wrk with a Lua script posting `body` as JSON; with `distinctClients`, each
+ * request from its own address (DISTINCT_CLIENTS_LUA).
+ */
 export async function runWrk(
   url: string,
-  options: { connections: number; seconds: number; body: string; threads?: number },
+  options: {
+    connections: number;
+    seconds: number;
+    body: string;
+    threads?: number;
+    distinctClients?: boolean;
+  },
 ): Promise<WrkResult> {
   const script = await Deno.makeTempFile({ suffix: ".lua" });
   await Deno.writeTextFile(
     script,
     `wrk.method = "POST"\nwrk.body = ${JSON.stringify(options.body)}\n` +
-      `wrk.headers["Content-Type"] = "application/json"\n`,
+      `wrk.headers["Content-Type"] = "application/json"\n` +
+      (options.distinctClients ? DISTINCT_CLIENTS_LUA : ""),
   );
   const output = await new Deno.Command("wrk", {
     args: [
@@ -120,8 +148,8 @@ export interface BenchService {
 /**
  * Starts main.ts for a benchmark: the org is created through the store before the
  * child opens the KV; the form and its two destinations (`sinkUrl` + "/a" and "/b")
- * through the admin API. The per-IP rate limit is off (all load comes from loopback);
- * `env` adds or overrides variables.
+ * through the admin API. The per-IP rate limit is off unless `env` sets it (all load
+ * comes from loopback); `env` adds or overrides variables.
  */
 export async function startBenchService(
   sinkUrl: string,

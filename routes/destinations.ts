@@ -30,7 +30,6 @@ const createSchema = z.strictObject({
 const patchSchema = z.strictObject({ config: z.unknown().optional(), isEnabled: z.boolean() })
   .partial();
 
-
 /**
  * Most bytes of a destination config as JSON. Stored sealed and in base64 inside its
  * record, it must stay under KV's 64 KiB value limit: this leaves room to spare.

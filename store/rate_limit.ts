@@ -3,12 +3,16 @@
  *
  * A slot is reserved when a request is admitted, before its body is read, and either
  * counted (the submission was accepted, or its captcha failed) or released, so
- * concurrent requests from one client can never pass the limit in one process. Counts
- * live in KV (one counter per form, client and window, expiring after the window) so
- * that a restarted process, or another one sharing the KV, starts from them; the
- * client appears there only as a keyed hash (Sealer.pseudonym), never as an address.
- * Each process reads a counter once per window and counts on in memory: exact in one
- * process, approximate across several (each adds to what it read).
+ * concurrent requests from one client can never pass the limit in one process.
+ *
+ * Counting is in memory. KV is consulted only for clients that come near the limit:
+ * once a client's count reaches half of it, the process reads the counter stored for
+ * that form, client and window (by another process, or before a restart), adds it to
+ * its own, and stores the sum with each further submission. One-off visitors, the
+ * great majority, cost no KV read or write. So the limit is exact in one process and
+ * across a restart; processes sharing a KV see each other's counts only when they
+ * read them, so there a client may get more (at most the limit per process). The client appears in KV only as a keyed hash
+ * (Sealer.pseudonym), never as an address; counters expire after their window.
  *
  * @module
  */
@@ -39,6 +43,9 @@ interface Counter {
   window: number;
   counted: number;
   reserved: number;
+  /** The stored counter has been read (once the client came near the limit). */
+  loaded: boolean;
+  loading: Promise<void> | null;
 }
 
 const UNLIMITED: RateSlot = { count() {}, release() {} };
@@ -49,44 +56,51 @@ export function createRateLimiter(
   options: { max: number; windowMs: number; now?: () => number },
 ): RateLimiter {
   const now = options.now ?? Date.now;
+  /** From this count on, a client's counter is read from and written to KV. */
+  const nearLimit = Math.ceil(options.max / 2);
   const counters = new Map<string, Counter>();
-  /** First reads of a window's counter under way, so concurrent requests share one. */
-  const loading = new Map<string, Promise<Counter>>();
 
-  function forget() {
-    const current = Math.floor(now() / options.windowMs);
-    for (const [key, counter] of counters) {
-      if (counter.window !== current || counter.reserved === 0) counters.delete(key);
+  /** Drops counters of ended windows and of idle one-off clients, then any idle ones. */
+  function forget(window: number) {
+    for (const [key, c] of counters) {
+      if (c.window !== window || (c.reserved === 0 && c.counted <= 1)) counters.delete(key);
     }
+    if (counters.size < MAX_TRACKED / 2) return;
+    for (const [key, c] of counters) if (c.reserved === 0) counters.delete(key);
   }
 
-  async function counterOf(formId: string, clientKey: string): Promise<Counter> {
-    const window = Math.floor(now() / options.windowMs);
+  function counterOf(formId: string, clientKey: string, window: number): Counter {
     const mapKey = `${formId}|${clientKey}`;
-    const counter = counters.get(mapKey);
-    if (counter?.window === window) return counter;
-    const pending = loading.get(mapKey);
-    if (pending) return await pending;
-    const load = (async () => {
-      const client = db.sealer.pseudonym(clientKey);
-      const stored = await db.kv.get<number>(rateKey(formId, client, window));
-      if (counters.size >= MAX_TRACKED) forget();
-      const fresh = { window, counted: stored.value ?? 0, reserved: 0 };
-      counters.set(mapKey, fresh);
-      return fresh;
-    })();
-    loading.set(mapKey, load);
-    try {
-      return await load;
-    } finally {
-      loading.delete(mapKey);
+    let counter = counters.get(mapKey);
+    if (counter?.window !== window) {
+      if (counters.size >= MAX_TRACKED) forget(window);
+      counter = { window, counted: 0, reserved: 0, loaded: false, loading: null };
+      counters.set(mapKey, counter);
     }
+    return counter;
+  }
+
+  /** Reads the stored counter once; concurrent requests of the client share the read. */
+  function load(counter: Counter, formId: string, clientKey: string): Promise<void> {
+    counter.loading ??= (async () => {
+      const key = rateKey(formId, db.sealer.pseudonym(clientKey), counter.window);
+      const stored = await db.kv.get<number>(key);
+      // What is stored was counted elsewhere (another process, or before a restart):
+      // this process writes its own count only from now on.
+      counter.counted += stored.value ?? 0;
+      counter.loaded = true;
+    })();
+    return counter.loading;
   }
 
   return {
     async reserve(formId, clientKey) {
       if (options.max === 0) return UNLIMITED;
-      const counter = await counterOf(formId, clientKey);
+      const window = Math.floor(now() / options.windowMs);
+      const counter = counterOf(formId, clientKey, window);
+      if (!counter.loaded && counter.counted + counter.reserved + 1 >= nearLimit) {
+        await load(counter, formId, clientKey);
+      }
       if (counter.counted + counter.reserved >= options.max) {
         const end = (counter.window + 1) * options.windowMs;
         return { retryAfter: Math.max(1, Math.ceil((end - now()) / 1000)) };
@@ -99,6 +113,7 @@ export function createRateLimiter(
           settled = true;
           counter.reserved--;
           const count = ++counter.counted;
+          if (count < nearLimit) return;
           const key = rateKey(formId, db.sealer.pseudonym(clientKey), counter.window);
           db.batcher.commit({
             apply: (op) => op.set(key, count, { expireIn: options.windowMs * 2 }),

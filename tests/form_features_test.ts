@@ -199,3 +199,27 @@ Deno.test("rate limit: slots are reserved, counted or released; a new window sta
   const off = createRateLimiter(h.service.db, { max: 0, windowMs: 60_000, now: () => clock });
   assert.ok(!("retryAfter" in await off.reserve("f", "1.2.3.4")), "max 0 turns the limit off");
 });
+
+Deno.test("rate limit: one-off visitors cost no KV write; clients near the limit are stored", async () => {
+  const { createRateLimiter } = await import("../store/rate_limit.ts");
+  const { countKeys } = await import("./helpers/kv.ts");
+  const { waitFor } = await import("./helpers/wait.ts");
+  await using h = await startHarness({}, { deliver: false });
+  const limiter = createRateLimiter(h.service.db, { max: 4, windowMs: 600_000 });
+  const submit = async (client: string) => {
+    const slot = await limiter.reserve("f", client);
+    assert.ok(!("retryAfter" in slot));
+    slot.count();
+  };
+  for (let i = 0; i < 100; i++) await submit(`198.51.100.${i}`);
+  await submit("203.0.113.1");
+  await submit("203.0.113.1");
+  await waitFor(async () => await countKeys(h.service.db.kv, "rate") === 1);
+  // A restarted process reads the stored count once the client comes near the limit.
+  const restarted = createRateLimiter(h.service.db, { max: 4, windowMs: 600_000 });
+  (await restarted.reserve("f", "203.0.113.1") as { count(): void }).count();
+  const third = await restarted.reserve("f", "203.0.113.1");
+  assert.ok(!("retryAfter" in third));
+  third.count();
+  assert.ok("retryAfter" in await restarted.reserve("f", "203.0.113.1"), "2 stored + 2 here");
+});
