@@ -61,11 +61,12 @@ export function holdSlowBody(
   path: string,
   stop: AbortSignal,
   counts: { closed: number },
+  localAddress = "127.0.0.2",
 ): Promise<void> {
   return new Promise((resolve) => {
     const open = () => {
       if (stop.aborted) return resolve();
-      const socket = net.connect({ port, host: "127.0.0.1", localAddress: "127.0.0.2" });
+      const socket = net.connect({ port, host: "127.0.0.1", localAddress });
       let trickle: ReturnType<typeof setInterval> | undefined;
       const onStop = () => socket.destroy();
       stop.addEventListener("abort", onStop, { once: true });
