@@ -1,5 +1,6 @@
 /** Shared pieces of the benchmarks: child processes, wrk, RSS. Not tests. */
 import { freePort } from "../tests/helpers/ports.ts";
+import { START_ENV } from "../tests/helpers/process.ts";
 
 export const MAIN = new URL("../main.ts", import.meta.url).pathname;
 
@@ -174,7 +175,11 @@ export async function startBenchService(
   await setup.close();
 
   const port = freePort();
-  const child = spawnDeno([START_V8_FLAGS, MAIN], { ...fullEnv, PORT: String(port) });
+  const child = spawnDeno([START_V8_FLAGS, MAIN], {
+    ...START_ENV,
+    ...fullEnv,
+    PORT: String(port),
+  });
   const origin = `http://127.0.0.1:${port}`;
   await waitUntilUp(`${origin}/healthz`);
   const admin = adminClient(() => origin, tenantKey);

@@ -14,6 +14,7 @@ import {
   percentile,
   prepareWorkspace,
 } from "../tests/reliability/helpers/cluster.ts";
+import { START_ENV } from "../tests/helpers/process.ts";
 import { freePort, MAIN, rssMb, spawnDeno, START_V8_FLAGS, waitUntilUp } from "./lib.ts";
 
 const SECONDS = Number(Deno.env.get("SOAK_SECONDS") ?? "600");
@@ -38,7 +39,11 @@ const workspace = await prepareWorkspace(1, {
   SWEEP_INTERVAL_SECONDS: "15",
 });
 const port = freePort();
-const child = spawnDeno([START_V8_FLAGS, MAIN], { ...workspace.env, PORT: String(port) });
+const child = spawnDeno([START_V8_FLAGS, MAIN], {
+  ...START_ENV,
+  ...workspace.env,
+  PORT: String(port),
+});
 const origin = `http://127.0.0.1:${port}`;
 await waitUntilUp(`${origin}/healthz`);
 const admin = adminClient(() => origin, workspace.orgs[0].tenantKey);

@@ -12,6 +12,14 @@ export interface ServiceProcess {
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
+/**
+ * The environment `deno task start` runs main.ts with (deno.json; a test checks they
+ * agree). glibc keeps memory freed by the HTTP runtime's threads unless told to hand
+ * back free space above 128 KB: without it, RSS stayed 50 % above its earlier level 30 s
+ * after a burst of large bodies; with it, under 20 % (measured, tests/reliability).
+ */
+export const START_ENV: Readonly<Record<string, string>> = { MALLOC_TRIM_THRESHOLD_: "131072" };
+
 /** Calls `onLine` for every line of a byte stream; settles at its end. */
 async function readLines(stream: ReadableStream<Uint8Array>, onLine: (line: string) => void) {
   let buffer = "";
@@ -39,7 +47,13 @@ export async function startServiceProcess(
   const limit = options.fileDescriptorLimit;
   const child = new Deno.Command(limit ? "prlimit" : Deno.execPath(), {
     args: limit ? [`--nofile=${limit}:${limit}`, Deno.execPath(), ...deno] : deno,
-    env: { PORT: "0", LOG_LEVEL: "info", ALLOW_PRIVATE_DESTINATIONS: "true", ...env },
+    env: {
+      ...START_ENV,
+      PORT: "0",
+      LOG_LEVEL: "info",
+      ALLOW_PRIVATE_DESTINATIONS: "true",
+      ...env,
+    },
     stdout: "piped",
     stderr: options.stderr ?? "inherit",
   }).spawn();
