@@ -10,9 +10,10 @@
  *
  * - a new connection must complete its first request head within `headersTimeoutMs`,
  *   and after a response the next head must be complete within `keepAliveTimeoutMs`;
- * - at most `maxConnections` are open: past it the connection that has waited longest
- *   for a request head is closed to make room, and when none is waiting the newcomer
- *   gets a 503 with `Retry-After` and is closed;
+ * - at most `maxConnections` are open: past it a connection waiting for a request head
+ *   is closed to make room, the oldest of the address that holds the most connections
+ *   (so a flood from one address pays with its own connections, not a visitor's), and
+ *   when none is waiting the newcomer gets a 503 with `Retry-After` and is closed;
  * - a failing `accept` (EMFILE) is logged and retried once a descriptor is freed, never
  *   fatal.
  *
@@ -75,6 +76,8 @@ const BUSY_ANSWER = new TextEncoder().encode(
 /** One accepted connection's state. */
 interface Connection {
   abort: AbortController;
+  /** The client's address (host), which groups its connections. */
+  address: string;
   /** Requests under way (HTTP/2 may carry several). */
   busy: number;
   /** When the current wait for a request head began (performance.now()). */
@@ -123,6 +126,8 @@ export function serveGuarded(
   const { limits, logger } = options;
   const listener = Deno.listen({ port: options.port, hostname: options.hostname });
   const connections = new Set<Connection>();
+  /** Open connections by client address, each in the order they were accepted. */
+  const byAddress = new Map<string, Set<Connection>>();
   const servers = new Set<{ finished: Promise<void>; shutdown(): Promise<void> }>();
   let closing = false;
   let lastAcceptWarning = -Infinity;
@@ -141,14 +146,22 @@ export function serveGuarded(
     }
   }
 
-  /** The connection that has waited longest for a request head, if any waits. */
-  function longestWaiting(): Connection | null {
-    let oldest: Connection | null = null;
-    for (const c of connections) {
-      if (c.busy > 0 || c.abort.signal.aborted) continue;
-      if (oldest === null || c.waitingSince < oldest.waitingSince) oldest = c;
+  /** The first connection accepted of `group` that waits for a request head, if any. */
+  function firstWaiting(group: Iterable<Connection>): Connection | null {
+    for (const c of group) if (c.busy === 0 && !c.abort.signal.aborted) return c;
+    return null;
+  }
+
+  /**
+   * A waiting connection to close for room: the oldest of the address holding the most
+   * connections, else the oldest of all.
+   */
+  function victim(): Connection | null {
+    let heaviest: Set<Connection> | null = null;
+    for (const group of byAddress.values()) {
+      if (heaviest === null || group.size > heaviest.size) heaviest = group;
     }
-    return oldest;
+    return (heaviest && firstWaiting(heaviest)) ?? firstWaiting(connections);
   }
 
   const deadlines = setInterval(() => {
@@ -160,22 +173,27 @@ export function serveGuarded(
 
   function serve(conn: Deno.Conn) {
     if (connections.size >= limits.maxConnections) {
-      const victim = longestWaiting();
-      if (victim === null) {
+      const room = victim();
+      if (room === null) {
         conn.write(BUSY_ANSWER).catch(() => {}).finally(() => conn.close());
         return;
       }
-      close(victim);
+      close(room);
     }
+    const remoteAddr = conn.remoteAddr as Deno.NetAddr;
     const connection: Connection = {
       abort: new AbortController(),
+      address: remoteAddr.hostname,
       busy: 0,
       waitingSince: performance.now(),
       waitLimitMs: limits.headersTimeoutMs,
       done: false,
     };
-    const info: ConnectionInfo = { remoteAddr: conn.remoteAddr as Deno.NetAddr };
+    const info: ConnectionInfo = { remoteAddr };
     connections.add(connection);
+    let group = byAddress.get(connection.address);
+    if (group === undefined) byAddress.set(connection.address, group = new Set());
+    group.add(connection);
     const server = serveConnection(conn, connection.abort.signal, async (request) => {
       connection.busy++;
       try {
@@ -193,6 +211,8 @@ export function serveGuarded(
     server.finished.catch(() => {}).finally(() => {
       connection.done = true;
       connections.delete(connection);
+      group.delete(connection);
+      if (group.size === 0) byAddress.delete(connection.address);
       servers.delete(server);
     });
   }
@@ -214,8 +234,8 @@ export function serveGuarded(
             connections: connections.size,
           });
         }
-        const victim = longestWaiting();
-        if (victim !== null) close(victim);
+        const room = victim();
+        if (room !== null) close(room);
         await new Promise((resolve) => setTimeout(resolve, ACCEPT_RETRY_MS));
         continue;
       }

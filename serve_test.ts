@@ -97,6 +97,33 @@ Deno.test("serveGuarded at its bound closes the longest-waiting connection for a
   for (const conn of idle.slice(1)) conn.close();
 });
 
+Deno.test("serveGuarded at its bound takes room from the address holding the most connections", async () => {
+  const net = await import("node:net");
+  const { waitFor } = await import("./tests/helpers/wait.ts");
+  await using server = start({ headersTimeoutMs: 10_000, maxConnections: 3 });
+  const visitor = await server.connect();
+  await waitFor(() => server.stats().connections === 1);
+  const closed: string[] = [];
+  const flood = ["first", "second"].map((name) => {
+    const socket = net.connect({
+      port: server.addr.port,
+      host: "127.0.0.1",
+      localAddress: "127.0.0.2",
+    });
+    socket.on("error", () => {});
+    socket.on("close", () => closed.push(name));
+    return socket;
+  });
+  await waitFor(() => server.stats().connections === 3);
+  const response = await fetch(`http://127.0.0.1:${server.addr.port}/`);
+  assert.equal(await response.text(), "ok");
+  await waitFor(() => closed.length === 1);
+  assert.deepEqual(closed, ["first"], "the flooding address gave up its oldest");
+  assert.equal(server.stats().connections >= 3, true, "the visitor's idle connection stayed");
+  flood.forEach((socket) => socket.destroy());
+  visitor.close();
+});
+
 Deno.test("serveGuarded at its bound with every connection busy answers 503 with Retry-After", async () => {
   const release = Promise.withResolvers<void>();
   const { waitFor } = await import("./tests/helpers/wait.ts");

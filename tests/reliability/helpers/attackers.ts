@@ -32,30 +32,50 @@ export function watchRss(pid: number) {
   };
 }
 
-/** Keeps one idle connection open, opening a new one whenever the server closes it. */
-export async function holdIdle(port: number, stop: AbortSignal, counts: { closed: number }) {
-  while (!stop.aborted) {
-    let conn: Deno.Conn;
-    try {
-      conn = await Deno.connect({ hostname: "127.0.0.1", port });
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      continue;
-    }
-    const onStop = () => conn.close();
-    stop.addEventListener("abort", onStop, { once: true });
-    await conn.read(new Uint8Array(1024)).catch(() => null);
-    stop.removeEventListener("abort", onStop);
-    if (!stop.aborted) {
-      counts.closed++;
-      try {
-        conn.close();
-      } catch { /* closed */ }
-    }
-  }
+/**
+ * Keeps one connection from `localAddress` open, opening a new one whenever the server
+ * closes it: idle (`send` unset), or sending what `send` writes once connected.
+ */
+function hold(
+  port: number,
+  stop: AbortSignal,
+  counts: { closed: number },
+  options: { localAddress: string; send?: (socket: net.Socket) => () => void },
+): Promise<void> {
+  return new Promise((resolve) => {
+    const open = () => {
+      if (stop.aborted) return resolve();
+      const socket = net.connect({ port, host: "127.0.0.1", localAddress: options.localAddress });
+      let stopSending = () => {};
+      const onStop = () => socket.destroy();
+      stop.addEventListener("abort", onStop, { once: true });
+      socket.on("connect", () => {
+        if (options.send) stopSending = options.send(socket);
+      });
+      socket.on("data", () => {});
+      socket.on("error", () => {});
+      socket.on("close", () => {
+        stopSending();
+        stop.removeEventListener("abort", onStop);
+        if (!stop.aborted) counts.closed++;
+        setTimeout(open, 20);
+      });
+    };
+    open();
+  });
 }
 
-/** Keeps one connection trickling a 128 KB body (a byte a second) from another address. */
+/** Keeps one idle connection open (from 127.0.0.3 unless told otherwise). */
+export function holdIdle(
+  port: number,
+  stop: AbortSignal,
+  counts: { closed: number },
+  localAddress = "127.0.0.3",
+): Promise<void> {
+  return hold(port, stop, counts, { localAddress });
+}
+
+/** Keeps one connection trickling a 128 KB body, a byte a second (from 127.0.0.2 by default). */
 export function holdSlowBody(
   port: number,
   path: string,
@@ -63,29 +83,15 @@ export function holdSlowBody(
   counts: { closed: number },
   localAddress = "127.0.0.2",
 ): Promise<void> {
-  return new Promise((resolve) => {
-    const open = () => {
-      if (stop.aborted) return resolve();
-      const socket = net.connect({ port, host: "127.0.0.1", localAddress });
-      let trickle: ReturnType<typeof setInterval> | undefined;
-      const onStop = () => socket.destroy();
-      stop.addEventListener("abort", onStop, { once: true });
-      socket.on("connect", () => {
-        socket.write(
-          `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n` +
-            `content-length: 131072\r\n\r\n[`,
-        );
-        trickle = setInterval(() => socket.write("1"), 1000);
-      });
-      socket.on("data", () => {});
-      socket.on("error", () => {});
-      socket.on("close", () => {
-        clearInterval(trickle);
-        stop.removeEventListener("abort", onStop);
-        if (!stop.aborted) counts.closed++;
-        setTimeout(open, 20);
-      });
-    };
-    open();
+  return hold(port, stop, counts, {
+    localAddress,
+    send(socket) {
+      socket.write(
+        `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n` +
+          `content-length: 131072\r\n\r\n[`,
+      );
+      const trickle = setInterval(() => socket.write("1"), 1000);
+      return () => clearInterval(trickle);
+    },
   });
 }
