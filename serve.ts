@@ -15,7 +15,8 @@
  *   (so a flood from one address pays with its own connections, not a visitor's), and
  *   when none is waiting the newcomer gets a 503 with `Retry-After` and is closed;
  * - a failing `accept` (EMFILE) is logged and retried once a descriptor is freed, never
- *   fatal.
+ *   fatal; running out of descriptors also lowers the bound to what the process could
+ *   hold, so that from then on newcomers take the room of waiting connections instead.
  *
  * Deadlines are checked by one timer for all connections, so a request costs two field
  * writes, not a timer of its own. Body deadlines and the bound on body memory belong to
@@ -61,6 +62,8 @@ type ServeOnConnection = (
 const DEADLINE_CHECK_MS = 250;
 /** Wait before accepting again after `accept` failed (descriptors exhausted). */
 const ACCEPT_RETRY_MS = 50;
+/** Descriptors left for KV and deliveries when the bound comes down after EMFILE. */
+const DESCRIPTOR_RESERVE = 32;
 /** Warnings about failing accepts are logged at most this often. */
 const ACCEPT_WARN_EVERY_MS = 5000;
 
@@ -131,6 +134,8 @@ export function serveGuarded(
   const servers = new Set<{ finished: Promise<void>; shutdown(): Promise<void> }>();
   let closing = false;
   let lastAcceptWarning = -Infinity;
+  /** The connection bound in force: lowered when the process runs out of descriptors. */
+  let bound = limits.maxConnections;
 
   function close(connection: Connection) {
     if (connection.done || connection.abort.signal.aborted) return;
@@ -172,7 +177,7 @@ export function serveGuarded(
   }, DEADLINE_CHECK_MS);
 
   function serve(conn: Deno.Conn) {
-    if (connections.size >= limits.maxConnections) {
+    if (connections.size >= bound) {
       const room = victim();
       if (room === null) {
         conn.write(BUSY_ANSWER).catch(() => {}).finally(() => conn.close());
@@ -225,13 +230,19 @@ export function serveGuarded(
       } catch (error) {
         if (closing) break;
         // Out of descriptors (EMFILE) or a connection reset before it was accepted: free
-        // a descriptor if a connection waits idle, and try again.
+        // a descriptor if a connection waits idle, and try again. Out of descriptors, the
+        // bound comes down to what the process held, less room for KV and deliveries.
+        const message = error instanceof Error ? error.message : String(error);
+        if (message.includes("os error 24") && connections.size - DESCRIPTOR_RESERVE < bound) {
+          bound = Math.max(DESCRIPTOR_RESERVE, connections.size - DESCRIPTOR_RESERVE);
+        }
         const now = performance.now();
         if (now - lastAcceptWarning > ACCEPT_WARN_EVERY_MS) {
           lastAcceptWarning = now;
           logger.warn("cannot accept connections", {
-            error: error instanceof Error ? error.message : String(error),
+            error: message,
             connections: connections.size,
+            bound,
           });
         }
         const room = victim();

@@ -81,7 +81,7 @@ async function holdAttack(label: string, holdMs: number, env: Record<string, str
         `server closed ${idle.closed} idle and ${slow.closed} slow-body connections; ` +
         `peak RSS ${peak.toFixed(0)} MB`,
     );
-    assert.ok(during.length >= 5);
+    assert.ok(during.length >= Math.max(2, holdMs / 10_000), `${during.length} probes`);
     assert.deepEqual(during.filter((p) => p.health !== 200 || p.submission !== 202), []);
     assert.deepEqual({ health: after.health, submission: after.submission }, {
       health: 200,
