@@ -1,10 +1,12 @@
 /**
  * HTTP plumbing shared by the webhook and spreadsheet connectors: the attempt
  * time-out, the address check before every request, status classification,
- * Retry-After and error text that never shows a query string, userinfo or payload.
+ * Retry-After and error text that names the destination by `scheme://host[:port]`
+ * only (its path, query and userinfo may hold secrets) and never shows payload.
  *
  * @module
  */
+import { redactUrls, urlOrigin } from "../redact.ts";
 import { VERSION } from "../version.ts";
 import { DeliveryError, type DeliveryReceipt } from "./types.ts";
 
@@ -29,11 +31,6 @@ interface HttpRequestInit {
 /** Sends one request of an attempt: checks the host, then fetches under the attempt's signal. */
 type SendRequest = (url: URL, init: HttpRequestInit) => Promise<Response>;
 
-/** The URL as error text shows it: scheme, host, port and path; no userinfo, query or fragment. */
-export function displayUrl(url: URL): string {
-  return `${url.protocol}//${url.host}${url.pathname}`;
-}
-
 /** Request headers for a JSON delivery: `extra` first, then Content-Type and User-Agent. */
 export function jsonRequestHeaders(extra: Record<string, string> = {}): Headers {
   const headers = new Headers(extra);
@@ -56,7 +53,7 @@ export function startAttempt(deps: HttpConnectorDeps, signal: AbortSignal): Send
       await deps.checkHost(url.hostname);
     } catch (error) {
       if (error instanceof DeliveryError) throw error;
-      throw new DeliveryError(`Cannot deliver to "${displayUrl(url)}": cannot check the address`, {
+      throw new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": cannot check the address`, {
         permanent: false,
         cause: error,
       });
@@ -69,7 +66,7 @@ export function startAttempt(deps: HttpConnectorDeps, signal: AbortSignal): Send
         ? abortReason(attemptSignal, deps.timeoutMs)
         : networkReason(error);
       // The raw error is not kept as cause: its text carries the full URL.
-      throw new DeliveryError(`Cannot deliver to "${displayUrl(url)}": ${reason}`, {
+      throw new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": ${reason}`, {
         permanent: false,
       });
     }
@@ -93,7 +90,7 @@ export async function settleResponse(
   const transient = status === 408 || status === 429 || status >= 500;
   const statusLine = `${status} ${response.statusText}`.trim();
   const note = detail === undefined ? "" : ` (${detail})`;
-  throw new DeliveryError(`Cannot deliver to "${displayUrl(url)}": ${statusLine}${note}`, {
+  throw new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": ${statusLine}${note}`, {
     permanent: !transient,
     statusCode: status,
     retryAfterMs: transient ? parseRetryAfter(response.headers.get("retry-after")) : undefined,
@@ -130,11 +127,14 @@ function abortReason(signal: AbortSignal, timeoutMs: number): string {
   return "the attempt was cancelled";
 }
 
-/** The network error's own text, without the URL Deno puts into it. */
+/**
+ * The network error's own text, without the request Deno describes first ("error sending
+ * request for url (…): " or "error sending request from … for … (…): "); any other URL in
+ * it is cut down to its origin.
+ */
 function networkReason(error: unknown): string {
   const inner = error instanceof Error && error.cause instanceof Error ? error.cause : error;
   const text = inner instanceof Error ? inner.message : String(inner);
-  return text
-    .replace(/^error sending request for url \([^)]*\):\s*/, "")
-    .replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, "<url>") || "network error";
+  // A serialised URL holds no space, so the first "): " ends the description.
+  return redactUrls(text.replace(/^error sending request\b.*?\): /, "")) || "network error";
 }

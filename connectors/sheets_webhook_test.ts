@@ -253,7 +253,7 @@ Deno.test("sheets_webhook classifies the final answer like the webhook", async (
       assert.equal(error.permanent, permanent);
       assert.equal(error.statusCode, status);
       assert.equal(error.retryAfterMs, retryAfterMs);
-      assert.ok(error.message.startsWith(`Cannot deliver to "${sink.origin}/final": ${status} `));
+      assert.ok(error.message.startsWith(`Cannot deliver to "${sink.origin}": ${status} `));
       assert.doesNotMatch(error.message, /s3cret/);
     });
   }
@@ -272,7 +272,7 @@ Deno.test("sheets_webhook times out across redirects, as a transient failure", a
     quick.deliver(deliveryRequest(config({ url: `${sink.origin}/exec` })))
   );
   assert.equal(error.permanent, false);
-  assert.equal(error.message, `Cannot deliver to "${sink.origin}/echo": no answer within 200 ms`);
+  assert.equal(error.message, `Cannot deliver to "${sink.origin}": no answer within 200 ms`);
   assert.equal(sink.requests.length, 2);
 });
 
