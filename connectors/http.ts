@@ -1,6 +1,6 @@
 /**
  * HTTP plumbing shared by the webhook and spreadsheet connectors: the attempt
- * time-out, the address check before every request, status classification,
+ * time-out over every request (each checked and connected by http_transport.ts), status classification,
  * Retry-After and error text that names the destination by `scheme://host[:port]`
  * only (its path, query and userinfo may hold secrets) and never shows payload.
  *
@@ -8,6 +8,7 @@
  */
 import { redactUrls, urlOrigin } from "../redact.ts";
 import { VERSION } from "../version.ts";
+import type { HttpTransport } from "./http_transport.ts";
 import { DeliveryError, type DeliveryReceipt } from "./types.ts";
 
 /** `User-Agent` of every delivery request. */
@@ -17,18 +18,18 @@ export const USER_AGENT = `formrelay/${VERSION}`;
 export interface HttpConnectorDeps {
   /** Time-out of one delivery attempt, redirects included, in milliseconds. */
   timeoutMs: number;
-  /** Throws a DeliveryError when a host may not be a destination (see outbound_guard.ts). */
-  checkHost: (hostname: string) => Promise<void>;
+  /** Checks each request's host and connects where the guard allows (http_transport.ts). */
+  transport: HttpTransport;
 }
 
-/** One request of an attempt; redirects are never followed by `fetch` itself. */
+/** One request of an attempt; redirects are never followed by the transport itself. */
 interface HttpRequestInit {
   method: string;
   headers: Headers;
   body?: string;
 }
 
-/** Sends one request of an attempt: checks the host, then fetches under the attempt's signal. */
+/** Sends one request of an attempt through the transport, under the attempt's signal. */
 type SendRequest = (url: URL, init: HttpRequestInit) => Promise<Response>;
 
 /** Request headers for a JSON delivery: `extra` first, then Content-Type and User-Agent. */
@@ -41,27 +42,19 @@ export function jsonRequestHeaders(extra: Record<string, string> = {}): Headers 
 
 /**
  * Starts one delivery attempt: its requests share one time-out (`deps.timeoutMs`)
- * combined with the caller's signal, and each one's host is checked first.
+ * combined with the caller's signal, and each one's host is checked by the transport.
  *
- * @returns a function sending one request; it throws a transient DeliveryError on
- *   network errors, the time-out and cancellation
+ * @returns a function sending one request; it throws the guard's DeliveryError for a
+ *   refused host, and a transient one on network errors, the time-out and cancellation
  */
 export function startAttempt(deps: HttpConnectorDeps, signal: AbortSignal): SendRequest {
   const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(deps.timeoutMs)]);
   return async (url, init) => {
     try {
-      await deps.checkHost(url.hostname);
+      attemptSignal.throwIfAborted();
+      return await deps.transport.request(url, { ...init, signal: attemptSignal });
     } catch (error) {
       if (error instanceof DeliveryError) throw error;
-      throw new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": cannot check the address`, {
-        permanent: false,
-        cause: error,
-      });
-    }
-    try {
-      attemptSignal.throwIfAborted();
-      return await fetch(url, { ...init, redirect: "manual", signal: attemptSignal });
-    } catch (error) {
       const reason = attemptSignal.aborted
         ? abortReason(attemptSignal, deps.timeoutMs)
         : networkReason(error);

@@ -1,19 +1,19 @@
 import assert from "node:assert/strict";
 import {
-  allowAllHosts,
   closedPort,
   deliveryFailure,
   deliveryRequest,
   ENVELOPE,
+  httpDeps,
   startSink,
   withDeadline,
 } from "./_test_sink.ts";
-import { checkDestinationHost } from "./outbound_guard.ts";
+import { createOutboundGuard } from "./outbound_guard.ts";
 import { REDACTED } from "./types.ts";
 import { createWebhookConnector, type WebhookConfig, webhookConfigSchema } from "./webhook.ts";
 import { VERSION } from "../version.ts";
 
-const connector = createWebhookConnector({ timeoutMs: 5_000, checkHost: allowAllHosts });
+const connector = createWebhookConnector(httpDeps(5_000));
 
 function config(input: Record<string, unknown>): WebhookConfig {
   return webhookConfigSchema.parse(input);
@@ -224,7 +224,7 @@ Deno.test("webhook times out a sink that does not answer, as a transient failure
     await self.released;
     return new Response("too late");
   });
-  const quick = createWebhookConnector({ timeoutMs: 200, checkHost: allowAllHosts });
+  const quick = createWebhookConnector(httpDeps(200));
   const started = performance.now();
   const error = await deliveryFailure(() =>
     quick.deliver(deliveryRequest(config({ url: `${sink.origin}/slow?token=s3cret` })))
@@ -265,10 +265,9 @@ Deno.test("webhook treats a refused connection as transient", async () => {
 
 Deno.test("webhook refuses private destinations with the real address guard", async (t) => {
   await using sink = startSink(() => new Response("ok"));
-  const guarded = createWebhookConnector({
-    timeoutMs: 5_000,
-    checkHost: (hostname) => checkDestinationHost(hostname, { allowPrivate: false }),
-  });
+  const guarded = createWebhookConnector(
+    httpDeps(5_000, createOutboundGuard({ allowPrivate: false })),
+  );
   const port = new URL(sink.origin).port;
   for (const host of ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]", "[::1]"]) {
     await t.step(host, async () => {
@@ -281,10 +280,7 @@ Deno.test("webhook refuses private destinations with the real address guard", as
   }
   assert.equal(sink.requests.length, 0);
 
-  const open = createWebhookConnector({
-    timeoutMs: 5_000,
-    checkHost: (hostname) => checkDestinationHost(hostname, { allowPrivate: true }),
-  });
+  const open = createWebhookConnector(httpDeps(5_000, createOutboundGuard({ allowPrivate: true })));
   await open.deliver(deliveryRequest(config({ url: `${sink.origin}/x` })));
   assert.equal(sink.requests.length, 1);
 });
