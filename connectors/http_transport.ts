@@ -35,7 +35,7 @@ export interface TransportRequest {
 export interface HttpTransport {
   /**
    * Sends one request and resolves with the answer's status and headers. On the pinned
-   * path the body is drained in the background (bounded) and not handed out.
+   * path the body is read and dropped (up to a bound), not handed out.
    *
    * @throws the guard's DeliveryError when the host is refused; other errors as they come
    */
@@ -100,30 +100,36 @@ function pinnedRequest(url: URL, init: TransportRequest, agent: http.Agent): Pro
   if (body !== undefined) headers["content-length"] = String(body.length);
   const send = url.protocol === "https:" ? https.request : http.request;
   const request = send(url, { method: init.method, headers, agent }, (answer) => {
+    let response: Response;
     try {
       const received = new Headers();
       const raw = answer.rawHeaders;
       for (let i = 0; i + 1 < raw.length; i += 2) received.append(raw[i], raw[i + 1]);
-      resolve(
-        new Response(null, {
-          status: answer.statusCode,
-          statusText: answer.statusMessage,
-          headers: received,
-        }),
-      );
+      response = new Response(null, {
+        status: answer.statusCode,
+        statusText: answer.statusMessage,
+        headers: received,
+      });
     } catch (error) {
       // An answer a Response cannot hold (a status over 599, a malformed header).
       request.destroy();
       reject(error);
       return;
     }
-    // Read to the end so the connection can serve the next request; a long answer closes it.
+    // The answer is read to its end first, so its connection is free for the next request
+    // (it stays pooled); a long answer closes the connection instead.
+    const settle = () => resolve(response);
     let drained = 0;
-    answer.on("error", () => {}); // a connection closed mid-answer: nothing is waiting for it
     answer.on("data", (chunk: Uint8Array) => {
       drained += chunk.length;
-      if (drained > MAX_DRAIN_BYTES) request.destroy();
+      if (drained > MAX_DRAIN_BYTES) {
+        request.destroy();
+        settle();
+      }
     });
+    answer.once("end", settle);
+    answer.once("close", settle);
+    answer.on("error", settle);
   });
   const onAbort = () => request.destroy(init.signal.reason);
   init.signal.addEventListener("abort", onAbort, { once: true });
