@@ -59,7 +59,9 @@ export function createLogger(
   const emit = (at: Exclude<LogLevel, "silent">) => (msg: string, fields = {}) => {
     if (LEVELS[at] < threshold) return;
     const line = { time: new Date().toISOString(), level: at, msg, ...fields };
-    write(JSON.stringify(line, redactStrings));
+    const text = JSON.stringify(line);
+    // A replacer takes JSON.stringify off its fast path: only lines quoting a URL pay for it.
+    write(text.includes("://") ? JSON.stringify(line, redactStrings) : text);
   };
   return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
 }
