@@ -3,14 +3,16 @@
  * URLs carry their secret in the path and query; SMTP relays carry a password. The
  * service is made to fail in every way it can (connection refused, 404, 500, time-out,
  * redirects to a URL with the secret, an unresolvable host, auth refused, test sends),
- * then every KV file (WAL included) and every log line are searched for the secrets.
+ * then again with the address guard on (refused and unresolvable hosts), and every KV
+ * file (WAL included) and every log line of both runs are searched for the secrets.
  */
 import assert from "node:assert/strict";
-import { startServiceProcess } from "../helpers/process.ts";
+import { type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
 import { freePort } from "../helpers/ports.ts";
 import { startSmtpServer } from "../helpers/smtp_server.ts";
 import { waitFor } from "../helpers/wait.ts";
 import {
+  type AdminClient,
   adminClient,
   createFormWith,
   findPlaintext,
@@ -18,6 +20,38 @@ import {
   prepareWorkspace,
   submit,
 } from "./helpers/cluster.ts";
+
+type Form = { formId: string; destinationIds: string[] };
+
+/**
+ * Waits until every destination of `form` has failed at least once, checks that no
+ * recorded error text holds a secret, and returns the error texts.
+ */
+async function failures(admin: AdminClient, form: Form, secrets: string[]): Promise<string> {
+  type Outcome = { destinationId: string; lastError: string | null };
+  let outcomes: Outcome[] = [];
+  await waitFor(async () => {
+    const answer = await admin("GET", `/forms/${form.formId}/deliveries?limit=100`);
+    outcomes = answer.body.deliveries;
+    const failed = new Set(outcomes.filter((o) => o.lastError).map((o) => o.destinationId));
+    return form.destinationIds.every((id) => failed.has(id));
+  }, { timeoutMs: 30_000, message: () => JSON.stringify(outcomes) });
+  for (const outcome of outcomes) {
+    for (const secret of secrets) {
+      assert.ok(!outcome.lastError!.includes(secret), outcome.lastError!);
+    }
+  }
+  return outcomes.map((o) => o.lastError).join("\n");
+}
+
+/** A test send to every destination, each failing (the tenant's own answer may say more). */
+async function testSends(admin: AdminClient, form: Form): Promise<void> {
+  for (const id of form.destinationIds) {
+    const answer = await admin("POST", `/forms/${form.formId}/destinations/${id}/test`);
+    assert.equal(answer.status, 200, answer.text);
+    assert.equal(answer.body.result.delivered, false, answer.text);
+  }
+}
 
 Deno.test("URL paths, queries and relay passwords never reach logs or KV", async () => {
   const marker = `path-secret-${crypto.randomUUID()}`;
@@ -50,6 +84,7 @@ Deno.test("URL paths, queries and relay passwords never reach logs or KV", async
   const smtp = await startSmtpServer({ mode: "off" });
   const workspace = await prepareWorkspace(1, { AUTO_DISABLE_AFTER_FAILURES: "1" });
   const service = await startServiceProcess(workspace.env, { stderr: "piped" });
+  const services: ServiceProcess[] = [service];
   try {
     const admin = adminClient(() => service.origin, workspace.orgs[0].tenantKey);
     const secretPart = `${marker}?token=${marker}&x=1`;
@@ -68,20 +103,7 @@ Deno.test("URL paths, queries and relay passwords never reach logs or KV", async
     ]);
     assert.equal((await submit(service.origin, form.publicKey, { a: 1 })).status, 202);
 
-    // Every destination has failed at least once, with its error text recorded.
-    type Outcome = { destinationId: string; lastError: string | null };
-    let outcomes: Outcome[] = [];
-    await waitFor(async () => {
-      const answer = await admin("GET", `/forms/${form.formId}/deliveries?limit=100`);
-      outcomes = answer.body.deliveries;
-      const failed = new Set(outcomes.filter((o) => o.lastError).map((o) => o.destinationId));
-      return form.destinationIds.every((id) => failed.has(id));
-    }, { timeoutMs: 30_000, message: () => JSON.stringify(outcomes) });
-    for (const outcome of outcomes) {
-      assert.ok(!outcome.lastError!.includes(marker), outcome.lastError!);
-      assert.ok(!outcome.lastError!.includes(password), outcome.lastError!);
-    }
-    const errors = outcomes.map((o) => o.lastError).join("\n");
+    const errors = await failures(admin, form, [marker, password]);
     assert.match(errors, /no answer within \d+ ms/, "the hanging destination timed out");
     assert.match(errors, new RegExp(`"${sinkOrigin}": 404 Not Found`));
     assert.match(errors, /\.invalid"/, "the unresolvable host is named");
@@ -94,20 +116,36 @@ Deno.test("URL paths, queries and relay passwords never reach logs or KV", async
     assert.ok(reasons.length >= 1, listed.text);
     for (const reason of reasons) assert.ok(!reason.includes(marker), reason);
 
-    // Test sends log their results (the tenant's own answer may say more).
-    for (const id of form.destinationIds) {
-      const answer = await admin("POST", `/forms/${form.formId}/destinations/${id}/test`);
-      assert.equal(answer.status, 200, answer.text);
-      assert.equal(answer.body.result.delivered, false, answer.text);
-    }
-
+    await testSends(admin, form);
     await service.kill("SIGTERM");
-    const logs = [...service.lines, ...service.stderrLines];
+
+    // With the address guard on, the same KV: refused, unresolvable and pinned destinations.
+    const guarded = await startServiceProcess(
+      { ...workspace.env, ALLOW_PRIVATE_DESTINATIONS: "false" },
+      { stderr: "piped" },
+    );
+    services.push(guarded);
+    const strictAdmin = adminClient(() => guarded.origin, workspace.orgs[0].tenantKey);
+    const strictForm = await createFormWith(strictAdmin, "Guarded", [
+      webhook(`http://unresolvable-${crypto.randomUUID()}.invalid/${secretPart}`),
+      webhook(`http://user:${marker}@10.0.0.1/${secretPart}`),
+      webhook(`http://127.0.0.1:${closedPort}/${secretPart}`),
+      sheets(`https://unresolvable-${crypto.randomUUID()}.invalid/${secretPart}`),
+    ]);
+    assert.equal((await submit(guarded.origin, strictForm.publicKey, { a: 1 })).status, 202);
+    const strictErrors = await failures(strictAdmin, strictForm, [marker]);
+    assert.match(strictErrors, /Cannot resolve "unresolvable-[^"]*\.invalid"/);
+    assert.match(strictErrors, /Destination address is not allowed: "10\.0\.0\.1"/);
+    await testSends(strictAdmin, strictForm);
+    await guarded.kill("SIGTERM");
+
+    const logs = services.flatMap((s) => [...s.lines, ...s.stderrLines]);
     assert.ok(logs.some((line) => line.includes('"delivery attempt"')), "attempts were logged");
+    assert.ok(logs.some((line) => line.includes('"test send"')), "test sends were logged");
     assert.deepEqual(await findPlaintext(marker, { dir: workspace.dir, logs }), []);
     assert.deepEqual(await findPlaintext(password, { dir: workspace.dir, logs }), []);
   } finally {
-    await service.kill("SIGKILL");
+    for (const process of services) await process.kill("SIGKILL");
     released.resolve();
     controller.abort();
     await sink.finished;
