@@ -19,12 +19,16 @@
  * the name ("Hostname/IP does not match certificate's altnames"), keeps connections alive
  * (3 requests, 1 connection) and ran at about fetch's speed on loopback (HTTP 25 k vs
  * 23 k req/s, HTTPS 17.5 k vs 15-16 k; 32 concurrent, noisy shared machine).
+ * One difference: `node:https` trusts the bundled roots (`tls.rootCertificates`) and not
+ * `DENO_CERT`, which `fetch` honours; a private CA matters for private destinations, and
+ * those need ALLOW_PRIVATE_DESTINATIONS=true, which keeps them on `fetch`.
  *
  * @module
  */
 import http from "node:http";
 import https from "node:https";
 import type { LookupFunction } from "node:net";
+import tls from "node:tls";
 import type { OutboundGuard } from "./outbound_guard.ts";
 
 /** One request: redirects are never followed here. */
@@ -66,8 +70,11 @@ export function createHttpTransport(
   const agentOptions = { keepAlive: true, lookup };
   const agents = {
     "http:": new http.Agent(agentOptions),
+    // `ca` replaces the bundled roots: extra CAs are added to them, as fetch's caCerts are.
     "https:": new https.Agent(
-      options.caCerts === undefined ? agentOptions : { ...agentOptions, ca: options.caCerts },
+      options.caCerts === undefined
+        ? agentOptions
+        : { ...agentOptions, ca: [...tls.rootCertificates, ...options.caCerts] },
     ),
   };
 
