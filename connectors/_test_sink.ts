@@ -89,6 +89,22 @@ export const allowAllHosts: OutboundGuard = {
   approve: (hostname) => Promise.resolve([hostname]),
 };
 
+/**
+ * A guard approving every name at 127.0.0.1 and recording each look-up: on the pinned
+ * path that is one per new connection. Stands in for a public host served on loopback.
+ */
+export function loopbackGuard(): { guard: OutboundGuard; approved: string[] } {
+  const approved: string[] = [];
+  const guard: OutboundGuard = {
+    allowAll: false,
+    approve(hostname) {
+      approved.push(hostname);
+      return Promise.resolve(["127.0.0.1"]);
+    },
+  };
+  return { guard, approved };
+}
+
 /** HTTP connector deps: the attempt time-out and a transport over `guard` (every host allowed). */
 export function httpDeps(
   timeoutMs: number,

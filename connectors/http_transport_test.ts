@@ -1,20 +1,6 @@
 import assert from "node:assert/strict";
-import { startSink } from "./_test_sink.ts";
+import { loopbackGuard, startSink } from "./_test_sink.ts";
 import { createHttpTransport } from "./http_transport.ts";
-import type { OutboundGuard } from "./outbound_guard.ts";
-
-/** A guard approving every name at 127.0.0.1, counting its look-ups (one per new connection). */
-function loopbackGuard() {
-  const approved: string[] = [];
-  const guard: OutboundGuard = {
-    allowAll: false,
-    approve(hostname) {
-      approved.push(hostname);
-      return Promise.resolve(["127.0.0.1"]);
-    },
-  };
-  return { guard, approved };
-}
 
 function post(signal = new AbortController().signal) {
   return {

@@ -13,6 +13,7 @@ import {
   deliveryRequest,
   ENVELOPE,
   httpDeps,
+  loopbackGuard,
   startSink,
 } from "../connectors/_test_sink.ts";
 import { createHttpTransport } from "../connectors/http_transport.ts";
@@ -202,22 +203,9 @@ Deno.test("SMTP connects to the address the guard approved, in every TLS mode", 
   }
 });
 
-/** A guard approving every name at loopback, counting its look-ups. */
-function pinToLoopback() {
-  const approved: string[] = [];
-  const guard: OutboundGuard = {
-    allowAll: false,
-    approve(hostname) {
-      approved.push(hostname);
-      return Promise.resolve([LOOPBACK]);
-    },
-  };
-  return { guard, approved };
-}
-
 Deno.test("a pinned webhook delivers by name and reuses its connection", async () => {
   await using sink = startSink(() => new Response("ok"));
-  const { guard, approved } = pinToLoopback();
+  const { guard, approved } = loopbackGuard();
   const deps = httpDeps(5_000, guard);
   const webhook = createWebhookConnector(deps);
   const port = new URL(sink.origin).port;
@@ -256,7 +244,7 @@ Deno.test("pinned HTTPS and SMTP verify the certificate against the name, not th
     signal: controller.signal,
     onListen() {},
   }, () => new Response(null, { status: 204 }));
-  const { guard, approved } = pinToLoopback();
+  const { guard, approved } = loopbackGuard();
   const transport = createHttpTransport(guard, { caCerts: [certs.ca] });
   const webhook = createWebhookConnector({ timeoutMs: 5_000, transport });
   const smtpServer = await startSmtpServer({ mode: "starttls", certs });
