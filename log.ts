@@ -1,4 +1,9 @@
-/** Structured JSON log lines. Callers pass ids, statuses and timings: never payloads or secrets. */
+/**
+ * Structured JSON log lines. Callers pass ids, statuses and timings: never payloads or
+ * secrets. As a last line of defence every string in a line has its URLs cut down to
+ * `scheme://host[:port]` (redact.ts): a URL's path and query may hold a secret.
+ */
+import { redactUrls } from "./redact.ts";
 
 const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
 
@@ -53,12 +58,22 @@ export function createLogger(
   const threshold = LEVELS[level];
   const emit = (at: Exclude<LogLevel, "silent">) => (msg: string, fields = {}) => {
     if (LEVELS[at] < threshold) return;
-    write(JSON.stringify({ time: new Date().toISOString(), level: at, msg, ...fields }));
+    const line = { time: new Date().toISOString(), level: at, msg, ...fields };
+    const text = JSON.stringify(line);
+    // A replacer takes JSON.stringify off its fast path: only lines quoting a URL pay for it.
+    write(text.includes("://") ? JSON.stringify(line, redactStrings) : text);
   };
   return { debug: emit("debug"), info: emit("info"), warn: emit("warn"), error: emit("error") };
 }
 
-/** The name and message of an error, without its stack (which may quote data). */
+function redactStrings(_key: string, value: unknown): unknown {
+  return typeof value === "string" ? redactUrls(value) : value;
+}
+
+/**
+ * The name and message of an error, without its stack (which may quote data), and with
+ * any URL in it cut down to `scheme://host[:port]` (fetch errors quote the whole URL).
+ */
 export function describeError(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return redactUrls(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
 }

@@ -1,10 +1,11 @@
 /**
  * Lists an organization's forms and their destinations for an operator: settings and
  * where each destination delivers, never its secrets (passwords, headers, auth headers,
- * signing secrets, URL queries or userinfo).
+ * signing secrets, or a URL's userinfo, path and query: URLs show as scheme://host[:port]).
  * Usage: deno task forms <orgId> [--json]
  */
 import { describeTarget, type DestinationTarget } from "../connectors/registry.ts";
+import { redactUrls } from "../redact.ts";
 import type { Db } from "../store/db.ts";
 import { listDestinations } from "../store/destinations.ts";
 import { listForms } from "../store/forms.ts";
@@ -56,7 +57,8 @@ async function listing(db: Db, orgId: string): Promise<FormListing | null> {
         id: destination.id,
         type: destination.type,
         isEnabled: destination.isEnabled,
-        disabledReason: destination.disabledReason,
+        // Reasons written by older versions may quote a whole URL.
+        disabledReason: destination.disabledReason && redactUrls(destination.disabledReason),
         target: describeTarget(destination.type, destination.config),
       })),
     }))),

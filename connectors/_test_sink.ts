@@ -7,6 +7,9 @@
 import type { SubmissionEnvelope } from "../delivery/envelope.ts";
 import { freePort } from "../tests/helpers/ports.ts";
 import assert from "node:assert/strict";
+import type { HttpConnectorDeps } from "./http.ts";
+import { createHttpTransport } from "./http_transport.ts";
+import type { OutboundGuard } from "./outbound_guard.ts";
 import { DeliveryError, type DeliveryRequest } from "./types.ts";
 
 /** One request as the sink received it. */
@@ -80,9 +83,34 @@ export async function withDeadline<T>(promise: Promise<T>, ms: number, what: str
 /** A port on 127.0.0.1 nothing listens on. */
 export const closedPort = freePort;
 
-/** A check that lets every host through, for tests against the local sink. */
-export function allowAllHosts(): Promise<void> {
-  return Promise.resolve();
+/** A guard that lets every host through, for tests against the local sink. */
+export const allowAllHosts: OutboundGuard = {
+  allowAll: true,
+  approve: (hostname) => Promise.resolve([hostname]),
+};
+
+/**
+ * A guard approving every name at 127.0.0.1 and recording each look-up: on the pinned
+ * path that is one per new connection. Stands in for a public host served on loopback.
+ */
+export function loopbackGuard(): { guard: OutboundGuard; approved: string[] } {
+  const approved: string[] = [];
+  const guard: OutboundGuard = {
+    allowAll: false,
+    approve(hostname) {
+      approved.push(hostname);
+      return Promise.resolve(["127.0.0.1"]);
+    },
+  };
+  return { guard, approved };
+}
+
+/** HTTP connector deps: the attempt time-out and a transport over `guard` (every host allowed). */
+export function httpDeps(
+  timeoutMs: number,
+  guard: OutboundGuard = allowAllHosts,
+): HttpConnectorDeps {
+  return { timeoutMs, transport: createHttpTransport(guard) };
 }
 
 /** A sample envelope. */

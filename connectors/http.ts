@@ -1,11 +1,14 @@
 /**
  * HTTP plumbing shared by the webhook and spreadsheet connectors: the attempt
- * time-out, the address check before every request, status classification,
- * Retry-After and error text that never shows a query string, userinfo or payload.
+ * time-out over every request (each checked and connected by http_transport.ts), status classification,
+ * Retry-After and error text that names the destination by `scheme://host[:port]`
+ * only (its path, query and userinfo may hold secrets) and never shows payload.
  *
  * @module
  */
+import { redactUrls, urlOrigin } from "../redact.ts";
 import { VERSION } from "../version.ts";
+import type { HttpTransport } from "./http_transport.ts";
 import { DeliveryError, type DeliveryReceipt } from "./types.ts";
 
 /** `User-Agent` of every delivery request. */
@@ -15,24 +18,19 @@ export const USER_AGENT = `formrelay/${VERSION}`;
 export interface HttpConnectorDeps {
   /** Time-out of one delivery attempt, redirects included, in milliseconds. */
   timeoutMs: number;
-  /** Throws a DeliveryError when a host may not be a destination (see outbound_guard.ts). */
-  checkHost: (hostname: string) => Promise<void>;
+  /** Checks each request's host and connects where the guard allows (http_transport.ts). */
+  transport: HttpTransport;
 }
 
-/** One request of an attempt; redirects are never followed by `fetch` itself. */
+/** One request of an attempt; redirects are never followed by the transport itself. */
 interface HttpRequestInit {
   method: string;
   headers: Headers;
   body?: string;
 }
 
-/** Sends one request of an attempt: checks the host, then fetches under the attempt's signal. */
+/** Sends one request of an attempt through the transport, under the attempt's signal. */
 type SendRequest = (url: URL, init: HttpRequestInit) => Promise<Response>;
-
-/** The URL as error text shows it: scheme, host, port and path; no userinfo, query or fragment. */
-export function displayUrl(url: URL): string {
-  return `${url.protocol}//${url.host}${url.pathname}`;
-}
 
 /** Request headers for a JSON delivery: `extra` first, then Content-Type and User-Agent. */
 export function jsonRequestHeaders(extra: Record<string, string> = {}): Headers {
@@ -44,32 +42,24 @@ export function jsonRequestHeaders(extra: Record<string, string> = {}): Headers 
 
 /**
  * Starts one delivery attempt: its requests share one time-out (`deps.timeoutMs`)
- * combined with the caller's signal, and each one's host is checked first.
+ * combined with the caller's signal, and each one's host is checked by the transport.
  *
- * @returns a function sending one request; it throws a transient DeliveryError on
- *   network errors, the time-out and cancellation
+ * @returns a function sending one request; it throws the guard's DeliveryError for a
+ *   refused host, and a transient one on network errors, the time-out and cancellation
  */
 export function startAttempt(deps: HttpConnectorDeps, signal: AbortSignal): SendRequest {
   const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(deps.timeoutMs)]);
   return async (url, init) => {
     try {
-      await deps.checkHost(url.hostname);
+      attemptSignal.throwIfAborted();
+      return await deps.transport.request(url, { ...init, signal: attemptSignal });
     } catch (error) {
       if (error instanceof DeliveryError) throw error;
-      throw new DeliveryError(`Cannot deliver to "${displayUrl(url)}": cannot check the address`, {
-        permanent: false,
-        cause: error,
-      });
-    }
-    try {
-      attemptSignal.throwIfAborted();
-      return await fetch(url, { ...init, redirect: "manual", signal: attemptSignal });
-    } catch (error) {
       const reason = attemptSignal.aborted
         ? abortReason(attemptSignal, deps.timeoutMs)
         : networkReason(error);
       // The raw error is not kept as cause: its text carries the full URL.
-      throw new DeliveryError(`Cannot deliver to "${displayUrl(url)}": ${reason}`, {
+      throw new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": ${reason}`, {
         permanent: false,
       });
     }
@@ -93,7 +83,7 @@ export async function settleResponse(
   const transient = status === 408 || status === 429 || status >= 500;
   const statusLine = `${status} ${response.statusText}`.trim();
   const note = detail === undefined ? "" : ` (${detail})`;
-  throw new DeliveryError(`Cannot deliver to "${displayUrl(url)}": ${statusLine}${note}`, {
+  throw new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": ${statusLine}${note}`, {
     permanent: !transient,
     statusCode: status,
     retryAfterMs: transient ? parseRetryAfter(response.headers.get("retry-after")) : undefined,
@@ -130,11 +120,14 @@ function abortReason(signal: AbortSignal, timeoutMs: number): string {
   return "the attempt was cancelled";
 }
 
-/** The network error's own text, without the URL Deno puts into it. */
+/**
+ * The network error's own text, without the request Deno describes first ("error sending
+ * request for url (…): " or "error sending request from … for … (…): "); any other URL in
+ * it is cut down to its origin.
+ */
 function networkReason(error: unknown): string {
   const inner = error instanceof Error && error.cause instanceof Error ? error.cause : error;
   const text = inner instanceof Error ? inner.message : String(inner);
-  return text
-    .replace(/^error sending request for url \([^)]*\):\s*/, "")
-    .replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, "<url>") || "network error";
+  // A serialised URL holds no space, so the first "): " ends the description.
+  return redactUrls(text.replace(/^error sending request\b.*?\): /, "")) || "network error";
 }

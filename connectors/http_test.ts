@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { displayUrl, jsonRequestHeaders, parseRetryAfter, USER_AGENT } from "./http.ts";
+import { jsonRequestHeaders, parseRetryAfter, USER_AGENT } from "./http.ts";
 import { VERSION } from "../version.ts";
 
 Deno.test("parseRetryAfter reads delay-seconds and HTTP-dates", () => {
@@ -15,14 +15,6 @@ Deno.test("parseRetryAfter reads delay-seconds and HTTP-dates", () => {
   for (const invalid of ["", "-1", "1.5", "soon", "7 seconds", "2025-01-02T03:05:05Z"]) {
     assert.equal(parseRetryAfter(invalid, now), undefined, invalid);
   }
-});
-
-Deno.test("displayUrl drops userinfo, query and fragment", () => {
-  assert.equal(
-    displayUrl(new URL("https://user:pw@hooks.example:8443/in/x?token=s3cret#frag")),
-    "https://hooks.example:8443/in/x",
-  );
-  assert.equal(displayUrl(new URL("http://[::1]/")), "http://[::1]/");
 });
 
 Deno.test("jsonRequestHeaders puts Content-Type and User-Agent over the given headers", () => {

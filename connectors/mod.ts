@@ -5,8 +5,9 @@
  * @module
  */
 import type { Config } from "../config.ts";
+import { createHttpTransport } from "./http_transport.ts";
+import { createOutboundGuard } from "./outbound_guard.ts";
 import type { DestinationType } from "./registry.ts";
-import { checkDestinationHost } from "./outbound_guard.ts";
 import { createSheetsWebhookConnector } from "./sheets_webhook.ts";
 import { createSmtpConnector } from "./smtp.ts";
 import type { Connector } from "./types.ts";
@@ -17,20 +18,23 @@ export type Connectors = Record<DestinationType, Connector> & { close(): void };
 
 /** Builds every connector from the configuration. */
 export function createConnectors(config: Config, options: { caCerts?: string[] } = {}): Connectors {
-  const checkHost = (hostname: string) =>
-    checkDestinationHost(hostname, { allowPrivate: config.allowPrivateDestinations });
-  const http = { timeoutMs: config.httpTimeoutMs, checkHost };
+  const guard = createOutboundGuard({ allowPrivate: config.allowPrivateDestinations });
+  const transport = createHttpTransport(guard, { caCerts: options.caCerts });
+  const http = { timeoutMs: config.httpTimeoutMs, transport };
   const smtp = createSmtpConnector({
     platform: config.platformSmtp,
     heloName: config.smtpHeloName,
     timeoutMs: config.smtpTimeoutMs,
     caCerts: options.caCerts,
-    checkHost,
+    guard,
   });
   return {
     webhook: createWebhookConnector(http) as Connector,
     sheets_webhook: createSheetsWebhookConnector(http) as Connector,
     smtp: smtp as Connector,
-    close: () => smtp.close(),
+    close: () => {
+      smtp.close();
+      transport.close();
+    },
   };
 }

@@ -3,12 +3,40 @@
  * link-local, CGNAT, multicast, unspecified or otherwise reserved addresses
  * (CONTRACT "Destinations and delivery"), unless ALLOW_PRIVATE_DESTINATIONS is set.
  *
+ * The guard answers with the addresses it approved, and connections go to one of them
+ * (http.ts, smtp.ts): a name is never resolved a second time by the connection, so a DNS
+ * answer that changes between the check and the connection (DNS rebinding) cannot lead
+ * to a blocked address.
+ *
  * @module
  */
 import { DeliveryError } from "./types.ts";
 
 /** Resolves a host name to the addresses of one record type. */
 export type ResolveAddresses = (hostname: string, recordType: "A" | "AAAA") => Promise<string[]>;
+
+/** The guard as the connectors use it (tests may pass their own). */
+export interface OutboundGuard {
+  /** True when every host is allowed: nothing is checked or resolved, connections go by name. */
+  readonly allowAll: boolean;
+  /**
+   * The addresses `hostname` may be reached at, every one checked: the host itself for an
+   * IP literal, else the resolver's answer. Connect to one of these; never resolve again.
+   *
+   * @throws {DeliveryError} permanent for a blocked or invalid host, transient when resolving fails
+   */
+  approve(hostname: string): Promise<string[]>;
+}
+
+/** The guard of a deployment: `allowPrivate` from ALLOW_PRIVATE_DESTINATIONS. */
+export function createOutboundGuard(options: CheckHostOptions): OutboundGuard {
+  return {
+    allowAll: options.allowPrivate,
+    async approve(hostname) {
+      return await checkDestinationHost(hostname, options) ?? [hostname];
+    },
+  };
+}
 
 /** Options of {@linkcode checkDestinationHost}. */
 export interface CheckHostOptions {
@@ -106,26 +134,28 @@ export function isBlockedAddress(ip: string): string | null {
  * `*.localhost` are loopback, other names are resolved (A and AAAA) and every
  * address must be allowed. With `allowPrivate` nothing is checked or resolved.
  *
+ * @returns the approved addresses (IPv4 first), or null with `allowPrivate`
  * @throws {DeliveryError} permanent for a blocked or invalid host, transient when resolving fails
  */
 export async function checkDestinationHost(
   hostname: string,
   options: CheckHostOptions,
-): Promise<void> {
-  if (options.allowPrivate) return;
+): Promise<string[] | null> {
+  if (options.allowPrivate) return null;
   const host = normaliseHost(hostname);
   if (host === null) throw notAllowed(hostname, "not a valid host name");
   if (host === "localhost" || host.endsWith(".localhost")) throw notAllowed(host, LOOPBACK);
   if (host.includes(":") || parseIpv4(host) !== null) {
     const reason = isBlockedAddress(host);
     if (reason !== null) throw notAllowed(host, reason);
-    return;
+    return [host];
   }
   const addresses = await resolveAll(host, options.resolve ?? resolveWithDeno);
   for (const address of addresses) {
     const reason = isBlockedAddress(address);
     if (reason !== null) throw notAllowed(host, `resolves to "${address}", ${reason}`);
   }
+  return addresses;
 }
 
 function notAllowed(host: string, reason: string): DeliveryError {

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { displayUrl } from "./http.ts";
+import { urlOrigin } from "../redact.ts";
 
 /** Every destination type (spec 1.7), in the order the API lists them. */
 export const DESTINATION_TYPES = ["webhook", "smtp", "sheets_webhook"] as const;
@@ -22,15 +22,9 @@ export type DestinationTarget =
 
 const text = (value: unknown) => typeof value === "string" ? value : String(value ?? "");
 
-/** An HTTP destination's method and URL (without query or userinfo). */
+/** An HTTP destination's method and `scheme://host[:port]` (its path and query may hold secrets). */
 function httpTarget(config: Record<string, unknown>): DestinationTarget {
-  let url: string;
-  try {
-    url = displayUrl(new URL(text(config.url)));
-  } catch {
-    url = "(invalid URL)";
-  }
-  return { method: text(config.method ?? "POST"), url };
+  return { method: text(config.method ?? "POST"), url: urlOrigin(text(config.url)) };
 }
 
 /** An SMTP destination's relay (the platform's, or host and port) and recipients. */

@@ -8,6 +8,7 @@ import {
   SmtpError,
   type SmtpRelay,
 } from "./smtp/client.ts";
+import type { OutboundGuard } from "./outbound_guard.ts";
 import { SmtpPool } from "./smtp/pool.ts";
 import { type Connector, DeliveryError, type DeliveryReceipt, REDACTED } from "./types.ts";
 
@@ -76,8 +77,11 @@ export interface SmtpConnectorDeps {
   timeoutMs: number;
   /** Extra trusted CA certificates (PEM) for TLS. */
   caCerts?: string[];
-  /** Outbound-address guard: throws DeliveryError for a relay host that is not allowed. */
-  checkHost?: (hostname: string) => Promise<void>;
+  /**
+   * Outbound-address guard: refuses a relay host that is not allowed, else names the
+   * address to connect to. Without it relays are reached by name.
+   */
+  guard?: OutboundGuard;
   /** How long an idle session to a relay is kept for the next message; 0 disables reuse. */
   idleMs?: number;
 }
@@ -149,11 +153,16 @@ export function createSmtpConnector(
           }
         }
         if (!connection) {
-          if (deps.checkHost) await deps.checkHost(route.relay.host);
+          const guard = deps.guard;
+          // The first approved address (IPv4 first), so the name is not resolved again.
+          const address = guard && !guard.allowAll
+            ? (await guard.approve(route.relay.host))[0]
+            : undefined;
           connection = await SmtpConnection.open(route.relay, {
             heloName: deps.heloName,
             timeouts,
             caCerts: deps.caCerts,
+            address,
             deadline,
             signal,
           });

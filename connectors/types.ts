@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { SubmissionEnvelope } from "../delivery/envelope.ts";
+import { redactUrls } from "../redact.ts";
 
 /** One attempt to hand a submission to one destination. */
 export interface DeliveryRequest<C> {
@@ -18,7 +19,10 @@ export interface DeliveryReceipt {
   detail?: string;
 }
 
-/** A failed attempt; `permanent` failures are not retried. */
+/**
+ * A failed attempt; `permanent` failures are not retried. Its message is stored and
+ * logged, so any URL in it is cut down to `scheme://host[:port]` (redact.ts).
+ */
 export class DeliveryError extends Error {
   readonly permanent: boolean;
   readonly statusCode?: number;
@@ -29,7 +33,7 @@ export class DeliveryError extends Error {
     message: string,
     options: { permanent: boolean; statusCode?: number; retryAfterMs?: number; cause?: unknown },
   ) {
-    super(message, { cause: options.cause });
+    super(redactUrls(message), { cause: options.cause });
     this.name = "DeliveryError";
     this.permanent = options.permanent;
     this.statusCode = options.statusCode;

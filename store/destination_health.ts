@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { redactUrls } from "../redact.ts";
 import { type Db, retryAtomic } from "./db.ts";
 import type { DestinationRecord } from "./destinations.ts";
 import type { JobRecord } from "./job_record.ts";
@@ -14,9 +15,12 @@ import { OUTCOME_TTL_MS } from "./outcomes.ts";
 /** Longest last-error text kept in `disabledReason`. */
 const MAX_REASON_ERROR = 500;
 
-/** The reason shown on a destination the service disabled. */
+/**
+ * The reason shown on a destination the service disabled. Its URLs are cut down once
+ * more: a job's last error may have been written by an older version.
+ */
 function autoDisableReason(threshold: number, lastError: string | null): string {
-  const error = (lastError ?? "unknown error").slice(0, MAX_REASON_ERROR);
+  const error = redactUrls(lastError ?? "unknown error").slice(0, MAX_REASON_ERROR);
   return `Disabled after ${threshold} consecutive failed deliveries; last error: ${error}`;
 }
 

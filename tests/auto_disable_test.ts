@@ -89,7 +89,7 @@ Deno.test("a destination failing 3 times in a row is disabled; its form's other 
   assert.equal(bad.isEnabled, false);
   assert.match(
     bad.disabledReason ?? "",
-    /^Disabled after 3 consecutive failed deliveries; last error: Cannot deliver to "http:\/\/127\.0\.0\.1:\d+\/hook": 400 Bad Request$/,
+    /^Disabled after 3 consecutive failed deliveries; last error: Cannot deliver to "http:\/\/127\.0\.0\.1:\d+": 400 Bad Request$/,
   );
   const disabledAt = Date.parse(bad.disabledAt ?? "");
   assert.ok(

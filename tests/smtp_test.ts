@@ -533,11 +533,16 @@ Deno.test("SMTP the outbound guard runs before connecting and its error propagat
     platform: null,
     heloName: "relay.test",
     timeoutMs: 5000,
-    checkHost: (hostname) => {
-      checked.push(hostname);
-      return Promise.reject(
-        new DeliveryError(`Cannot deliver to "${hostname}": blocked address`, { permanent: true }),
-      );
+    guard: {
+      allowAll: false,
+      approve(hostname) {
+        checked.push(hostname);
+        return Promise.reject(
+          new DeliveryError(`Cannot deliver to "${hostname}": blocked address`, {
+            permanent: true,
+          }),
+        );
+      },
     },
   });
   try {

@@ -118,7 +118,7 @@ Deno.test("POST .../test reports a webhook answering 500 as not delivered, witho
   const { result } = JSON.parse(text);
   assert.equal(result.delivered, false);
   assert.equal(result.statusCode, 500);
-  assert.match(result.error, /^Cannot deliver to "http:\/\/127\.0\.0\.1:\d+\/hook": 500/);
+  assert.match(result.error, /^Cannot deliver to "http:\/\/127\.0\.0\.1:\d+": 500/);
   assert.equal(sink.hits, 1, "one attempt, no retries");
   await assertNothingStored(h);
 });
@@ -130,7 +130,7 @@ Deno.test("POST .../test reports a closed port as not delivered", async () => {
   const result = await testSend(h, form.id, destId);
   assert.equal(result.delivered, false);
   assert.equal(result.statusCode, null);
-  assert.match(result.error ?? "", /^Cannot deliver to "http:\/\/127\.0\.0\.1:\d+\/hook": /);
+  assert.match(result.error ?? "", /^Cannot deliver to "http:\/\/127\.0\.0\.1:\d+": /);
   await assertNothingStored(h);
 });
 

@@ -37,6 +37,12 @@ export interface SmtpOpenOptions {
   timeouts: SmtpTimeouts;
   /** Extra trusted CA certificates (PEM) for TLS. */
   caCerts?: string[];
+  /**
+   * The IP address to connect to (the one the outbound guard approved); the relay's
+   * host name is then not resolved again, and TLS still verifies the certificate
+   * against the name. Without it the connection resolves the name.
+   */
+  address?: string;
   /** The conversation ends with a time-out error at this time (epoch ms). */
   deadline: number;
   signal?: AbortSignal;
@@ -144,7 +150,7 @@ export class SmtpConnection {
   static async open(relay: SmtpRelay, options: SmtpOpenOptions): Promise<SmtpConnection> {
     const { timeouts, signal } = options;
     const connectMs = Math.min(timeouts.connectMs, options.deadline - Date.now());
-    const conn = await connectWithin(relay, options.caCerts, connectMs, signal);
+    const conn = await connectWithin(relay, options, connectMs);
     const connection = new SmtpConnection(conn, timeouts);
     try {
       connection.use({ deadline: options.deadline, signal });
@@ -506,13 +512,16 @@ export class SmtpConnection {
   }
 }
 
-/** Connects (TLS from the first byte in `on` mode) within `limitMs`. */
+/**
+ * Connects to `options.address` or else the relay's name (TLS from the first byte in `on`
+ * mode, verified against the name) within `limitMs`.
+ */
 async function connectWithin(
   relay: SmtpRelay,
-  caCerts: string[] | undefined,
+  options: Pick<SmtpOpenOptions, "address" | "caCerts" | "signal">,
   limitMs: number,
-  signal: AbortSignal | undefined,
 ): Promise<Deno.Conn> {
+  const { caCerts, signal } = options;
   if (signal?.aborted) {
     throw new SmtpError("delivery aborted", { kind: "aborted", permanent: false });
   }
@@ -523,9 +532,11 @@ async function connectWithin(
     });
   }
   const { host: hostname, port } = relay;
+  const tcp = Deno.connect({ hostname: options.address ?? hostname, port, transport: "tcp" });
+  // startTls at once is implicit TLS, and lets the name differ from the address connected to.
   const pending = relay.secureTransport === "on"
-    ? Deno.connectTls({ hostname, port, caCerts })
-    : Deno.connect({ hostname, port, transport: "tcp" });
+    ? tcp.then((conn) => Deno.startTls(conn, { hostname, caCerts }))
+    : tcp;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let onAbort: (() => void) | undefined;
   const stop = new Promise<never>((_, reject) => {

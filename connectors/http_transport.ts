@@ -1,0 +1,151 @@
+/**
+ * Where the HTTP connectors' requests connect: to the addresses the outbound guard
+ * approved, never to a second resolution of the name (DNS rebinding).
+ *
+ * - Every host allowed (ALLOW_PRIVATE_DESTINATIONS=true): `fetch` by name, as before.
+ * - An IP literal: judged by the guard without any look-up, then `fetch` (nothing to rebind).
+ * - A name: `node:http`/`node:https` with keep-alive agents whose `lookup` is the guard.
+ *   A new connection asks the guard (resolve, check every address) and connects to an
+ *   address it answered; TLS still verifies the certificate against the name (SNI too).
+ *   A pooled connection is reused without a look-up, so there is no DNS query per delivery.
+ *
+ * Why this way, measured on Deno 2.9.6: `Deno.createHttpClient` has no resolver option;
+ * its `proxy: { transport: "tcp" }` pins plain HTTP (Host kept, keep-alive) but speaks
+ * no TLS to https URLs ("invalid HTTP version parsed"). An IP-literal URL with a Host
+ * header (`allowHost`) verifies the certificate against the IP, not the name. The npm
+ * `request-filtering-agent@3.2.0` pins through the socket's look-up too, but throws
+ * outside the request (uncaught) for a private IP literal, has its own address list and
+ * no injectable resolver. `node:https` honours a `lookup` (per agent or request), verifies
+ * the name ("Hostname/IP does not match certificate's altnames"), keeps connections alive
+ * (3 requests, 1 connection) and ran at about fetch's speed on loopback (HTTP 25 k vs
+ * 23 k req/s, HTTPS 17.5 k vs 15-16 k; 32 concurrent, noisy shared machine).
+ * One difference: `node:https` trusts the bundled roots (`tls.rootCertificates`) and not
+ * `DENO_CERT`, which `fetch` honours; a private CA matters for private destinations, and
+ * those need ALLOW_PRIVATE_DESTINATIONS=true, which keeps them on `fetch`.
+ *
+ * @module
+ */
+import http from "node:http";
+import https from "node:https";
+import type { LookupFunction } from "node:net";
+import tls from "node:tls";
+import type { OutboundGuard } from "./outbound_guard.ts";
+
+/** One request: redirects are never followed here. */
+export interface TransportRequest {
+  method: string;
+  headers: Headers;
+  body?: string;
+  signal: AbortSignal;
+}
+
+/** Sends requests where the guard allows; `close()` ends the kept-alive connections. */
+export interface HttpTransport {
+  /**
+   * Sends one request and resolves with the answer's status and headers. On the pinned
+   * path the body is read and dropped (up to a bound), not handed out.
+   *
+   * @throws the guard's DeliveryError when the host is refused; other errors as they come
+   */
+  request(url: URL, init: TransportRequest): Promise<Response>;
+  close(): void;
+}
+
+/** Answer bytes read and dropped at most before a pinned connection is closed instead. */
+const MAX_DRAIN_BYTES = 64 * 1024;
+
+/** A transport for `guard`; `caCerts` are extra trusted CAs (PEM) for the pinned path. */
+export function createHttpTransport(
+  guard: OutboundGuard,
+  options: { caCerts?: string[] } = {},
+): HttpTransport {
+  const lookup: LookupFunction = (hostname, lookupOptions, callback) => {
+    guard.approve(hostname).then((approved) => {
+      const all = approved.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+      if (lookupOptions.all) callback(null, all);
+      else callback(null, all[0].address, all[0].family);
+    }, (error) => callback(error, "", 0));
+  };
+  // Idle connections are unreferenced by the agent: they never keep the process alive.
+  const agentOptions = { keepAlive: true, lookup };
+  const agents = {
+    "http:": new http.Agent(agentOptions),
+    // `ca` replaces the bundled roots: extra CAs are added to them, as fetch's caCerts are.
+    "https:": new https.Agent(
+      options.caCerts === undefined
+        ? agentOptions
+        : { ...agentOptions, ca: [...tls.rootCertificates, ...options.caCerts] },
+    ),
+  };
+
+  return {
+    async request(url, init) {
+      if (guard.allowAll) return await fetchManual(url, init);
+      if (isIpLiteral(url.hostname)) {
+        await guard.approve(url.hostname);
+        return await fetchManual(url, init);
+      }
+      return await pinnedRequest(url, init, agents[url.protocol as keyof typeof agents]);
+    },
+    close() {
+      agents["http:"].destroy();
+      agents["https:"].destroy();
+    },
+  };
+}
+
+/** A URL's host is an IP literal: the WHATWG parser writes IPv4 dotted and IPv6 bracketed. */
+function isIpLiteral(hostname: string): boolean {
+  return hostname.startsWith("[") || /^\d+\.\d+\.\d+\.\d+$/.test(hostname);
+}
+
+async function fetchManual(url: URL, init: TransportRequest): Promise<Response> {
+  return await fetch(url, { ...init, redirect: "manual" });
+}
+
+/** One request through a pinned agent, its answer as a body-less Response. */
+function pinnedRequest(url: URL, init: TransportRequest, agent: http.Agent): Promise<Response> {
+  const { promise, resolve, reject } = Promise.withResolvers<Response>();
+  const body = init.body === undefined ? undefined : new TextEncoder().encode(init.body);
+  const headers: Record<string, string> = Object.fromEntries(init.headers);
+  if (body !== undefined) headers["content-length"] = String(body.length);
+  const send = url.protocol === "https:" ? https.request : http.request;
+  const request = send(url, { method: init.method, headers, agent }, (answer) => {
+    let response: Response;
+    try {
+      const received = new Headers();
+      const raw = answer.rawHeaders;
+      for (let i = 0; i + 1 < raw.length; i += 2) received.append(raw[i], raw[i + 1]);
+      response = new Response(null, {
+        status: answer.statusCode,
+        statusText: answer.statusMessage,
+        headers: received,
+      });
+    } catch (error) {
+      // An answer a Response cannot hold (a status over 599, a malformed header).
+      request.destroy();
+      reject(error);
+      return;
+    }
+    // The answer is read to its end first, so its connection is free for the next request
+    // (it stays pooled); a long answer closes the connection instead.
+    const settle = () => resolve(response);
+    let drained = 0;
+    answer.on("data", (chunk: Uint8Array) => {
+      drained += chunk.length;
+      if (drained > MAX_DRAIN_BYTES) {
+        request.destroy();
+        settle();
+      }
+    });
+    answer.once("end", settle);
+    answer.once("close", settle);
+    answer.on("error", settle);
+  });
+  const onAbort = () => request.destroy(init.signal.reason);
+  init.signal.addEventListener("abort", onAbort, { once: true });
+  request.once("close", () => init.signal.removeEventListener("abort", onAbort));
+  request.on("error", reject);
+  request.end(body);
+  return promise;
+}
