@@ -250,7 +250,15 @@ export function serveGuarded(
         await new Promise((resolve) => setTimeout(resolve, ACCEPT_RETRY_MS));
         continue;
       }
-      serve(conn);
+      try {
+        serve(conn);
+      } catch (error) {
+        // Nothing about one connection may end the accept loop (and with it the process).
+        logger.error("cannot serve a connection", { error: String(error) });
+        try {
+          conn.close();
+        } catch { /* taken by the runtime, or closed */ }
+      }
     }
   })();
 
