@@ -195,10 +195,6 @@ export function serveGuarded(
       done: false,
     };
     const info: ConnectionInfo = { remoteAddr };
-    connections.add(connection);
-    let group = byAddress.get(connection.address);
-    if (group === undefined) byAddress.set(connection.address, group = new Set());
-    group.add(connection);
     const server = serveConnection(conn, connection.abort.signal, async (request) => {
       connection.busy++;
       try {
@@ -212,6 +208,11 @@ export function serveGuarded(
       logger.error("request failed in the HTTP server", { error: String(error) });
       return new Response(null, { status: 500 });
     }, () => {});
+    // Counted only once the runtime serves it, so a connection it refused leaves no trace.
+    connections.add(connection);
+    let group = byAddress.get(connection.address);
+    if (group === undefined) byAddress.set(connection.address, group = new Set());
+    group.add(connection);
     servers.add(server);
     server.finished.catch(() => {}).finally(() => {
       connection.done = true;
