@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { consoleRoutes } from "./console/serve.ts";
 import { describeError } from "./log.ts";
 import { pingKv } from "./store/db.ts";
 import { tenantAuth } from "./routes/auth.ts";
@@ -10,6 +11,7 @@ import { formRoutes } from "./routes/forms.ts";
 import { ingestRoutes } from "./routes/ingest.ts";
 import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
+import { openApiRoutes } from "./routes/openapi.ts";
 import { testSendRoutes } from "./routes/test_send.ts";
 
 /** A request path as logged: long ones cut, so a hostile URL cannot flood the log. */
@@ -17,7 +19,10 @@ function loggedPath(path: string): string {
   return path.length > 200 ? path.slice(0, 200) + "…" : path;
 }
 
-/** The HTTP application: health, admin API and ingestion, with one error handler. */
+/**
+ * The HTTP application: health, admin API, ingestion, the API description and the
+ * console, with one error handler.
+ */
 export function createApp(deps: AppDeps): Hono {
   const { db, logger } = deps;
   const app = new Hono();
@@ -56,6 +61,8 @@ export function createApp(deps: AppDeps): Hono {
   admin.route("/", deliveryRoutes(deps));
   app.route("/v1/admin", admin);
   app.route("/v1/f", ingestRoutes(deps));
+  app.route("/", openApiRoutes(deps.config));
+  app.route("/", consoleRoutes());
 
   app.notFound((c) => c.json(errorBody("Not found"), 404));
   app.onError((error, c) => {

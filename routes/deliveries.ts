@@ -10,7 +10,8 @@ import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { refuseOtherMethods, validate } from "./http.ts";
 
-const querySchema = z.strictObject({
+/** Query of `GET /forms/:id/deliveries`. */
+export const deliveriesQuerySchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(500).default(50),
 });
 
@@ -19,7 +20,7 @@ export function deliveryRoutes({ db }: AppDeps) {
   const router = new Hono<AdminEnv>();
   router.get("/forms/:id/deliveries", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
-    const { limit } = validate(querySchema, c.req.query());
+    const { limit } = validate(deliveriesQuerySchema, c.req.query());
     return c.json({ ok: true, deliveries: await listOutcomes(db, form.id, limit) });
   });
   refuseOtherMethods(router, "/forms/:id/deliveries");

@@ -22,12 +22,17 @@ import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readValidJson, refuseOtherMethods, validate } from "./http.ts";
 
-const createSchema = z.strictObject({
+/** Body of `POST /forms/:id/destinations`; `config` is checked by the type's connector. */
+export const destinationCreateSchema = z.strictObject({
   type: z.enum(DESTINATION_TYPES),
   config: z.unknown(),
   isEnabled: z.boolean().default(true),
 });
-const patchSchema = z.strictObject({ config: z.unknown().optional(), isEnabled: z.boolean() })
+/** Body of `PATCH /forms/:id/destinations/:destId`. */
+export const destinationPatchSchema = z.strictObject({
+  config: z.unknown().optional(),
+  isEnabled: z.boolean(),
+})
   .partial();
 
 /**
@@ -65,7 +70,7 @@ export function destinationRoutes({ db, connectors }: AppDeps) {
 
   router.post("/forms/:id/destinations", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
-    const input = await readValidJson(c, createSchema);
+    const input = await readValidJson(c, destinationCreateSchema);
     const config = storable(
       validate(connectors[input.type].configSchema, input.config, ["config"]),
     );
@@ -97,7 +102,7 @@ export function destinationRoutes({ db, connectors }: AppDeps) {
 
   router.patch("/forms/:id/destinations/:destId", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
-    const patch = await readValidJson(c, patchSchema);
+    const patch = await readValidJson(c, destinationPatchSchema);
     const destId = c.req.param("destId");
     let config: unknown = undefined;
     if (patch.config !== undefined) {

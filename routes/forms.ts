@@ -29,8 +29,10 @@ const formFields = {
 /** Longest form or destination id looked up; real ones are 36-character UUIDs. */
 const MAX_ID_LENGTH = 200;
 
-const createSchema = z.strictObject(formFields).partial().required({ name: true });
-const patchSchema = z.strictObject(formFields).partial();
+/** Body of `POST /forms`. */
+export const formCreateSchema = z.strictObject(formFields).partial().required({ name: true });
+/** Body of `PATCH /forms/:id`. */
+export const formPatchSchema = z.strictObject(formFields).partial();
 
 const DEFAULTS = {
   allowedOrigins: [],
@@ -89,7 +91,7 @@ export function formRoutes({ db }: AppDeps) {
   router.post("/forms", async (c) => {
     const settings: FormSettings = {
       ...DEFAULTS,
-      ...await readValidJson(c, createSchema),
+      ...await readValidJson(c, formCreateSchema),
     };
     assertCaptchaSecret(settings, false);
     const form = await createForm(db, c.get("orgId"), settings);
@@ -107,7 +109,7 @@ export function formRoutes({ db }: AppDeps) {
   });
 
   router.patch("/forms/:id", async (c) => {
-    const patch = await readValidJson(c, patchSchema);
+    const patch = await readValidJson(c, formPatchSchema);
     const form = await updateForm(db, c.get("orgId"), c.req.param("id"), (current) => {
       const { sealedCaptchaSecret, ...stored } = current;
       const settings: FormSettings = { ...stored, captchaSecret: undefined, ...patch };

@@ -134,7 +134,8 @@ export function testSendRoutes({ db, connectors, logger }: AppDeps) {
   return router;
 }
 
-const emptyBody = z.strictObject({});
+/** The only body `POST …/test` takes: none, or `{}`. */
+export const emptyBody = z.strictObject({});
 
 /**
  * The request needs no body: none at all, or an empty JSON object. Anything else is

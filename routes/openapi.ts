@@ -1,0 +1,521 @@
+/**
+ * The OpenAPI 3.1 description of the HTTP API, served at `GET /v1/openapi.json`.
+ *
+ * Request bodies and queries come from the very zod schemas the routes and connectors
+ * validate with (converted by zod's own `z.toJSONSchema`), so they cannot drift from
+ * the code. Answers are described by the zod schemas below; tests/openapi_test.ts
+ * checks real answers against them and that every route of the app is listed here.
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import { z } from "zod";
+import type { Config } from "../config.ts";
+import { sheetsWebhookConfigSchema } from "../connectors/sheets_webhook.ts";
+import { smtpPlatformConfigSchema, smtpRelayConfigSchema } from "../connectors/smtp.ts";
+import { DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
+import { webhookConfigSchema } from "../connectors/webhook.ts";
+import { VERSION } from "../version.ts";
+import { deliveriesQuerySchema } from "./deliveries.ts";
+import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
+import { formCreateSchema, formPatchSchema } from "./forms.ts";
+import { unsupportedTypeMessage } from "./ingest_body.ts";
+import { emptyBody } from "./test_send.ts";
+
+/** The config schema of each destination type, as its connector validates it. */
+const CONFIG_SCHEMAS: Record<DestinationType, z.ZodType> = {
+  webhook: webhookConfigSchema,
+  sheets_webhook: sheetsWebhookConfigSchema,
+  // Told apart by `host` (Variant A) or its absence (Variant B, the platform relay).
+  smtp: z.union([smtpRelayConfigSchema, smtpPlatformConfigSchema]),
+};
+
+/** The destination create body: the route's schema with `config` per type. */
+const destinationCreateBody = z.discriminatedUnion(
+  "type",
+  DESTINATION_TYPES.map((type) =>
+    destinationCreateSchema.extend({ type: z.literal(type), config: CONFIG_SCHEMAS[type] })
+  ) as unknown as [z.ZodObject, ...z.ZodObject[]],
+);
+
+const anyConfig = z.union(DESTINATION_TYPES.map((type) => CONFIG_SCHEMAS[type]));
+
+const destinationPatchBody = destinationPatchSchema.extend({
+  config: anyConfig.optional().meta({
+    description: "Replaces the whole config; validated by the destination's type",
+  }),
+});
+
+const timestamp = z.iso.datetime();
+
+/** A form as the admin API answers it (routes/forms.ts formView). */
+export const formSchema = z.strictObject({
+  id: z.uuid(),
+  name: z.string(),
+  publicKey: z.string().startsWith("pk_"),
+  allowedOrigins: z.array(z.string()),
+  verifyCaptcha: z.boolean(),
+  hasCaptchaSecret: z.boolean().meta({ description: "captchaSecret itself is write-only" }),
+  enabled: z.boolean(),
+  honeypotField: z.string().nullable(),
+  redirectUrl: z.string().nullable(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+
+/** A destination as list and PATCH answer it (routes/destinations.ts destinationView). */
+export const destinationSchema = z.strictObject({
+  id: z.uuid(),
+  formId: z.uuid(),
+  type: z.enum(DESTINATION_TYPES),
+  config: z.record(z.string(), z.unknown()).meta({
+    description: 'The type\'s config with secret values shown as "********"',
+  }),
+  isEnabled: z.boolean(),
+  disabledReason: z.string().nullable().meta({
+    description: "Why formrelay disabled it (repeated delivery failures); null otherwise",
+  }),
+  disabledAt: timestamp.nullable(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+
+/** One delivery outcome (store/jobs.ts DeliveryOutcome). */
+export const outcomeSchema = z.strictObject({
+  submissionId: z.uuid(),
+  destinationId: z.uuid(),
+  destinationType: z.enum(DESTINATION_TYPES),
+  status: z.enum(["retrying", "delivered", "failed"]),
+  attempts: z.number().int(),
+  lastError: z.string().nullable(),
+  lastStatusCode: z.number().int().nullable(),
+  detail: z.string().nullable(),
+  submittedAt: timestamp,
+  updatedAt: timestamp,
+  nextAttemptAt: timestamp.nullable(),
+});
+
+/** The result of a test send (routes/test_send.ts). */
+export const testSendResultSchema = z.strictObject({
+  delivered: z.boolean(),
+  statusCode: z.number().int().nullable(),
+  error: z.string().nullable(),
+  detail: z.string().nullable(),
+  ms: z.number(),
+});
+
+/** The contract's error body, with the exact texts one status can carry. */
+function errorSchema(texts: [string, ...string[]]) {
+  return z.strictObject({
+    ok: z.literal(false),
+    error: z.enum(texts),
+    issues: z.array(z.strictObject({ path: z.string(), message: z.string() })).optional()
+      .meta({ description: "With `Validation error`: each problem and the field it concerns" }),
+    detail: z.string().optional(),
+    retryAfter: z.number().int().optional().meta({ description: "Seconds, with 429" }),
+  });
+}
+
+/** One operation of the document. */
+export interface OperationSpec {
+  method: "get" | "post" | "patch" | "delete" | "options";
+  /** OpenAPI path (`{id}`), the Hono path with `:id` written as `{id}`. */
+  path: string;
+  summary: string;
+  tag: "Admin: keys" | "Admin: forms" | "Admin: destinations" | "Ingestion" | "Service";
+  /** Needs `x-tenant-key` (adds the 401s and the 500). */
+  admin?: boolean;
+  query?: z.ZodObject;
+  body?: { schema: z.ZodType; required: boolean };
+  /** Success answers by status: a JSON schema, or a content type with no schema. */
+  answers: Record<number, { description: string; schema?: z.ZodType; contentType?: string }>;
+  /** Error texts by status. */
+  errors: Record<number, [string, ...string[]]>;
+}
+
+const ok = z.literal(true);
+const jsonBodyErrors = {
+  400: ["Invalid JSON body", "Validation error"],
+  413: ["Payload too large (max 64KB)"],
+  415: ["Unsupported content type: use application/json"],
+} satisfies OperationSpec["errors"];
+const FORM_404 = { 404: ["Form not found"] } satisfies OperationSpec["errors"];
+const DEST_404 = {
+  404: ["Form not found", "Destination not found"],
+} satisfies OperationSpec["errors"];
+
+/** Every operation of the API, in the order the document lists them. */
+export function operations(ingestContentTypes: Config["ingestContentTypes"]): OperationSpec[] {
+  return [
+    {
+      method: "post",
+      path: "/v1/admin/keys/rotate",
+      summary: "Rotate the tenant key: every active key stops working, the new one is shown once",
+      tag: "Admin: keys",
+      admin: true,
+      answers: {
+        200: {
+          description: "The new key (not retrievable later)",
+          schema: z.strictObject({ ok, tenantKey: z.string().startsWith("sk_") }),
+        },
+      },
+      errors: {},
+    },
+    {
+      method: "post",
+      path: "/v1/admin/forms",
+      summary: "Create a form",
+      tag: "Admin: forms",
+      admin: true,
+      body: { schema: formCreateSchema, required: true },
+      answers: {
+        200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
+      },
+      errors: jsonBodyErrors,
+    },
+    {
+      method: "get",
+      path: "/v1/admin/forms",
+      summary: "List the organization's forms",
+      tag: "Admin: forms",
+      admin: true,
+      answers: {
+        200: {
+          description: "The forms",
+          schema: z.strictObject({ ok, forms: z.array(formSchema) }),
+        },
+      },
+      errors: {},
+    },
+    {
+      method: "get",
+      path: "/v1/admin/forms/{id}",
+      summary: "Read a form",
+      tag: "Admin: forms",
+      admin: true,
+      answers: {
+        200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
+      },
+      errors: FORM_404,
+    },
+    {
+      method: "patch",
+      path: "/v1/admin/forms/{id}",
+      summary: "Change some of a form's settings",
+      tag: "Admin: forms",
+      admin: true,
+      body: { schema: formPatchSchema, required: true },
+      answers: {
+        200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
+      },
+      errors: { ...jsonBodyErrors, ...FORM_404 },
+    },
+    {
+      method: "delete",
+      path: "/v1/admin/forms/{id}",
+      summary: "Delete a form and its destinations",
+      tag: "Admin: forms",
+      admin: true,
+      answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
+      errors: FORM_404,
+    },
+    {
+      method: "post",
+      path: "/v1/admin/forms/{id}/destinations",
+      summary: "Add a destination (answers the stored config as sent)",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: destinationCreateBody, required: true },
+      answers: {
+        200: {
+          description: "The destination",
+          schema: z.strictObject({
+            ok,
+            destination: z.strictObject({
+              id: z.uuid(),
+              formId: z.uuid(),
+              type: z.enum(DESTINATION_TYPES),
+              config: anyConfig,
+              isEnabled: z.boolean(),
+            }),
+          }),
+        },
+      },
+      errors: { ...jsonBodyErrors, ...FORM_404 },
+    },
+    {
+      method: "get",
+      path: "/v1/admin/forms/{id}/destinations",
+      summary: "List a form's destinations (secrets redacted)",
+      tag: "Admin: destinations",
+      admin: true,
+      answers: {
+        200: {
+          description: "The destinations, oldest first",
+          schema: z.strictObject({ ok, destinations: z.array(destinationSchema) }),
+        },
+      },
+      errors: FORM_404,
+    },
+    {
+      method: "patch",
+      path: "/v1/admin/forms/{id}/destinations/{destId}",
+      summary: "Enable, disable or reconfigure a destination (re-enabling clears disabledReason)",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: destinationPatchBody, required: true },
+      answers: {
+        200: {
+          description: "The destination (secrets redacted)",
+          schema: z.strictObject({ ok, destination: destinationSchema }),
+        },
+      },
+      errors: { ...jsonBodyErrors, ...DEST_404 },
+    },
+    {
+      method: "delete",
+      path: "/v1/admin/forms/{id}/destinations/{destId}",
+      summary: "Delete a destination",
+      tag: "Admin: destinations",
+      admin: true,
+      answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
+      errors: DEST_404,
+    },
+    {
+      method: "post",
+      path: "/v1/admin/forms/{id}/destinations/{destId}/test",
+      summary: "Send a sample submission to the destination now and report the outcome",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: emptyBody, required: false },
+      answers: {
+        200: {
+          description: "What happened (a failed delivery is still a 200: see result.delivered)",
+          schema: z.strictObject({ ok, result: testSendResultSchema }),
+        },
+      },
+      errors: { ...jsonBodyErrors, ...DEST_404 },
+    },
+    {
+      method: "get",
+      path: "/v1/admin/forms/{id}/deliveries",
+      summary: "Recent delivery outcomes of a form, newest first (never payloads)",
+      tag: "Admin: destinations",
+      admin: true,
+      query: deliveriesQuerySchema,
+      answers: {
+        200: {
+          description: "The outcomes",
+          schema: z.strictObject({ ok, deliveries: z.array(outcomeSchema) }),
+        },
+      },
+      errors: { 400: ["Validation error"], ...FORM_404 },
+    },
+    {
+      method: "post",
+      path: "/v1/f/{publicKey}",
+      summary: "Submit to a form (public; JSON, or a browser form post)",
+      tag: "Ingestion",
+      body: {
+        schema: z.unknown().meta({
+          description: ingestContentTypes === "json"
+            ? "A JSON object: the submission's payload"
+            : "Any JSON value, or urlencoded / multipart form fields (no files): the payload",
+        }),
+        required: true,
+      },
+      answers: {
+        202: {
+          description: "Accepted and stored; delivered asynchronously",
+          schema: z.strictObject({ ok, submissionId: z.uuid() }),
+        },
+        303: {
+          description: "A browser form post accepted: redirect to the form's redirectUrl",
+          contentType: "text/plain",
+        },
+      },
+      errors: {
+        400: [
+          "Invalid JSON payload",
+          "Invalid form payload",
+          "File uploads are not supported",
+          "Captcha token is required",
+          "Invalid captcha token",
+        ],
+        403: ["Origin is not allowed for this form"],
+        404: ["Form endpoint not found or disabled"],
+        413: ["Payload too large (max 128KB)"],
+        415: [unsupportedTypeMessage(ingestContentTypes)],
+        429: ["Too many submissions"],
+        503: ["Submission could not be stored: try again"],
+      },
+    },
+    {
+      method: "options",
+      path: "/v1/f/{publicKey}",
+      summary: "CORS preflight of a submission",
+      tag: "Ingestion",
+      answers: { 204: { description: "Allowed: CORS headers, no body" } },
+      errors: {
+        403: ["Origin is not allowed for this form"],
+        404: ["Form endpoint not found or disabled"],
+      },
+    },
+    {
+      method: "get",
+      path: "/healthz",
+      summary: "Health: answers 200 while the KV store answers",
+      tag: "Service",
+      answers: { 200: { description: "Healthy", schema: z.strictObject({ ok }) } },
+      errors: { 503: ["KV is not answering"] },
+    },
+    {
+      method: "get",
+      path: "/v1/openapi.json",
+      summary: "This document",
+      tag: "Service",
+      answers: { 200: { description: "OpenAPI 3.1", contentType: "application/json" } },
+      errors: {},
+    },
+  ];
+}
+
+/** HTML pages and their files, also served by the app (console/serve.ts). */
+const PAGES: { path: string; summary: string; contentType: string }[] = [
+  { path: "/", summary: "The tenant console", contentType: "text/html" },
+  { path: "/console/{file}", summary: "The console's scripts and styles", contentType: "*/*" },
+  { path: "/v1/docs", summary: "A reference page of this document", contentType: "text/html" },
+  { path: "/v1/docs/{file}", summary: "The reference page's files", contentType: "*/*" },
+];
+
+/** A zod schema as JSON Schema 2020-12 (OpenAPI 3.1's dialect), as sent or as answered. */
+function jsonSchema(schema: z.ZodType, io: "input" | "output") {
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any" });
+  return rest;
+}
+
+/** `/v1/admin/forms/{id}` → `V1AdminFormsId`: a path as part of an operation id. */
+function camelCase(path: string): string {
+  return path.replace(/[^A-Za-z0-9]+(\w)?/g, (_, c = "") => c.toUpperCase());
+}
+
+function pathParameters(path: string) {
+  return [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
+    name,
+    in: "path",
+    required: true,
+    schema: { type: "string" },
+  }));
+}
+
+const ADMIN_ERRORS = {
+  401: ["Missing x-tenant-key", "Invalid tenant key"],
+  500: ["Internal error"],
+} satisfies OperationSpec["errors"];
+
+/** Every answer of an operation by status: its successes, then its errors (admin ones included). */
+export function answersOf(op: OperationSpec): OperationSpec["answers"] {
+  const answers = { ...op.answers };
+  const errors = { ...(op.admin ? ADMIN_ERRORS : {}), ...op.errors };
+  for (const [status, texts] of Object.entries(errors)) {
+    answers[Number(status)] = { description: texts.join("; "), schema: errorSchema(texts) };
+  }
+  return answers;
+}
+
+function operationObject(op: OperationSpec) {
+  const responses: Record<string, unknown> = {};
+  for (const [status, answer] of Object.entries(answersOf(op))) {
+    const contentType = answer.schema ? "application/json" : answer.contentType;
+    responses[status] = {
+      description: answer.description,
+      ...(contentType === undefined ? {} : {
+        content: {
+          [contentType]: answer.schema ? { schema: jsonSchema(answer.schema, "output") } : {},
+        },
+      }),
+    };
+  }
+  const query = op.query
+    ? Object.entries(jsonSchema(op.query, "input").properties ?? {}).map(([name, schema]) => ({
+      name,
+      in: "query",
+      required: false,
+      schema,
+    }))
+    : [];
+  return {
+    summary: op.summary,
+    tags: [op.tag],
+    operationId: op.method + camelCase(op.path),
+    ...(op.admin ? { security: [{ tenantKey: [] }] } : {}),
+    parameters: [...pathParameters(op.path), ...query],
+    ...(op.body
+      ? {
+        requestBody: {
+          required: op.body.required,
+          content: { "application/json": { schema: jsonSchema(op.body.schema, "input") } },
+        },
+      }
+      : {}),
+    responses,
+  };
+}
+
+/** Builds the OpenAPI 3.1 document of this deployment. */
+export function openApiDocument(config: Pick<Config, "ingestContentTypes">) {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const op of operations(config.ingestContentTypes)) {
+    (paths[op.path] ??= {})[op.method] = operationObject(op);
+  }
+  for (const page of PAGES) {
+    paths[page.path] = {
+      get: {
+        summary: page.summary,
+        tags: ["Pages"],
+        operationId: "page" + camelCase(page.path),
+        parameters: pathParameters(page.path),
+        responses: {
+          200: { description: page.summary, content: { [page.contentType]: {} } },
+          404: { description: "No such file", content: { "text/plain": {} } },
+        },
+      },
+    };
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "formrelay",
+      version: VERSION,
+      description:
+        "Form submissions relayed to webhooks, spreadsheet apps and email. Every error answer " +
+        'is `{ "ok": false, "error": "<text>" }`; an unknown path is `404 Not found` and a wrong ' +
+        "method on a known path `405 Method not allowed`.",
+    },
+    tags: [
+      { name: "Admin: keys" },
+      { name: "Admin: forms" },
+      { name: "Admin: destinations" },
+      { name: "Ingestion" },
+      { name: "Service" },
+      { name: "Pages" },
+    ],
+    components: {
+      securitySchemes: {
+        tenantKey: { type: "apiKey", in: "header", name: "x-tenant-key" },
+      },
+    },
+    paths,
+  };
+}
+
+/** `GET /v1/openapi.json`. */
+export function openApiRoutes(config: Config) {
+  const router = new Hono();
+  const document = JSON.stringify(openApiDocument(config));
+  router.get("/v1/openapi.json", (c) => {
+    c.header("content-type", "application/json; charset=utf-8");
+    return c.body(document);
+  });
+  return router;
+}

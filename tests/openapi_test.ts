@@ -1,0 +1,178 @@
+/**
+ * The OpenAPI description: valid OpenAPI 3.1 by a real validator, listing exactly the
+ * routes the app serves, and describing the answers the app really gives.
+ */
+import assert from "node:assert/strict";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { answersOf, operations } from "../routes/openapi.ts";
+import { startHarness } from "./helpers/harness.ts";
+import { startWebhookSink } from "./helpers/sink.ts";
+
+/** Hono's `/v1/admin/forms/:id` as OpenAPI's `/v1/admin/forms/{id}`. */
+function openApiPath(honoPath: string): string {
+  return honoPath.replace(/:(\w+)/g, "{$1}");
+}
+
+Deno.test("GET /v1/openapi.json is a valid OpenAPI 3.1 document listing every route of the app", async (t) => {
+  await using h = await startHarness();
+  const response = await h.request("/v1/openapi.json");
+  assert.equal(response.status, 200);
+  assert.match(response.headers.get("content-type") ?? "", /^application\/json/);
+  const document = await response.json();
+
+  await t.step("a real validator accepts it as OpenAPI 3.1", async () => {
+    assert.equal(document.openapi, "3.1.0");
+    const result = await new Validator().validate(document);
+    assert.equal(result.valid, true, JSON.stringify(result.errors, null, 1));
+  });
+
+  await t.step("every method and path the app serves is described, and nothing else", () => {
+    const served = new Set<string>();
+    for (const route of h.service.app.routes) {
+      // Middleware (`/*`) and the 405 catch-alls are not operations; their paths are.
+      if (route.path.endsWith("*")) continue;
+      const path = openApiPath(route.path);
+      assert.ok(document.paths[path], `${route.path} is missing from the document`);
+      if (route.method === "ALL") continue;
+      const method = route.method.toLowerCase();
+      assert.ok(document.paths[path][method], `${route.method} ${route.path} is missing`);
+      served.add(`${method} ${path}`);
+    }
+    const documented = Object.entries(document.paths as Record<string, object>)
+      .flatMap(([path, item]) => Object.keys(item).map((method) => `${method} ${path}`));
+    assert.deepEqual(documented.filter((op) => !served.has(op)), []);
+  });
+
+  await t.step("admin operations declare the tenant key and the 401 answers", () => {
+    for (const [path, item] of Object.entries(document.paths as Record<string, object>)) {
+      if (!path.startsWith("/v1/admin/")) continue;
+      for (const operation of Object.values(item)) {
+        assert.deepEqual(operation.security, [{ tenantKey: [] }], path);
+        assert.match(operation.responses["401"].description, /Missing x-tenant-key/);
+      }
+    }
+  });
+
+  await t.step(
+    "request bodies are the routes' own schemas (strict, with the connector configs)",
+    () => {
+      const create = document.paths["/v1/admin/forms/{id}/destinations"].post.requestBody
+        .content["application/json"].schema;
+      const types = create.oneOf.map((s: { properties: { type: { const: string } } }) =>
+        s.properties.type.const
+      );
+      assert.deepEqual(types, ["webhook", "smtp", "sheets_webhook"]);
+      const webhook = create.oneOf[0].properties.config;
+      assert.deepEqual(webhook.required, ["url"]);
+      assert.deepEqual(webhook.properties.method.enum, ["POST", "PUT", "PATCH"]);
+      const form = document.paths["/v1/admin/forms"].post.requestBody.content["application/json"]
+        .schema;
+      assert.deepEqual(form.required, ["name"]);
+      assert.equal(form.additionalProperties, false);
+      assert.ok("honeypotField" in form.properties && "redirectUrl" in form.properties);
+    },
+  );
+});
+
+Deno.test("the answers the app gives match the description", async () => {
+  await using h = await startHarness();
+  await using sink = startWebhookSink();
+  const specs = operations(h.config.ingestContentTypes);
+  const covered = new Set<string>();
+
+  /** Finds the operation of a request and checks the answer against its schema. */
+  async function expectDescribed(method: string, path: string, response: Response) {
+    const spec = specs.find((op) =>
+      op.method === method.toLowerCase() &&
+      new RegExp(`^${op.path.replace(/\{\w+\}/g, "[^/]+")}$`).test(path.split("?")[0])
+    );
+    assert.ok(spec, `no operation for ${method} ${path}`);
+    const body = await response.json();
+    const schema = answersOf(spec)[response.status]?.schema;
+    assert.ok(schema, `${method} ${path}: status ${response.status} is not described`);
+    const result = schema.safeParse(body);
+    assert.ok(
+      result.success,
+      `${method} ${path} ${response.status}: ${JSON.stringify(body)} ${result.error}`,
+    );
+    covered.add(`${spec.method} ${spec.path}`);
+    return body;
+  }
+  async function admin(method: string, path: string, body?: unknown, tenantKey?: string) {
+    const response = await h.admin(method, path, body, { tenantKey });
+    return expectDescribed(method, `/v1/admin${path}`, response);
+  }
+
+  const { form } = await admin("POST", "/forms", { name: "Contact", honeypotField: "_gotcha" });
+  await admin("GET", "/forms");
+  await admin("GET", `/forms/${form.id}`);
+  await admin("PATCH", `/forms/${form.id}`, { allowedOrigins: ["https://example.com/"] });
+  const { destination } = await admin("POST", `/forms/${form.id}/destinations`, {
+    type: "webhook",
+    config: { url: sink.url, headers: { "x-a": "b" } },
+  });
+  await admin("POST", `/forms/${form.id}/destinations`, {
+    type: "smtp",
+    config: {
+      host: "127.0.0.1",
+      port: 2525,
+      username: "u",
+      password: "p",
+      from: "a@example.com",
+      to: ["b@example.com"],
+    },
+  });
+  await admin("POST", `/forms/${form.id}/destinations`, {
+    type: "sheets_webhook",
+    config: { url: sink.url, authHeader: "Bearer x" },
+  });
+  await admin("GET", `/forms/${form.id}/destinations`);
+  await admin("PATCH", `/forms/${form.id}/destinations/${destination.id}`, { isEnabled: false });
+  await admin("POST", `/forms/${form.id}/destinations/${destination.id}/test`);
+  await admin("GET", `/forms/${form.id}/deliveries?limit=5`);
+
+  // Errors, each with its text in the description.
+  await admin("POST", "/forms", { name: "" });
+  await admin("POST", `/forms/${form.id}/destinations`, {
+    type: "smtp",
+    config: { to: ["not an address"] },
+  });
+  await admin("GET", "/forms", undefined, "sk_unknown");
+  await admin("GET", `/forms/${crypto.randomUUID()}`);
+  await admin("DELETE", `/forms/${form.id}/destinations/${crypto.randomUUID()}`);
+  await admin("GET", `/forms/${form.id}/deliveries?limit=0`);
+  const badJson = await h.request(`/v1/admin/forms/${form.id}`, {
+    method: "PATCH",
+    headers: { "x-tenant-key": h.tenantKey, "content-type": "application/json" },
+    body: "{",
+  });
+  await expectDescribed("PATCH", `/v1/admin/forms/${form.id}`, badJson);
+  const notJson = await h.request("/v1/admin/forms", {
+    method: "POST",
+    headers: { "x-tenant-key": h.tenantKey, "content-type": "text/plain" },
+    body: "name=x",
+  });
+  await expectDescribed("POST", "/v1/admin/forms", notJson);
+  await expectDescribed("GET", "/v1/admin/forms", await h.request("/v1/admin/forms"));
+
+  // Ingestion and health.
+  const submitPath = `/v1/f/${form.publicKey}`;
+  const origin = { origin: "https://example.com" };
+  await expectDescribed("POST", submitPath, await h.submit(form.publicKey, { a: 1 }, origin));
+  await expectDescribed("POST", submitPath, await h.submit(form.publicKey, { a: 1 }));
+  await expectDescribed("POST", "/v1/f/pk_unknown", await h.submit("pk_unknown", {}));
+  await expectDescribed(
+    "POST",
+    submitPath,
+    await h.request(submitPath, { method: "POST", headers: { "content-type": "text/csv" } }),
+  );
+  await expectDescribed("GET", "/healthz", await h.request("/healthz"));
+
+  // The rotation last: it ends the harness's key.
+  await admin("POST", "/keys/rotate");
+  await admin("POST", "/keys/rotate");
+  await admin("DELETE", `/forms/${form.id}`, undefined, "sk_revoked");
+  // Every operation but the preflight and the document itself was checked at least once.
+  const unchecked = specs.map((op) => `${op.method} ${op.path}`).filter((op) => !covered.has(op));
+  assert.deepEqual(unchecked, ["options /v1/f/{publicKey}", "get /v1/openapi.json"]);
+});
