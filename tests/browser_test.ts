@@ -5,7 +5,8 @@
  * Screenshots of each step go to tests/artifacts/.
  */
 import assert from "node:assert/strict";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "./helpers/chromium.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { serveApp } from "./helpers/serve.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
@@ -13,7 +14,6 @@ import { waitFor } from "./helpers/wait.ts";
 
 const EXAMPLES = new URL("../docs/examples/", import.meta.url);
 const ARTIFACTS = new URL("./artifacts/", import.meta.url);
-const CHROMIUM = "/usr/bin/chromium";
 /** Deadline for anything the browser does. */
 const BROWSER_MS = 15_000;
 
@@ -109,19 +109,7 @@ Deno.test("the example contact page submits from Chromium: fetch with preflight,
 
   let browser: Browser | null = null;
   try {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-      ],
-      timeout: BROWSER_MS,
-    });
+    browser = await launchChromium(BROWSER_MS);
     const context = await browser.newContext();
     context.setDefaultTimeout(BROWSER_MS);
 

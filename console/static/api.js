@@ -1,0 +1,86 @@
+/**
+ * The console's only way to the service: the admin API, with the tenant key in the
+ * `x-tenant-key` header, as any client. The key lives in this tab's sessionStorage:
+ * never in a URL, a cookie or localStorage, and gone when the tab closes or on sign-out.
+ */
+
+const KEY = "formrelay.tenantKey";
+
+/** The signed-in tenant key, or null. */
+export function tenantKey() {
+  return sessionStorage.getItem(KEY);
+}
+
+/** Keeps a key for this tab. */
+export function signIn(key) {
+  sessionStorage.setItem(KEY, key);
+}
+
+/** Forgets the key. */
+export function signOut() {
+  sessionStorage.removeItem(KEY);
+}
+
+/** Thrown for a 401: the key is no longer valid (rotated elsewhere, or revoked). */
+export class SignedOut extends Error {}
+
+/**
+ * Calls the admin API; resolves `{ status, body }` for any JSON answer (errors too, so
+ * forms can show them), throws SignedOut on 401.
+ */
+export async function api(method, path, body, key = tenantKey()) {
+  const headers = { "x-tenant-key": key ?? "", accept: "application/json" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(`/v1/admin${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: "omit",
+    cache: "no-store",
+  });
+  const answer = await response.json().catch(() => ({
+    ok: false,
+    error: `HTTP ${response.status}`,
+  }));
+  if (response.status === 401) throw new SignedOut(answer.error);
+  return { status: response.status, body: answer };
+}
+
+/** Calls the admin API and returns the body of a 200; throws an Error with the API's text. */
+export async function apiOk(method, path, body) {
+  const { status, body: answer } = await api(method, path, body);
+  if (status !== 200) throw new Error(answer.error ?? `HTTP ${status}`);
+  return answer;
+}
+
+/**
+ * Why a destination does not receive deliveries on its own account, or null. The one
+ * place that reads the health fields: a future "paused" state goes here.
+ */
+export function healthIssue(destination) {
+  if (destination.disabledReason) {
+    return {
+      label: "Disabled for repeated failures",
+      reason: destination.disabledReason,
+      since: destination.disabledAt,
+    };
+  }
+  return null;
+}
+
+/** Names of the destination types as people know them. */
+export const TYPE_NAMES = {
+  webhook: "Webhook",
+  sheets_webhook: "Spreadsheet app",
+  smtp: "Email",
+};
+
+/** A destination's target in one line, no secrets (they are redacted by the API anyway). */
+export function targetOf(destination) {
+  const config = destination.config ?? {};
+  if (destination.type === "smtp") {
+    const to = (config.to ?? []).join(", ");
+    return config.host ? `${to} via ${config.host}:${config.port}` : `${to} (platform relay)`;
+  }
+  return `${config.method ?? "POST"} ${config.url ?? ""}`;
+}

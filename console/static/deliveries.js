@@ -1,0 +1,211 @@
+/**
+ * Delivery outcomes of a form: destinations paused for their health (with re-enable),
+ * a chart of the last 24 hours, and the recent outcomes, filterable by status.
+ */
+import { apiOk, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
+import { field, h, svg, when } from "./dom.js";
+import { formHeader, loadForm } from "./forms.js";
+
+/** Outcomes read per visit: the API's most. */
+const LIMIT = 500;
+const STATUSES = ["delivered", "retrying", "failed"];
+const HOUR = 3600_000;
+
+/** Counts per hour of the last 24 h by submission time, oldest hour first. */
+export function hourlyCounts(outcomes, now = Date.now()) {
+  const start = now - 24 * HOUR;
+  const hours = Array.from({ length: 24 }, () => ({ delivered: 0, retrying: 0, failed: 0 }));
+  for (const outcome of outcomes) {
+    const at = Date.parse(outcome.submittedAt);
+    if (at < start || at > now) continue;
+    hours[Math.min(23, Math.floor((at - start) / HOUR))][outcome.status]++;
+  }
+  return hours;
+}
+
+/** A stacked bar chart of the last 24 h, with its numbers in its title for screen readers. */
+function chart(outcomes) {
+  const hours = hourlyCounts(outcomes);
+  const totals = Object.fromEntries(
+    STATUSES.map((s) => [s, hours.reduce((n, hour) => n + hour[s], 0)]),
+  );
+  const max = Math.max(1, ...hours.map((hour) => hour.delivered + hour.retrying + hour.failed));
+  const width = 480, height = 120, barWidth = width / 24;
+  const bars = hours.flatMap((hour, index) => {
+    let y = height;
+    return STATUSES.map((status) => {
+      const barHeight = (hour[status] / max) * (height - 10);
+      y -= barHeight;
+      return barHeight > 0
+        ? svg("rect", {
+          class: `bar ${status}`,
+          x: index * barWidth + 1,
+          y,
+          width: barWidth - 2,
+          height: barHeight,
+        })
+        : null;
+    });
+  });
+  const summary = STATUSES.map((s) => `${totals[s]} ${s}`).join(", ");
+  return h(
+    "figure",
+    { class: "card chart" },
+    svg(
+      "svg",
+      { viewBox: `0 0 ${width} ${height + 14}`, role: "img", "aria-labelledby": "chart-title" },
+      svg("title", { id: "chart-title" }, `Deliveries in the last 24 hours: ${summary}`),
+      svg("line", { class: "axis", x1: 0, x2: width, y1: height, y2: height }),
+      bars,
+      svg("text", { x: 0, y: height + 12, class: "tick" }, "24 h ago"),
+      svg("text", { x: width, y: height + 12, class: "tick", "text-anchor": "end" }, "now"),
+    ),
+    h(
+      "figcaption",
+      {},
+      "Last 24 hours: ",
+      STATUSES.map((s) => h("span", { class: `legend ${s}` }, `${totals[s]} ${s}`)),
+      outcomes.length >= LIMIT ? ` (from the latest ${LIMIT} outcomes)` : null,
+    ),
+  );
+}
+
+function healthAlerts(form, destinations, reload) {
+  const flagged = destinations.map((d) => [d, healthIssue(d)]).filter(([, issue]) => issue);
+  if (flagged.length === 0) return null;
+  return h(
+    "div",
+    { class: "card alert", role: "region", "aria-label": "Destinations needing attention" },
+    h("h2", {}, "Needs attention"),
+    h(
+      "ul",
+      {},
+      flagged.map(([destination, issue]) =>
+        h(
+          "li",
+          {},
+          h("strong", {}, `${TYPE_NAMES[destination.type]} ${targetOf(destination)}`),
+          h("p", { class: "health" }, `${issue.label} since ${when(issue.since)}: ${issue.reason}`),
+          h("button", {
+            type: "button",
+            onclick: async () => {
+              await apiOk("PATCH", `/forms/${form.id}/destinations/${destination.id}`, {
+                isEnabled: true,
+              });
+              reload();
+            },
+          }, "Re-enable"),
+        )
+      ),
+    ),
+  );
+}
+
+function outcomeRows(outcomes, destinations) {
+  const byId = new Map(destinations.map((d) => [d.id, d]));
+  const cell = (label, ...content) => h("td", { "data-label": label }, ...content);
+  return outcomes.map((outcome) => {
+    const destination = byId.get(outcome.destinationId);
+    const error = [
+      outcome.lastStatusCode
+        ? `${outcome.destinationType === "smtp" ? "SMTP" : "HTTP"} ${outcome.lastStatusCode}`
+        : null,
+      outcome.lastError,
+      outcome.detail,
+    ].filter(Boolean).join(" — ");
+    return h(
+      "tr",
+      { "data-status": outcome.status },
+      cell("Submitted", when(outcome.submittedAt)),
+      cell(
+        "Destination",
+        destination
+          ? `${TYPE_NAMES[destination.type]} ${targetOf(destination)}`
+          : `${TYPE_NAMES[outcome.destinationType]} (deleted)`,
+      ),
+      cell("Status", h("span", { class: `badge ${outcome.status}` }, outcome.status)),
+      cell("Attempts", String(outcome.attempts)),
+      cell(
+        "Details",
+        error || "—",
+        outcome.nextAttemptAt
+          ? h("span", { class: "hint" }, ` Next attempt ${when(outcome.nextAttemptAt)}`)
+          : null,
+      ),
+    );
+  });
+}
+
+/** The deliveries page of a form. */
+export async function deliveriesView(id) {
+  const form = await loadForm(id);
+  const section = h("section", {}, formHeader(form, "deliveries"));
+  const body = h("div", {});
+  section.append(body);
+  const filter = h(
+    "select",
+    {},
+    h("option", { value: "" }, "All"),
+    STATUSES.map((s) => h("option", { value: s }, s)),
+  );
+
+  async function reload() {
+    const [{ destinations }, { deliveries }] = await Promise.all([
+      apiOk("GET", `/forms/${form.id}/destinations`),
+      apiOk("GET", `/forms/${form.id}/deliveries?limit=${LIMIT}`),
+    ]);
+    const tbody = h("tbody", {});
+    const render = () => {
+      const shown = deliveries.filter((o) => !filter.value || o.status === filter.value);
+      tbody.replaceChildren(...outcomeRows(shown, destinations));
+      count.textContent = `${shown.length} of ${deliveries.length}`;
+    };
+    const count = h("span", { class: "hint", role: "status" });
+    filter.onchange = render;
+    body.replaceChildren(
+      healthAlerts(form, destinations, reload) ?? "",
+      chart(deliveries),
+      h(
+        "div",
+        { class: "card" },
+        h(
+          "div",
+          { class: "title-row" },
+          h("h2", {}, "Recent deliveries"),
+          h(
+            "div",
+            { class: "filters" },
+            field({ label: "Status", path: "status", input: filter }),
+            count,
+            h("button", { type: "button", onclick: reload }, "Refresh"),
+          ),
+        ),
+        deliveries.length === 0
+          ? h(
+            "p",
+            { class: "empty" },
+            "No deliveries yet. Outcomes appear here once submissions arrive.",
+          )
+          : h(
+            "table",
+            { class: "deliveries" },
+            h(
+              "thead",
+              {},
+              h(
+                "tr",
+                {},
+                ["Submitted", "Destination", "Status", "Attempts", "Details"].map((t) =>
+                  h("th", { scope: "col" }, t)
+                ),
+              ),
+            ),
+            tbody,
+          ),
+      ),
+    );
+    render();
+  }
+  await reload();
+  return section;
+}

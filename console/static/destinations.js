@@ -1,0 +1,366 @@
+/**
+ * Destinations of a form: list, add and edit with the fields of each type, enable and
+ * disable, delete, and send a test. The API checks every config; its errors are shown
+ * beside the field they concern.
+ */
+import { api, apiOk, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
+import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
+import { formHeader, loadForm } from "./forms.js";
+
+/** What the API shows instead of a stored secret. */
+const REDACTED = "********";
+
+/** The kinds of destination a person picks from (both SMTP variants are type "smtp"). */
+const KINDS = {
+  webhook: "Webhook",
+  sheets_webhook: "Spreadsheet app (e.g. Google Apps Script)",
+  smtp_relay: "Email through your SMTP server",
+  smtp_platform: "Email through this service's relay",
+};
+
+function kindOf(destination) {
+  if (destination.type !== "smtp") return destination.type;
+  return destination.config.host ? "smtp_relay" : "smtp_platform";
+}
+
+const select = (options, value) =>
+  h(
+    "select",
+    {},
+    options.map((option) => h("option", { value: option, selected: option === value }, option)),
+  );
+const text = (value, type = "text") =>
+  h("input", { type, value: value ?? "", spellcheck: "false" });
+const secret = () =>
+  h("input", { type: "password", autocomplete: "new-password", spellcheck: "false" });
+const lines = (value) => {
+  const area = h("textarea", { rows: 3, spellcheck: "false" });
+  area.value = value;
+  return area;
+};
+const splitList = (value) => value.split(/[\s,;]+/).filter(Boolean);
+
+/** A secret input's hint: stored secrets are never shown, so editing means typing it again. */
+function secretHint(stored, what) {
+  return stored
+    ? `A ${what} is stored and never shown. Type it again to keep it, or a new one.`
+    : undefined;
+}
+
+/** Fields of each kind: the inputs and how to read a config from them. */
+function configFields(kind, config = {}) {
+  const stored = (value) => value !== undefined;
+  if (kind === "webhook") {
+    const url = text(config.url, "url");
+    const method = select(["POST", "PUT", "PATCH"], config.method ?? "POST");
+    const headers = lines(
+      Object.keys(config.headers ?? {}).map((name) => `${name}: ${REDACTED}`).join("\n"),
+    );
+    const signing = secret();
+    const generate = h("button", {
+      type: "button",
+      onclick: () => {
+        signing.type = "text";
+        signing.value = `whsec_${
+          btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))
+        }`;
+      },
+    }, "Generate a secret");
+    return {
+      fields: [
+        field({ label: "URL", path: "config.url", input: url }),
+        field({ label: "Method", path: "config.method", input: method }),
+        field({
+          label: "Headers",
+          path: "config.headers",
+          hint: `One "Name: value" per line, sent with every delivery.${
+            stored(config.headers) && Object.keys(config.headers).length
+              ? " Stored values are never shown: type them again."
+              : ""
+          }`,
+          input: headers,
+        }),
+        field({
+          label: "Signing secret (Standard Webhooks)",
+          path: "config.secret",
+          hint: secretHint(stored(config.secret), "signing secret") ??
+            'Optional: "whsec_" and base64. Deliveries are then signed (webhook-signature header).',
+          input: signing,
+        }),
+        h("p", {}, generate),
+      ],
+      read() {
+        const pairs = splitHeaderLines(headers.value);
+        return {
+          url: url.value.trim(),
+          method: method.value,
+          headers: Object.fromEntries(pairs),
+          ...(signing.value ? { secret: signing.value.trim() } : {}),
+        };
+      },
+    };
+  }
+  if (kind === "sheets_webhook") {
+    const url = text(config.url, "url");
+    const method = select(["POST", "PUT"], config.method ?? "POST");
+    const auth = secret();
+    return {
+      fields: [
+        field({
+          label: "Script web app URL",
+          path: "config.url",
+          hint: "The /exec address of the published script.",
+          input: url,
+        }),
+        field({ label: "Method", path: "config.method", input: method }),
+        field({
+          label: "Authorization header",
+          path: "config.authHeader",
+          hint: secretHint(stored(config.authHeader), "header value") ??
+            "Optional, sent as Authorization.",
+          input: auth,
+        }),
+      ],
+      read: () => ({
+        url: url.value.trim(),
+        method: method.value,
+        ...(auth.value ? { authHeader: auth.value } : {}),
+      }),
+    };
+  }
+  const to = lines((config.to ?? []).join("\n"));
+  const subject = text(config.subjectTemplate);
+  const common = [
+    field({ label: "Recipients", path: "config.to", hint: "One address per line.", input: to }),
+    field({
+      label: "Subject",
+      path: "config.subjectTemplate",
+      hint: "Optional. {{formName}} and {{submissionId}} are replaced.",
+      input: subject,
+    }),
+  ];
+  const readCommon = () => ({
+    to: splitList(to.value),
+    ...(subject.value.trim() ? { subjectTemplate: subject.value } : {}),
+  });
+  if (kind === "smtp_platform") return { fields: common, read: readCommon };
+  const host = text(config.host);
+  const port = text(config.port ?? 587, "number");
+  const transport = select(["starttls", "on", "off"], config.secureTransport ?? "starttls");
+  const username = text(config.username);
+  const password = secret();
+  const from = text(config.from, "email");
+  return {
+    fields: [
+      field({ label: "SMTP host", path: "config.host", input: host }),
+      field({
+        label: "Port",
+        path: "config.port",
+        hint: "587 for STARTTLS, 465 for TLS.",
+        input: port,
+      }),
+      field({
+        label: "Secure transport",
+        path: "config.secureTransport",
+        hint: "starttls (587), on (TLS from the start, 465) or off (plain text).",
+        input: transport,
+      }),
+      field({ label: "Username", path: "config.username", input: username }),
+      field({
+        label: "Password",
+        path: "config.password",
+        hint: secretHint(stored(config.password), "password"),
+        input: password,
+      }),
+      field({ label: "From address", path: "config.from", input: from }),
+      ...common,
+    ],
+    read: () => ({
+      host: host.value.trim(),
+      port: Number(port.value),
+      secureTransport: transport.value,
+      username: username.value,
+      password: password.value,
+      from: from.value.trim(),
+      ...readCommon(),
+    }),
+  };
+}
+
+function splitHeaderLines(value) {
+  return value.split("\n").map((line) => line.trim()).filter(Boolean).map((line) => {
+    const colon = line.indexOf(":");
+    return colon < 0 ? [line, ""] : [line.slice(0, colon).trim(), line.slice(colon + 1).trim()];
+  });
+}
+
+/** The add/edit form of one destination; `destination` null adds one of `kind`. */
+function editor({ formId, destination, kind, onDone }) {
+  const { fields, read } = configFields(kind, destination?.config);
+  const enabled = h("input", { type: "checkbox", checked: destination?.isEnabled ?? true });
+  const element = h(
+    "form",
+    {
+      class: "card editor",
+      novalidate: true,
+      "aria-label": destination ? "Edit destination" : `New ${KINDS[kind]}`,
+      onsubmit: async (event) => {
+        event.preventDefault();
+        clearErrors(element);
+        const config = read();
+        if (JSON.stringify(config).includes(REDACTED)) {
+          return showErrors(element, {
+            error: "Validation error",
+            issues: [{ path: "config", message: "Type the stored secrets again" }],
+          });
+        }
+        const type = kind.startsWith("smtp") ? "smtp" : kind;
+        const { status, body } = destination
+          ? await api("PATCH", `/forms/${formId}/destinations/${destination.id}`, {
+            config,
+            isEnabled: enabled.checked,
+          })
+          : await api("POST", `/forms/${formId}/destinations`, {
+            type,
+            config,
+            isEnabled: enabled.checked,
+          });
+        if (status !== 200) return showErrors(element, body);
+        onDone();
+      },
+    },
+    h("h2", {}, destination ? `Edit ${KINDS[kind].toLowerCase()}` : `New: ${KINDS[kind]}`),
+    fields,
+    field({ label: "Enabled", path: "isEnabled", input: enabled }),
+    formError(),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "submit", class: "primary" }, destination ? "Save" : "Add destination"),
+      h("button", { type: "button", onclick: onDone }, "Cancel"),
+    ),
+  );
+  return element;
+}
+
+/** A test send's outcome in words. */
+function testOutcome(result) {
+  const code = result.statusCode ? ` (${result.statusCode})` : "";
+  return result.delivered
+    ? `Test delivered${code} in ${result.ms} ms${result.detail ? `: ${result.detail}` : ""}`
+    : `Test failed${code}: ${result.error}${result.detail ? ` — ${result.detail}` : ""}`;
+}
+
+function destinationCard(form, destination, refresh, openEditor) {
+  const outcome = h("p", { class: "test-outcome", role: "status" });
+  const issue = healthIssue(destination);
+  const base = `/forms/${form.id}/destinations/${destination.id}`;
+  return h(
+    "li",
+    { class: "card", "data-destination": destination.id },
+    h(
+      "div",
+      { class: "title-row" },
+      h(
+        "h2",
+        {},
+        TYPE_NAMES[destination.type],
+        " ",
+        h("span", { class: "target" }, targetOf(destination)),
+      ),
+      h(
+        "span",
+        { class: destination.isEnabled ? "badge ok" : "badge off" },
+        destination.isEnabled ? "Enabled" : "Disabled",
+      ),
+    ),
+    issue
+      ? h(
+        "p",
+        { class: "health", role: "note" },
+        `${issue.label} since ${when(issue.since)}: ${issue.reason}`,
+      )
+      : null,
+    h(
+      "div",
+      { class: "actions" },
+      h("button", {
+        type: "button",
+        onclick: async (event) => {
+          event.target.disabled = true;
+          outcome.textContent = "Sending a test…";
+          const { result } = await apiOk("POST", `${base}/test`);
+          outcome.textContent = testOutcome(result);
+          outcome.className = `test-outcome ${result.delivered ? "ok" : "bad"}`;
+          event.target.disabled = false;
+        },
+      }, "Send test"),
+      h("button", { type: "button", onclick: () => openEditor(destination) }, "Edit"),
+      h("button", {
+        type: "button",
+        onclick: async () => {
+          await apiOk("PATCH", base, { isEnabled: !destination.isEnabled });
+          refresh();
+        },
+      }, destination.isEnabled ? "Disable" : "Enable"),
+      h("button", {
+        type: "button",
+        class: "danger",
+        onclick: async () => {
+          const yes = await confirmDialog({
+            title: "Delete this destination?",
+            message: `${TYPE_NAMES[destination.type]} ${
+              targetOf(destination)
+            } will receive no more submissions.`,
+            action: "Delete destination",
+          });
+          if (!yes) return;
+          await apiOk("DELETE", base);
+          refresh();
+        },
+      }, "Delete"),
+    ),
+    outcome,
+  );
+}
+
+/** The destinations page of a form. */
+export async function destinationsView(id) {
+  const form = await loadForm(id);
+  const section = h("section", {}, formHeader(form, "destinations"));
+  const body = h("div", {});
+  section.append(body);
+
+  async function refresh() {
+    const { destinations } = await apiOk("GET", `/forms/${form.id}/destinations`);
+    const picker = select(Object.keys(KINDS), "webhook");
+    for (const option of picker.options) option.textContent = KINDS[option.value];
+    const slot = h("div", {});
+    const openEditor = (destination, kind = kindOf(destination)) => {
+      slot.replaceChildren(editor({ formId: form.id, destination, kind, onDone: refresh }));
+      slot.querySelector("input, select, textarea")?.focus();
+    };
+    body.replaceChildren(
+      destinations.length === 0
+        ? h("p", { class: "empty" }, "No destinations yet: submissions to this form go nowhere.")
+        : h(
+          "ul",
+          { class: "list" },
+          destinations.map((d) => destinationCard(form, d, refresh, openEditor)),
+        ),
+      h(
+        "div",
+        { class: "card add" },
+        field({ label: "Add a destination", path: "kind", input: picker }),
+        h("button", {
+          type: "button",
+          class: "primary",
+          onclick: () => openEditor(null, picker.value),
+        }, "Add…"),
+      ),
+      slot,
+    );
+  }
+  await refresh();
+  return section;
+}

@@ -1,0 +1,196 @@
+/** Forms: the list, the settings of one (create and edit) and its deletion. */
+import { api, apiOk } from "./api.js";
+import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
+
+/** The list of forms. */
+export async function formsView() {
+  const { forms } = await apiOk("GET", "/forms");
+  const list = forms.length === 0
+    ? h("p", { class: "empty" }, "No forms yet. Create one, then add where its submissions go.")
+    : h(
+      "ul",
+      { class: "list" },
+      forms.map((form) =>
+        h(
+          "li",
+          { class: "card row" },
+          h(
+            "div",
+            {},
+            h("h2", {}, h("a", { href: `#/forms/${form.id}/settings` }, form.name)),
+            h(
+              "p",
+              { class: "meta" },
+              h("code", {}, form.publicKey),
+              ` · created ${when(form.createdAt)}`,
+            ),
+          ),
+          h(
+            "span",
+            { class: form.enabled ? "badge ok" : "badge off" },
+            form.enabled ? "Enabled" : "Disabled",
+          ),
+        )
+      ),
+    );
+  return h(
+    "section",
+    {},
+    h(
+      "div",
+      { class: "title-row" },
+      h("h1", {}, "Forms"),
+      h("a", { class: "button primary", href: "#/forms/new" }, "New form"),
+    ),
+    list,
+  );
+}
+
+/** The heading and tabs of one form's pages. */
+export function formHeader(form, active) {
+  const tabs = [
+    ["settings", "Settings"],
+    ["snippet", "Snippet"],
+    ["destinations", "Destinations"],
+    ["deliveries", "Deliveries"],
+  ];
+  return h(
+    "div",
+    { class: "form-header" },
+    h("p", { class: "crumbs" }, h("a", { href: "#/forms" }, "Forms"), " / "),
+    h("h1", {}, form.name, form.enabled ? null : h("span", { class: "badge off" }, "Disabled")),
+    h(
+      "nav",
+      { class: "tabs", "aria-label": "Form" },
+      tabs.map(([tab, label]) =>
+        h("a", {
+          href: `#/forms/${form.id}/${tab}`,
+          "aria-current": tab === active ? "page" : null,
+        }, label)
+      ),
+    ),
+  );
+}
+
+/** Reads one form, as every page of a form needs. */
+export async function loadForm(id) {
+  return (await apiOk("GET", `/forms/${encodeURIComponent(id)}`)).form;
+}
+
+/** Settings of a form; `id` null creates one. */
+export async function formSettingsView(id) {
+  const form = id === null ? null : await loadForm(id);
+  const input = (props) => h("input", props);
+  const name = input({ type: "text", value: form?.name ?? "", required: true, maxlength: 200 });
+  const origins = h("textarea", { rows: 3 });
+  origins.value = (form?.allowedOrigins ?? []).join("\n");
+  const verifyCaptcha = input({ type: "checkbox", checked: form?.verifyCaptcha });
+  const captchaSecret = input({ type: "password", autocomplete: "off" });
+  const honeypot = input({ type: "text", value: form?.honeypotField ?? "_gotcha" });
+  const redirectUrl = input({ type: "url", value: form?.redirectUrl ?? "" });
+  const enabled = input({ type: "checkbox", checked: form?.enabled ?? true });
+  const saved = h("p", { class: "notice", role: "status" });
+
+  const editor = h(
+    "form",
+    {
+      class: "card",
+      novalidate: true,
+      onsubmit: async (event) => {
+        event.preventDefault();
+        clearErrors(editor);
+        saved.textContent = "";
+        const body = {
+          name: name.value,
+          allowedOrigins: origins.value.split(/[\s,]+/).filter(Boolean),
+          verifyCaptcha: verifyCaptcha.checked,
+          honeypotField: honeypot.value.trim() || null,
+          redirectUrl: redirectUrl.value.trim() || null,
+          enabled: enabled.checked,
+        };
+        if (captchaSecret.value) body.captchaSecret = captchaSecret.value;
+        const { status, body: answer } = form === null
+          ? await api("POST", "/forms", body)
+          : await api("PATCH", `/forms/${form.id}`, body);
+        if (status !== 200) return showErrors(editor, answer);
+        if (form === null) {
+          location.hash = `#/forms/${answer.form.id}/snippet`;
+        } else {
+          Object.assign(form, answer.form);
+          captchaSecret.value = "";
+          saved.textContent = "Saved.";
+        }
+      },
+    },
+    field({ label: "Name", path: "name", input: name }),
+    field({
+      label: "Allowed origins",
+      path: "allowedOrigins",
+      hint: "One per line, e.g. https://www.example.com. Empty: any site may post.",
+      input: origins,
+    }),
+    field({
+      label: "Honeypot field",
+      path: "honeypotField",
+      hint: "A hidden field bots fill in; submissions with it are dropped quietly. Empty: none.",
+      input: honeypot,
+    }),
+    field({
+      label: "Redirect URL",
+      path: "redirectUrl",
+      hint: "Where plain HTML form posts land after sending. Empty: a small thank-you page.",
+      input: redirectUrl,
+    }),
+    field({
+      label: "Require a captcha (hCaptcha, reCAPTCHA or Turnstile)",
+      path: "verifyCaptcha",
+      input: verifyCaptcha,
+    }),
+    field({
+      label: "Captcha secret",
+      path: "captchaSecret",
+      hint: form?.hasCaptchaSecret
+        ? "A secret is stored (never shown). Leave empty to keep it."
+        : "The site secret of your captcha provider.",
+      input: captchaSecret,
+    }),
+    field({ label: "Enabled (accepts submissions)", path: "enabled", input: enabled }),
+    formError(),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "submit", class: "primary" }, form ? "Save" : "Create form"),
+      saved,
+    ),
+  );
+  if (form === null) return h("section", {}, h("h1", {}, "New form"), editor);
+
+  const remove = h("button", {
+    type: "button",
+    class: "danger",
+    onclick: async () => {
+      const yes = await confirmDialog({
+        title: "Delete this form?",
+        message:
+          `"${form.name}" and all its destinations will be deleted. Its endpoint stops accepting submissions. This cannot be undone.`,
+        action: "Delete form",
+      });
+      if (!yes) return;
+      await apiOk("DELETE", `/forms/${form.id}`);
+      location.hash = "#/forms";
+    },
+  }, "Delete form");
+  return h(
+    "section",
+    {},
+    formHeader(form, "settings"),
+    editor,
+    h(
+      "div",
+      { class: "card danger-zone" },
+      h("h2", {}, "Delete"),
+      h("p", {}, "Deletes the form and its destinations."),
+      remove,
+    ),
+  );
+}

@@ -1,0 +1,334 @@
+/**
+ * The tenant console in a real Chromium against a real formrelay: from an empty
+ * organization to a delivered submission, the test send, an API validation error at
+ * its field, a hostile form name shown as text, a destination disabled for its health
+ * and re-enabled, key rotation, sign-out, an axe-core scan of every view, and the
+ * security headers. Screenshots of each view go to tests/artifacts/.
+ */
+import assert from "node:assert/strict";
+import AxeBuilder from "@axe-core/playwright";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { launchChromium } from "./helpers/chromium.ts";
+import { startHarness } from "./helpers/harness.ts";
+import { serveApp } from "./helpers/serve.ts";
+import { startWebhookSink } from "./helpers/sink.ts";
+import { waitFor } from "./helpers/wait.ts";
+
+const ARTIFACTS = new URL("./artifacts/", import.meta.url);
+const BROWSER_MS = 15_000;
+const XSS_NAME = "<img src=x onerror=alert(1)>";
+
+async function screenshot(page: Page, name: string) {
+  await Deno.mkdir(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: new URL(name, ARTIFACTS).pathname, fullPage: true });
+}
+
+/** Serious and critical axe-core violations of the page as it is now. */
+async function axeViolations(page: Page): Promise<string[]> {
+  const results = await new AxeBuilder({ page }).analyze();
+  return results.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+/** The error text shown beside the field of an API path. */
+function fieldError(page: Page, path: string) {
+  return page.locator(`[data-error-for="${path}"]`);
+}
+
+Deno.test("the console serves its files with security headers, and nothing outside its folder", async () => {
+  await using h = await startHarness();
+  const page = await h.request("/");
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
+  const csp = page.headers.get("content-security-policy") ?? "";
+  assert.match(csp, /script-src 'self'(;|$)/);
+  assert.match(csp, /frame-ancestors 'none'/);
+  assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|https?:/);
+  assert.equal(page.headers.get("x-content-type-options"), "nosniff");
+  assert.equal(page.headers.get("referrer-policy"), "no-referrer");
+  assert.doesNotMatch(await page.text(), /<script(?![^>]*\bsrc=)/, "no inline script");
+
+  const script = await h.request("/console/app.js");
+  assert.equal(script.status, 200);
+  assert.match(script.headers.get("content-type") ?? "", /^text\/javascript/);
+  assert.equal(script.headers.get("x-content-type-options"), "nosniff");
+  await script.body?.cancel();
+  for (const path of ["/console/..%2fserve.ts", "/console/serve.ts", "/console/nope.js"]) {
+    const missing = await h.request(path);
+    assert.equal(missing.status, 404, path);
+    await missing.body?.cancel();
+  }
+
+  const docs = await h.request("/v1/docs");
+  assert.equal(docs.status, 200);
+  assert.match(docs.headers.get("content-security-policy") ?? "", /script-src 'self'(;|$)/);
+  assert.doesNotMatch(await docs.text(), /https?:\/\//, "no outside resources");
+  const bundle = await h.request("/v1/docs/swagger-ui-bundle.js");
+  assert.equal(bundle.status, 200);
+  assert.ok((await bundle.arrayBuffer()).byteLength > 100_000);
+  const other = await h.request("/v1/docs/package.json");
+  assert.equal(other.status, 404);
+  await other.body?.cancel();
+});
+
+Deno.test("a tenant uses the console in Chromium: from an empty organization to a delivered submission", async (t) => {
+  await using h = await startHarness({ autoDisableAfterFailures: 1, retryScheduleMs: [] });
+  await using api = serveApp(h.service.app);
+  await using sink = startWebhookSink();
+  await using gone = startWebhookSink(() => new Response("gone", { status: 410 }));
+
+  const problems: string[] = [];
+  let browser: Browser | null = null;
+  let context: BrowserContext | null = null;
+  try {
+    browser = await launchChromium(BROWSER_MS);
+    context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
+    context.setDefaultTimeout(BROWSER_MS);
+    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: api.origin });
+    const page = await context.newPage();
+    // Script errors, CSP violations and native dialogs (an alert() would be an injection).
+    page.on("pageerror", (error) => problems.push(`pageerror: ${error.message}`));
+    // 4xx answers the console expects (a wrong key, a validation error) are logged as
+    // "Failed to load resource": not problems.
+    page.on("console", (m) => {
+      if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) {
+        problems.push(`console: ${m.text()}`);
+      }
+    });
+    page.on("dialog", (d) => {
+      problems.push(`dialog: ${d.message()}`);
+      d.dismiss();
+    });
+    // Every request the console makes: none may carry the key in its URL.
+    const urls: string[] = [];
+    page.on("request", (r) => urls.push(r.url()));
+
+    const navLink = (name: string) =>
+      page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true });
+    const views: string[] = [];
+    /** Screenshot and accessibility scan of a view. */
+    const check = async (name: string) => {
+      await screenshot(page, `console-${String(views.length + 1).padStart(2, "0")}-${name}.png`);
+      assert.deepEqual(await axeViolations(page), [], `axe on ${name}`);
+      views.push(name);
+    };
+
+    let formId = "";
+    let publicKey = "";
+
+    await t.step(
+      "sign in: a wrong key is refused at its field, the right one opens the empty list",
+      async () => {
+        await page.goto(`${api.origin}/`);
+        await page.getByLabel("Tenant key").fill("sk_wrong");
+        await page.getByRole("button", { name: "Sign in" }).click();
+        await waitFor(async () => (await fieldError(page, "key").textContent()) !== "");
+        assert.equal(await fieldError(page, "key").textContent(), "Invalid tenant key");
+        await check("sign-in");
+        await page.getByLabel("Tenant key").fill(h.tenantKey);
+        await page.getByRole("button", { name: "Sign in" }).click();
+        await page.getByText("No forms yet").waitFor();
+        await check("forms-empty");
+        assert.equal(await page.evaluate(() => sessionStorage.length), 1);
+        assert.equal(await page.evaluate(() => localStorage.length), 0);
+        assert.equal((await context!.cookies()).length, 0);
+      },
+    );
+
+    await t.step(
+      "create a form; its snippets carry the public key and honeypot and copy in one click",
+      async () => {
+        await page.getByRole("link", { name: "New form" }).click();
+        await page.getByLabel("Name").fill("Contact");
+        await check("form-new");
+        await page.getByRole("button", { name: "Create form" }).click();
+        await page.getByRole("heading", { name: "HTML form" }).waitFor();
+        formId = page.url().split("/").at(-2)!;
+        const { forms } = await (await h.admin("GET", "/forms")).json();
+        assert.equal(forms.length, 1);
+        assert.equal(forms[0].id, formId);
+        publicKey = forms[0].publicKey;
+        assert.equal(forms[0].honeypotField, "_gotcha");
+        await page.getByRole("button", { name: "Copy html form" }).click();
+        await page.getByText("Copied").first().waitFor();
+        const copied = await page.evaluate<string>("navigator.clipboard.readText()");
+        assert.ok(copied.includes(`action="${api.origin}/v1/f/${publicKey}"`), copied);
+        assert.ok(copied.includes('name="_gotcha"'), copied);
+        const fetchVersion = await page.locator("#snippet-fetch").textContent() ?? "";
+        assert.ok(fetchVersion.includes(`fetch("${api.origin}/v1/f/${publicKey}"`), fetchVersion);
+        await check("snippet");
+      },
+    );
+
+    await t.step(
+      "a webhook with a bad URL shows the API's error beside the URL field",
+      async () => {
+        await page.getByRole("link", { name: "Destinations" }).click();
+        await page.getByText("No destinations yet").waitFor();
+        await page.getByRole("button", { name: "Add…" }).click();
+        await page.getByLabel("URL", { exact: true }).fill("not a url");
+        await page.getByLabel("Headers").fill("X-Token: abc");
+        await page.getByRole("button", { name: "Add destination" }).click();
+        await waitFor(async () => (await fieldError(page, "config.url").textContent()) !== "");
+        assert.match(await fieldError(page, "config.url").textContent() ?? "", /URL/i);
+        assert.equal(
+          await page.getByLabel("URL", { exact: true }).getAttribute("aria-invalid"),
+          "true",
+        );
+        assert.equal(await fieldError(page, "config.headers").textContent(), "");
+        await check("destination-error");
+        await page.getByLabel("URL", { exact: true }).fill(sink.url);
+        await page.getByRole("button", { name: "Add destination" }).click();
+        await page.locator("[data-destination]").waitFor();
+      },
+    );
+
+    await t.step("send a test and see its outcome", async () => {
+      await page.getByRole("button", { name: "Send test" }).click();
+      const outcome = page.locator(".test-outcome.ok");
+      await outcome.waitFor();
+      assert.match(await outcome.textContent() ?? "", /^Test delivered \(200\) in \d+ ms$/);
+      assert.equal(sink.received.length, 1);
+      assert.equal(sink.received[0].headers.get("x-token"), "abc");
+      assert.equal((sink.received[0].json?.payload as { test: boolean }).test, true);
+      await check("destinations");
+    });
+
+    await t.step("a submission is delivered and shown as delivered", async () => {
+      const response = await fetch(`${api.origin}/v1/f/${publicKey}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "ada@example.com", message: "Hello" }),
+      });
+      assert.equal(response.status, 202);
+      const { submissionId } = await response.json();
+      await waitFor(() => sink.received.some((r) => r.json?.submissionId === submissionId));
+      await page.getByRole("link", { name: "Deliveries" }).click();
+      const row = page.locator('tr[data-status="delivered"]');
+      await row.waitFor();
+      assert.match(await row.textContent() ?? "", /Webhook POST http:\/\/127\.0\.0\.1.*delivered1/);
+      assert.match(await page.locator("svg[role=img] title").textContent() ?? "", /1 delivered/);
+      await check("deliveries");
+    });
+
+    await t.step(
+      "a destination disabled for its health is flagged with its reason and re-enabled",
+      async () => {
+        await h.addDestination(formId, { type: "webhook", config: { url: gone.url } });
+        assert.equal((await h.submit(publicKey, { message: "to both" })).status, 202);
+        let destinations: { isEnabled: boolean; disabledReason: string | null }[] = [];
+        await waitFor(async () => {
+          destinations = (await (await h.admin("GET", `/forms/${formId}/destinations`)).json())
+            .destinations;
+          return destinations.some((d) => d.disabledReason !== null);
+        }, { message: () => JSON.stringify(destinations) });
+        await page.getByRole("button", { name: "Refresh" }).click();
+        const alert = page.getByRole("region", { name: "Destinations needing attention" });
+        await alert.waitFor();
+        assert.match(await alert.textContent() ?? "", /Disabled for repeated failures since .*410/);
+        await page.getByLabel("Status").selectOption("failed");
+        assert.equal(await page.locator("tbody tr").count(), 1);
+        assert.equal(await page.locator('tbody tr[data-status="failed"]').count(), 1);
+        await check("deliveries-health");
+        await page.getByRole("button", { name: "Re-enable" }).click();
+        await alert.waitFor({ state: "detached" });
+        const after = (await (await h.admin("GET", `/forms/${formId}/destinations`)).json())
+          .destinations;
+        assert.ok(after.every((d: { isEnabled: boolean }) => d.isEnabled));
+      },
+    );
+
+    await t.step("a form named like markup shows those characters", async () => {
+      await h.createForm({ name: XSS_NAME });
+      await navLink("Forms").click();
+      const link = page.getByRole("link", { name: XSS_NAME });
+      await link.waitFor();
+      assert.equal(await link.textContent(), XSS_NAME);
+      assert.equal(await page.locator("main img").count(), 0);
+      await link.click();
+      await page.getByRole("heading", { level: 1, name: XSS_NAME }).waitFor();
+      await check("form-settings");
+    });
+
+    await t.step("delete asks first, and deletes on confirmation", async () => {
+      await page.getByRole("button", { name: "Delete form" }).click();
+      const dialog = page.getByRole("dialog");
+      assert.match(await dialog.textContent() ?? "", /cannot be undone/);
+      await dialog.getByRole("button", { name: "Cancel" }).click();
+      assert.equal((await (await h.admin("GET", "/forms")).json()).forms.length, 2);
+      await page.getByRole("button", { name: "Delete form" }).click();
+      await page.getByRole("dialog").getByRole("button", { name: "Delete form" }).click();
+      await page.getByRole("heading", { name: "Forms" }).waitFor();
+      assert.equal((await (await h.admin("GET", "/forms")).json()).forms.length, 1);
+    });
+
+    await t.step("key rotation shows the new key once; the old key stops working", async () => {
+      await navLink("Tenant key").click();
+      await page.getByRole("button", { name: "Rotate key" }).click();
+      assert.match(await page.getByRole("dialog").textContent() ?? "", /stops working/);
+      await page.getByRole("dialog").getByRole("button", { name: "Rotate key" }).click();
+      const shown = page.getByLabel("New tenant key");
+      await shown.waitFor();
+      const newKey = await shown.inputValue();
+      assert.match(newKey, /^sk_/);
+      await check("key-rotated");
+      assert.equal((await h.admin("GET", "/forms")).status, 401);
+      assert.equal((await h.admin("GET", "/forms", undefined, { tenantKey: newKey })).status, 200);
+      // The console goes on with the new key.
+      await navLink("Forms").click();
+      await page.getByRole("link", { name: "Contact" }).waitFor();
+    });
+
+    await t.step("at phone width the views still fit", async () => {
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.goto(`${api.origin}/#/forms/${formId}/deliveries`);
+      await page.locator("tr[data-status]").first().waitFor();
+      const overflow = await page.evaluate<number>(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+      );
+      assert.ok(overflow <= 0, `page wider than the screen by ${overflow}px`);
+      await check("phone-deliveries");
+      await page.setViewportSize({ width: 1100, height: 800 });
+    });
+
+    await t.step("sign out forgets the key", async () => {
+      await page.getByRole("button", { name: "Sign out" }).click();
+      await page.getByLabel("Tenant key").waitFor();
+      assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+      await page.goto(`${api.origin}/#/forms`);
+      await page.getByLabel("Tenant key").waitFor();
+      assert.equal(await page.getByRole("heading", { name: "Forms" }).count(), 0);
+    });
+
+    await t.step("the API reference page renders the document from our own origin", async () => {
+      await page.goto(`${api.origin}/v1/docs`);
+      await page.getByText("/v1/admin/forms/{id}/destinations").first().waitFor();
+      await screenshot(page, "console-api-reference.png");
+    });
+
+    assert.deepEqual(views, [
+      "sign-in",
+      "forms-empty",
+      "form-new",
+      "snippet",
+      "destination-error",
+      "destinations",
+      "deliveries",
+      "deliveries-health",
+      "form-settings",
+      "key-rotated",
+      "phone-deliveries",
+    ]);
+    assert.ok(urls.every((url) => !url.includes("sk_")), "a URL carried the key");
+    assert.ok(
+      urls.every((url) => url.startsWith(api.origin) || url.startsWith("data:")),
+      `outside requests: ${urls.filter((u) => !u.startsWith(api.origin))}`,
+    );
+    assert.deepEqual(problems, []);
+    assert.ok(h.logs.every((line) => !line.includes("sk_")), "a log line carried a key");
+  } finally {
+    await context?.close();
+    await browser?.close();
+  }
+});
