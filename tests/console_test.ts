@@ -150,7 +150,7 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         assert.equal(forms[0].id, formId);
         publicKey = forms[0].publicKey;
         assert.equal(forms[0].honeypotField, "_gotcha");
-        await page.getByRole("button", { name: "Copy html form" }).click();
+        await page.getByRole("button", { name: "Copy HTML form" }).click();
         await page.getByText("Copied").first().waitFor();
         const copied = await page.evaluate<string>("navigator.clipboard.readText()");
         assert.ok(copied.includes(`action="${api.origin}/v1/f/${publicKey}"`), copied);
@@ -193,6 +193,96 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       assert.equal(sink.received[0].headers.get("x-token"), "abc");
       assert.equal((sink.received[0].json?.payload as { test: boolean }).test, true);
       await check("destinations");
+    });
+
+    await t.step(
+      "each type has its fields; an error at config.to.1 shows at Recipients",
+      async () => {
+        const addKind = async (kind: string) => {
+          await page.getByLabel("Add a destination").selectOption(kind);
+          await page.getByRole("button", { name: "Add…" }).click();
+        };
+        await addKind("smtp_relay");
+        await page.getByLabel("SMTP host").fill("127.0.0.1");
+        await page.getByLabel("Port", { exact: true }).fill("2525");
+        assert.equal(await page.getByLabel("Secure transport").inputValue(), "starttls");
+        await page.getByLabel("Username").fill("mailer");
+        await page.getByLabel("Password").fill("hunter2");
+        await page.getByLabel("From address").fill("forms@example.com");
+        await page.getByLabel("Recipients").fill("ada@example.com\nnot-an-address");
+        await page.getByLabel("Subject").fill("New: {{formName}}");
+        await page.getByRole("button", { name: "Add destination" }).click();
+        await waitFor(async () => (await fieldError(page, "config.to").textContent()) !== "");
+        assert.match(await fieldError(page, "config.to").textContent() ?? "", /^Line 2: .*email/i);
+        assert.equal(await page.getByLabel("Recipients").getAttribute("aria-invalid"), "true");
+        await check("destination-smtp-error");
+        await page.getByLabel("Recipients").fill("ada@example.com\ngrace@example.com");
+        await page.getByRole("button", { name: "Add destination" }).click();
+        await page.locator("[data-destination]").nth(1).waitFor();
+
+        await addKind("sheets_webhook");
+        assert.deepEqual(
+          await page.getByLabel("Method").locator("option").allTextContents(),
+          ["POST", "PUT"],
+        );
+        await page.getByLabel("Script web app URL").fill(sink.url);
+        await page.getByLabel("Authorization header").fill("Bearer sheet");
+        await page.getByRole("button", { name: "Add destination" }).click();
+        await page.locator("[data-destination]").nth(2).waitFor();
+
+        // The platform relay is not configured here: the API says so, in the form's message.
+        await addKind("smtp_platform");
+        await page.getByLabel("Recipients").fill("ada@example.com");
+        await page.getByRole("button", { name: "Add destination" }).click();
+        const message = page.locator("form.editor .form-error");
+        await waitFor(async () => (await message.textContent()) !== "");
+        assert.match(await message.textContent() ?? "", /platform SMTP relay is not configured/);
+        await page.getByRole("button", { name: "Cancel" }).click();
+
+        const { destinations } = await (await h.admin("GET", `/forms/${formId}/destinations`))
+          .json();
+        assert.deepEqual(destinations.map((d: { type: string }) => d.type), [
+          "webhook",
+          "smtp",
+          "sheets_webhook",
+        ]);
+        assert.deepEqual(destinations[1].config.to, ["ada@example.com", "grace@example.com"]);
+        assert.equal(destinations[1].config.subjectTemplate, "New: {{formName}}");
+        assert.equal(destinations[2].config.authHeader, "********");
+
+        // Deleting asks first; the two go, the webhook stays.
+        for (const id of [destinations[2].id, destinations[1].id]) {
+          await page.locator(`[data-destination="${id}"]`).getByRole("button", { name: "Delete" })
+            .click();
+          await page.getByRole("dialog").getByRole("button", { name: "Delete destination" })
+            .click();
+          await page.locator(`[data-destination="${id}"]`).waitFor({ state: "detached" });
+        }
+      },
+    );
+
+    await t.step("editing asks for stored secrets again; disable and enable", async () => {
+      const card = page.locator("[data-destination]");
+      await card.getByRole("button", { name: "Edit" }).click();
+      assert.equal(await page.getByLabel("Headers").inputValue(), "X-Token: ********");
+      await page.getByRole("button", { name: "Save" }).click();
+      await waitFor(async () =>
+        (await page.locator("form.editor .form-error").textContent()) !== ""
+      );
+      assert.match(
+        await page.locator("form.editor .form-error").textContent() ?? "",
+        /Type the stored secrets again/,
+      );
+      await page.getByLabel("Headers").fill("X-Token: def");
+      await page.getByRole("button", { name: "Save" }).click();
+      await page.locator("form.editor").waitFor({ state: "detached" });
+      await card.getByRole("button", { name: "Disable" }).click();
+      await card.getByText("Disabled", { exact: true }).waitFor();
+      await card.getByRole("button", { name: "Enable" }).click();
+      await card.getByText("Enabled", { exact: true }).waitFor();
+      await card.getByRole("button", { name: "Send test" }).click();
+      await card.locator(".test-outcome.ok").waitFor();
+      assert.equal(sink.received.at(-1)?.headers.get("x-token"), "def");
     });
 
     await t.step("a submission is delivered and shown as delivered", async () => {
@@ -314,6 +404,7 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       "snippet",
       "destination-error",
       "destinations",
+      "destination-smtp-error",
       "deliveries",
       "deliveries-health",
       "form-settings",

@@ -61,9 +61,12 @@ export function showErrors(form, answer) {
   for (const issue of answer.issues ?? []) {
     const target = errorSlot(form, issue.path);
     if (target) {
-      target.textContent = target.textContent
-        ? `${target.textContent}; ${issue.message}`
+      // "config.to.1" at the field "config.to": say which line.
+      const rest = String(issue.path).slice(target.dataset.errorFor.length + 1);
+      const message = /^\d+$/.test(rest)
+        ? `Line ${Number(rest) + 1}: ${issue.message}`
         : issue.message;
+      target.textContent = target.textContent ? `${target.textContent}; ${message}` : message;
       form.querySelector(`[aria-describedby~="${target.id}"]`)?.setAttribute(
         "aria-invalid",
         "true",

@@ -56,7 +56,7 @@ ${FIELDS}${honeypotInput(form.honeypotField)}
 </script>`;
 }
 
-function snippetBlock(title, id, text, note) {
+function snippetBlock({ title, id, text, note, copy }) {
   return h(
     "div",
     { class: "card" },
@@ -64,7 +64,7 @@ function snippetBlock(title, id, text, note) {
       "div",
       { class: "title-row" },
       h("h2", { id: `${id}-title` }, title),
-      copyButton(`Copy ${title.toLowerCase()}`, () => text),
+      copyButton(copy, () => text),
     ),
     h("p", { class: "hint" }, note),
     h(
@@ -107,17 +107,20 @@ export async function snippetView(id) {
         )
         : null,
     ),
-    snippetBlock(
-      "HTML form",
-      "snippet-html",
-      plainSnippet(endpoint, form),
-      "Works without JavaScript: the browser posts and shows the thank-you page or your redirect URL.",
-    ),
-    snippetBlock(
-      "Fetch version",
-      "snippet-fetch",
-      fetchSnippet(endpoint, form),
-      "Stays on your page and shows the answer.",
-    ),
+    snippetBlock({
+      title: "HTML form",
+      id: "snippet-html",
+      text: plainSnippet(endpoint, form),
+      note:
+        "Works without JavaScript: the browser posts and shows the thank-you page or your redirect URL.",
+      copy: "Copy HTML form",
+    }),
+    snippetBlock({
+      title: "Fetch version",
+      id: "snippet-fetch",
+      text: fetchSnippet(endpoint, form),
+      note: "Stays on your page and shows the answer.",
+      copy: "Copy fetch version",
+    }),
   );
 }
