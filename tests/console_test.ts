@@ -116,6 +116,7 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
 
     let formId = "";
     let publicKey = "";
+    let currentKey = h.tenantKey;
 
     await t.step(
       "sign in: a wrong key is refused at its field, the right one opens the empty list",
@@ -341,6 +342,35 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       await check("form-settings");
     });
 
+    await t.step("edit a form's settings, with the API's errors at their fields", async () => {
+      assert.equal(await page.getByLabel("Honeypot field").inputValue(), "");
+      await page.getByLabel("Allowed origins").fill("https://shop.example\nnot an origin");
+      await page.getByLabel(/Require a captcha/).check();
+      await page.getByRole("button", { name: "Save" }).click();
+      await waitFor(async () => (await fieldError(page, "allowedOrigins").textContent()) !== "");
+      assert.match(await fieldError(page, "allowedOrigins").textContent() ?? "", /^Line 2: /);
+      await page.getByLabel("Allowed origins").fill("https://shop.example/contact");
+      await page.getByRole("button", { name: "Save" }).click();
+      await waitFor(async () => (await fieldError(page, "captchaSecret").textContent()) !== "");
+      assert.equal(
+        await fieldError(page, "captchaSecret").textContent(),
+        "Required when verifyCaptcha is true",
+      );
+      await page.getByLabel("Captcha secret").fill("0x0000000000000000000000000000000000000000");
+      await page.getByLabel("Redirect URL").fill("https://shop.example/thanks");
+      await page.getByLabel(/^Enabled/).uncheck();
+      await page.getByRole("button", { name: "Save" }).click();
+      await page.getByText("Saved.").waitFor();
+      const { forms } = await (await h.admin("GET", "/forms")).json();
+      const saved = forms.find((f: { name: string }) => f.name === XSS_NAME);
+      assert.deepEqual(saved.allowedOrigins, ["https://shop.example"]);
+      assert.equal(saved.verifyCaptcha, true);
+      assert.equal(saved.hasCaptchaSecret, true);
+      assert.equal(saved.redirectUrl, "https://shop.example/thanks");
+      assert.equal(saved.enabled, false);
+      assert.equal(saved.honeypotField, null);
+    });
+
     await t.step("delete asks first, and deletes on confirmation", async () => {
       await page.getByRole("button", { name: "Delete form" }).click();
       const dialog = page.getByRole("dialog");
@@ -362,6 +392,7 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       await shown.waitFor();
       const newKey = await shown.inputValue();
       assert.match(newKey, /^sk_/);
+      currentKey = newKey;
       await check("key-rotated");
       assert.equal((await h.admin("GET", "/forms")).status, 401);
       assert.equal((await h.admin("GET", "/forms", undefined, { tenantKey: newKey })).status, 200);
@@ -382,14 +413,25 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       await page.setViewportSize({ width: 1100, height: 800 });
     });
 
-    await t.step("sign out forgets the key", async () => {
-      await page.getByRole("button", { name: "Sign out" }).click();
-      await page.getByLabel("Tenant key").waitFor();
-      assert.equal(await page.evaluate(() => sessionStorage.length), 0);
-      await page.goto(`${api.origin}/#/forms`);
-      await page.getByLabel("Tenant key").waitFor();
-      assert.equal(await page.getByRole("heading", { name: "Forms" }).count(), 0);
-    });
+    await t.step(
+      "a key rotated elsewhere signs the console out; sign-out forgets the key",
+      async () => {
+        const rotated = await h.admin("POST", "/keys/rotate", undefined, { tenantKey: currentKey });
+        const { tenantKey } = await rotated.json();
+        await navLink("Forms").click();
+        await page.getByText("Signed out: Invalid tenant key").waitFor();
+        assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+        await page.getByLabel("Tenant key").fill(tenantKey);
+        await page.getByRole("button", { name: "Sign in" }).click();
+        await page.getByRole("link", { name: "Contact" }).waitFor();
+        await page.getByRole("button", { name: "Sign out" }).click();
+        await page.getByLabel("Tenant key").waitFor();
+        assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+        await page.goto(`${api.origin}/#/forms`);
+        await page.getByLabel("Tenant key").waitFor();
+        assert.equal(await page.getByRole("heading", { name: "Forms" }).count(), 0);
+      },
+    );
 
     await t.step("the API reference page renders the document from our own origin", async () => {
       await page.goto(`${api.origin}/v1/docs`);

@@ -86,7 +86,10 @@ export async function formSettingsView(id) {
   origins.value = (form?.allowedOrigins ?? []).join("\n");
   const verifyCaptcha = input({ type: "checkbox", checked: form?.verifyCaptcha });
   const captchaSecret = input({ type: "password", autocomplete: "off" });
-  const honeypot = input({ type: "text", value: form?.honeypotField ?? "_gotcha" });
+  const honeypot = input({
+    type: "text",
+    value: form === null ? "_gotcha" : form.honeypotField ?? "",
+  });
   const redirectUrl = input({ type: "url", value: form?.redirectUrl ?? "" });
   const enabled = input({ type: "checkbox", checked: form?.enabled ?? true });
   const saved = h("p", { class: "notice", role: "status" });
