@@ -9,6 +9,7 @@
 import { type Context, Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { getAbsoluteFSPath } from "swagger-ui-dist";
+import { refuseOtherMethods } from "../routes/http.ts";
 
 const STATIC = new URL("./static/", import.meta.url);
 
@@ -104,5 +105,6 @@ export function consoleRoutes() {
     const url = new URL(name, `file://${getAbsoluteFSPath()}/`);
     return sendFile(c, url, "public, max-age=86400");
   });
+  refuseOtherMethods(router, "/", "/console/:file", "/v1/docs", "/v1/docs/:file");
   return router;
 }

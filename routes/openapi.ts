@@ -19,6 +19,7 @@ import { VERSION } from "../version.ts";
 import { deliveriesQuerySchema } from "./deliveries.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
+import { refuseOtherMethods } from "./http.ts";
 import { unsupportedTypeMessage } from "./ingest_body.ts";
 import { emptyBody } from "./test_send.ts";
 
@@ -517,5 +518,6 @@ export function openApiRoutes(config: Config) {
     c.header("content-type", "application/json; charset=utf-8");
     return c.body(document);
   });
+  refuseOtherMethods(router, "/v1/openapi.json");
   return router;
 }

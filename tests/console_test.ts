@@ -60,6 +60,10 @@ Deno.test("the console serves its files with security headers, and nothing outsi
     await missing.body?.cancel();
   }
 
+  const post = await h.request("/", { method: "POST" });
+  assert.equal(post.status, 405);
+  assert.deepEqual(await post.json(), { ok: false, error: "Method not allowed" });
+
   const docs = await h.request("/v1/docs");
   assert.equal(docs.status, 200);
   assert.match(docs.headers.get("content-security-policy") ?? "", /script-src 'self'(;|$)/);
