@@ -255,14 +255,23 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         assert.equal(destinations[1].config.subjectTemplate, "New: {{formName}}");
         assert.equal(destinations[2].config.authHeader, "********");
 
-        // Deleting asks first; the two go, the webhook stays.
-        for (const id of [destinations[2].id, destinations[1].id]) {
-          await page.locator(`[data-destination="${id}"]`).getByRole("button", { name: "Delete" })
-            .click();
-          await page.getByRole("dialog").getByRole("button", { name: "Delete destination" })
-            .click();
-          await page.locator(`[data-destination="${id}"]`).waitFor({ state: "detached" });
-        }
+        // Deleted behind the console's back: what the console then tries is refused, and said.
+        const smtp = page.locator(`[data-destination="${destinations[1].id}"]`);
+        await h.admin("DELETE", `/forms/${formId}/destinations/${destinations[1].id}`);
+        await smtp.getByRole("button", { name: "Send test" }).click();
+        await smtp.getByText("Test not sent: Destination not found").waitFor();
+        await smtp.getByRole("button", { name: "Disable" }).click();
+        await page.getByRole("alert").getByText("That did not work: Destination not found")
+          .waitFor();
+
+        // Deleting asks first.
+        const sheets = page.locator(`[data-destination="${destinations[2].id}"]`);
+        await sheets.getByRole("button", { name: "Delete" }).click();
+        await page.getByRole("dialog").getByRole("button", { name: "Delete destination" }).click();
+        await sheets.waitFor({ state: "detached" });
+        await page.reload();
+        await page.locator("[data-destination]").waitFor();
+        assert.equal(await page.locator("[data-destination]").count(), 1);
       },
     );
 

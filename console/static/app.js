@@ -12,10 +12,12 @@ import { snippetView } from "./snippet.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
+const problem = document.getElementById("problem");
 
 /** Replaces the page's content and moves focus to it, as a page load would. */
 function show(title, ...content) {
   document.title = `${title} · formrelay console`;
+  problem.textContent = "";
   main.replaceChildren(...content);
   main.focus();
 }
@@ -103,10 +105,13 @@ document.getElementById("sign-out").addEventListener("click", () => {
   signInView("You are signed out.");
 });
 addEventListener("hashchange", route);
-addEventListener("unhandledrejection", (event) => {
-  if (event.reason instanceof SignedOut) {
+// A failed action (the API refused, the network is gone) is said at the top of the page.
+document.addEventListener("console-problem", ({ detail: error }) => {
+  if (error instanceof SignedOut) {
     signOut();
-    signInView(`Signed out: ${event.reason.message}. The key may have been rotated.`);
+    signInView(`Signed out: ${error.message}. The key may have been rotated.`);
+  } else {
+    problem.textContent = `That did not work: ${error?.message ?? error}`;
   }
 });
 route();

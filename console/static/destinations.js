@@ -3,7 +3,7 @@
  * disable, delete, and send a test. The API checks every config; its errors are shown
  * beside the field they concern.
  */
-import { api, apiOk, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
+import { api, apiOk, healthIssue, SignedOut, targetOf, TYPE_NAMES } from "./api.js";
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
 import { formHeader, loadForm } from "./forms.js";
 
@@ -287,12 +287,21 @@ function destinationCard(form, destination, refresh, openEditor) {
       h("button", {
         type: "button",
         onclick: async (event) => {
-          event.target.disabled = true;
+          const button = event.currentTarget;
+          button.disabled = true;
+          outcome.className = "test-outcome";
           outcome.textContent = "Sending a test…";
-          const { result } = await apiOk("POST", `${base}/test`);
-          outcome.textContent = testOutcome(result);
-          outcome.className = `test-outcome ${result.delivered ? "ok" : "bad"}`;
-          event.target.disabled = false;
+          try {
+            const { result } = await apiOk("POST", `${base}/test`);
+            outcome.textContent = testOutcome(result);
+            outcome.className = `test-outcome ${result.delivered ? "ok" : "bad"}`;
+          } catch (error) {
+            outcome.textContent = `Test not sent: ${error.message}`;
+            outcome.className = "test-outcome bad";
+            if (error instanceof SignedOut) throw error;
+          } finally {
+            button.disabled = false;
+          }
         },
       }, "Send test"),
       h("button", { type: "button", onclick: () => openEditor(destination) }, "Edit"),

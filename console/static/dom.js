@@ -13,10 +13,29 @@ export function svg(tag, props = {}, ...children) {
   return fill(document.createElementNS("http://www.w3.org/2000/svg", tag), props, children);
 }
 
+/**
+ * A listener whose failure (the API refused, the network is gone) is reported on the
+ * page instead of lost: a "console-problem" event that app.js shows.
+ */
+function guarded(listener) {
+  return (event) => {
+    try {
+      const result = listener(event);
+      if (result instanceof Promise) result.catch(reportProblem);
+    } catch (error) {
+      reportProblem(error);
+    }
+  };
+}
+
+function reportProblem(error) {
+  document.dispatchEvent(new CustomEvent("console-problem", { detail: error }));
+}
+
 function fill(element, props, children) {
   for (const [name, value] of Object.entries(props ?? {})) {
     if (value === undefined || value === null || value === false) continue;
-    if (name.startsWith("on")) element.addEventListener(name.slice(2), value);
+    if (name.startsWith("on")) element.addEventListener(name.slice(2), guarded(value));
     else if (name === "value" && "value" in element) element.value = value;
     else if (name === "checked") element.checked = true;
     else element.setAttribute(name, value === true ? "" : String(value));
