@@ -60,6 +60,21 @@ Deno.test("the console serves its files with security headers, and nothing outsi
     await missing.body?.cancel();
   }
 
+  // Another site cannot use the admin API from a signed-in tenant's browser: the key is in
+  // no cookie, and the API grants no CORS, so a page elsewhere cannot even send the header.
+  const preflight = await h.request("/v1/admin/forms", {
+    method: "OPTIONS",
+    headers: {
+      origin: "https://evil.example",
+      "access-control-request-method": "POST",
+      "access-control-request-headers": "content-type, x-tenant-key",
+    },
+  });
+  assert.equal(preflight.headers.get("access-control-allow-origin"), null);
+  assert.equal(preflight.headers.get("access-control-allow-headers"), null);
+  assert.equal(preflight.headers.get("set-cookie"), null);
+  await preflight.body?.cancel();
+
   const post = await h.request("/", { method: "POST" });
   assert.equal(post.status, 405);
   assert.deepEqual(await post.json(), { ok: false, error: "Method not allowed" });
@@ -416,12 +431,22 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
 
     await t.step("at phone width the views still fit", async () => {
       await page.setViewportSize({ width: 390, height: 844 });
-      await page.goto(`${api.origin}/#/forms/${formId}/deliveries`);
-      await page.locator("tr[data-status]").first().waitFor();
-      const overflow = await page.evaluate<number>(
-        "document.documentElement.scrollWidth - document.documentElement.clientWidth",
-      );
-      assert.ok(overflow <= 0, `page wider than the screen by ${overflow}px`);
+      const phoneViews = [
+        ["#/forms", "main h1"],
+        [`#/forms/${formId}/settings`, "form"],
+        [`#/forms/${formId}/snippet`, "pre"],
+        [`#/forms/${formId}/destinations`, "[data-destination]"],
+        ["#/key", "main h1"],
+        [`#/forms/${formId}/deliveries`, "tr[data-status]"],
+      ];
+      for (const [hash, ready] of phoneViews) {
+        await page.goto(`${api.origin}/${hash}`);
+        await page.locator(ready).first().waitFor();
+        const overflow = await page.evaluate<number>(
+          "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        );
+        assert.ok(overflow <= 0, `${hash}: page wider than the screen by ${overflow}px`);
+      }
       await check("phone-deliveries");
       await page.setViewportSize({ width: 1100, height: 800 });
     });
