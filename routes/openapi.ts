@@ -503,7 +503,12 @@ export function openApiDocument(config: Pick<Config, "ingestContentTypes">) {
     ],
     components: {
       securitySchemes: {
-        tenantKey: { type: "apiKey", in: "header", name: "x-tenant-key" },
+        tenantKey: {
+          type: "apiKey",
+          in: "header",
+          name: "x-tenant-key",
+          description: "The organization's sk_ tenant key (create-org, or a rotation)",
+        },
       },
     },
     paths,

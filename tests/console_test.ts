@@ -165,6 +165,7 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         await page.getByRole("button", { name: "Create form" }).click();
         await page.getByRole("heading", { name: "HTML form" }).waitFor();
         formId = page.url().split("/").at(-2)!;
+        await page.getByText("Submissions to this form go nowhere yet").waitFor();
         const { forms } = await (await h.admin("GET", "/forms")).json();
         assert.equal(forms.length, 1);
         assert.equal(forms[0].id, formId);
@@ -431,16 +432,18 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
 
     await t.step("at phone width the views still fit", async () => {
       await page.setViewportSize({ width: 390, height: 844 });
+      // Each view by its title (set when it is shown), then its content.
       const phoneViews = [
-        ["#/forms", "main h1"],
-        [`#/forms/${formId}/settings`, "form"],
-        [`#/forms/${formId}/snippet`, "pre"],
-        [`#/forms/${formId}/destinations`, "[data-destination]"],
-        ["#/key", "main h1"],
-        [`#/forms/${formId}/deliveries`, "tr[data-status]"],
+        ["#/forms", "Forms", "main h1"],
+        [`#/forms/${formId}/settings`, "Settings", "form"],
+        [`#/forms/${formId}/snippet`, "Snippet", "pre"],
+        [`#/forms/${formId}/destinations`, "Destinations", "[data-destination]"],
+        ["#/key", "Tenant key", "main h1"],
+        [`#/forms/${formId}/deliveries`, "Deliveries", "tr[data-status]"],
       ];
-      for (const [hash, ready] of phoneViews) {
+      for (const [hash, title, ready] of phoneViews) {
         await page.goto(`${api.origin}/${hash}`);
+        await waitFor(async () => (await page.title()).startsWith(`${title} ·`));
         await page.locator(ready).first().waitFor();
         const overflow = await page.evaluate<number>(
           "document.documentElement.scrollWidth - document.documentElement.clientWidth",

@@ -1,4 +1,5 @@
 /** A form's ready-to-paste snippets: a plain HTML form and a fetch version. */
+import { apiOk } from "./api.js";
 import { copyButton, h } from "./dom.js";
 import { formHeader, loadForm } from "./forms.js";
 
@@ -77,12 +78,24 @@ function snippetBlock({ title, id, text, note, copy }) {
 
 /** The snippet page of a form. */
 export async function snippetView(id) {
-  const form = await loadForm(id);
+  const [form, { destinations }] = await Promise.all([
+    loadForm(id),
+    apiOk("GET", `/forms/${encodeURIComponent(id)}/destinations`),
+  ]);
   const endpoint = `${location.origin}/v1/f/${form.publicKey}`;
   return h(
     "section",
     {},
     formHeader(form, "snippet"),
+    destinations.length === 0
+      ? h(
+        "p",
+        { class: "card notice-next" },
+        "Submissions to this form go nowhere yet: ",
+        h("a", { href: `#/forms/${form.id}/destinations` }, "add a destination"),
+        ".",
+      )
+      : null,
     h(
       "div",
       { class: "card" },
