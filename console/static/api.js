@@ -75,12 +75,22 @@ export const TYPE_NAMES = {
   smtp: "Email",
 };
 
-/** A destination's target in one line, no secrets (they are redacted by the API anyway). */
+/** A destination's target in one line, without secrets. */
 export function targetOf(destination) {
   const config = destination.config ?? {};
   if (destination.type === "smtp") {
     const to = (config.to ?? []).join(", ");
     return config.host ? `${to} via ${config.host}:${config.port}` : `${to} (platform relay)`;
   }
-  return `${config.method ?? "POST"} ${config.url ?? ""}`;
+  return `${config.method ?? "POST"} ${displayUrl(config.url)}`;
+}
+
+/** A URL without its query, fragment or credentials, which may hold secrets (as the logs do). */
+function displayUrl(url) {
+  try {
+    const { origin, pathname } = new URL(url);
+    return origin + pathname;
+  } catch {
+    return "(invalid URL)";
+  }
 }
