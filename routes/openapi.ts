@@ -140,6 +140,11 @@ const jsonBodyErrors = {
   413: ["Payload too large (max 64KB)"],
   415: ["Unsupported content type: use application/json"],
 } satisfies OperationSpec["errors"];
+/** A destination config is also refused when its stored form would not fit in KV. */
+const configBodyErrors = {
+  ...jsonBodyErrors,
+  413: [...jsonBodyErrors[413], "Destination config too large (max 40KB)"],
+} satisfies OperationSpec["errors"];
 const FORM_404 = { 404: ["Form not found"] } satisfies OperationSpec["errors"];
 const DEST_404 = {
   404: ["Form not found", "Destination not found"],
@@ -242,7 +247,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           }),
         },
       },
-      errors: { ...jsonBodyErrors, ...FORM_404 },
+      errors: { ...configBodyErrors, ...FORM_404 },
     },
     {
       method: "get",
@@ -271,7 +276,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, destination: destinationSchema }),
         },
       },
-      errors: { ...jsonBodyErrors, ...DEST_404 },
+      errors: { ...configBodyErrors, ...DEST_404 },
     },
     {
       method: "delete",

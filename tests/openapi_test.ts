@@ -137,6 +137,11 @@ Deno.test("the answers the app gives match the description", async () => {
     type: "smtp",
     config: { to: ["not an address"] },
   });
+  const tooLarge = await admin("POST", `/forms/${form.id}/destinations`, {
+    type: "webhook",
+    config: { url: sink.url, headers: { "x-big": "a".repeat(45_000) } },
+  });
+  assert.equal(tooLarge.error, "Destination config too large (max 40KB)");
   await admin("GET", "/forms", undefined, "sk_unknown");
   await admin("GET", `/forms/${crypto.randomUUID()}`);
   await admin("DELETE", `/forms/${form.id}/destinations/${crypto.randomUUID()}`);
