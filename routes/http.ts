@@ -57,7 +57,7 @@ export async function readJsonBody<E extends BodyEnv>(c: Context<E>): Promise<un
     declaredLength: null,
     timeoutMs: c.var.bodyTimeoutMs,
     // A client that hangs up before its declared length is a bad request, not our error.
-    hangUp: new ApiError(400, "Invalid JSON body"),
+    hangUp: () => new ApiError(400, "Invalid JSON body"),
   });
   if (bytes === null) throw new ApiError(413, "Payload too large (max 64KB)");
   try {
@@ -113,6 +113,36 @@ export function refuseOtherMethods(router: Hono<any>, ...paths: string[]): void 
 /** The body did not arrive within its deadline. */
 class LateBody extends Error {}
 
+/** Body reads under way, each with its deadline (performance.now()) and how to end it late. */
+const pendingReads = new Set<{ deadline: number; late(): void }>();
+let deadlineWatch: ReturnType<typeof setInterval> | undefined;
+/** How often body deadlines are checked: they hold to within this. */
+const BODY_DEADLINE_CHECK_MS = 100;
+
+/**
+ * Ends `reading` with LateBody once `timeoutMs` have passed. One interval watches every
+ * read under way (and stops when none is), so a request pays no timer of its own.
+ */
+function within<T>(reading: Promise<T>, timeoutMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const entry = { deadline: performance.now() + timeoutMs, late: () => reject(new LateBody()) };
+    pendingReads.add(entry);
+    deadlineWatch ??= setInterval(() => {
+      const now = performance.now();
+      for (const read of pendingReads) {
+        if (now < read.deadline) continue;
+        pendingReads.delete(read);
+        read.late();
+      }
+      if (pendingReads.size === 0) {
+        clearInterval(deadlineWatch);
+        deadlineWatch = undefined;
+      }
+    }, BODY_DEADLINE_CHECK_MS);
+    reading.then(resolve, reject).finally(() => pendingReads.delete(entry));
+  });
+}
+
 /**
  * Reads a request body of at most `limit` bytes within `timeoutMs`: null when it is
  * longer; throws 408 (and marks the answer to close the connection) when late, and the
@@ -121,27 +151,27 @@ class LateBody extends Error {}
  */
 export async function readBodyWithin(
   c: Context,
-  options: { limit: number; declaredLength: number | null; timeoutMs: number; hangUp: ApiError },
+  options: {
+    limit: number;
+    declaredLength: number | null;
+    timeoutMs: number;
+    /** The error for a client that hung up (made only then: an error's stack costs). */
+    hangUp: () => ApiError;
+  },
 ): Promise<Uint8Array<ArrayBuffer> | null> {
   const request = c.req.raw;
   const reading = options.declaredLength !== null && options.declaredLength <= options.limit
     ? request.arrayBuffer().then((b) => new Uint8Array(b))
     : readCapped(request.body, options.limit);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new LateBody()), options.timeoutMs);
-  });
   try {
-    const bytes = await Promise.race([reading, late]);
+    const bytes = await within(reading, options.timeoutMs);
     return bytes !== null && bytes.length > options.limit ? null : bytes;
   } catch (error) {
-    if (!(error instanceof LateBody)) throw options.hangUp;
+    if (!(error instanceof LateBody)) throw options.hangUp();
     // The connection goes (the runtime closes it after this answer), which also ends
     // the read still pending.
     reading.catch(() => {});
     c.header("Connection", "close");
     throw new ApiError(408, "Request body not received in time");
-  } finally {
-    clearTimeout(timer);
   }
 }

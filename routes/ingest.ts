@@ -173,7 +173,7 @@ export function ingestRoutes(deps: AppDeps) {
       declaredLength: declaredLengthOf(c),
       timeoutMs: config.http.bodyTimeoutMs,
       // A client that hangs up before its declared length is a bad request, not our error.
-      hangUp: new ApiError(400, invalid, { detail: "The body ended before it was complete" }),
+      hangUp: () => new ApiError(400, invalid, { detail: "The body ended before it was complete" }),
     });
     if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
     if (bytes.length === 0) throw new ApiError(400, invalid, { detail: "Empty body" });
