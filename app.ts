@@ -12,6 +12,8 @@ import { ingestRoutes } from "./routes/ingest.ts";
 import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { openApiRoutes } from "./routes/openapi.ts";
+import { countIngestAnswer } from "./metrics.ts";
+import { observeRoutes } from "./routes/observe.ts";
 import { testSendRoutes } from "./routes/test_send.ts";
 
 /** A request path as logged: long ones cut, so a hostile URL cannot flood the log. */
@@ -30,6 +32,7 @@ export function createApp(deps: AppDeps): Hono {
   app.use(async (c, next) => {
     const started = performance.now();
     await next();
+    countIngestAnswer(c);
     logger.info("request", {
       method: c.req.method,
       path: loggedPath(c.req.path),
@@ -47,6 +50,8 @@ export function createApp(deps: AppDeps): Hono {
       return c.json(errorBody("KV is not answering"), 503);
     }
   });
+
+  app.route("/", observeRoutes(deps));
 
   const admin = new Hono<AdminEnv>();
   admin.use(tenantAuth(db));

@@ -54,6 +54,9 @@ const envSchema = z.object({
   RATE_LIMIT_MAX: z.coerce.number().int().min(0).default(60),
   RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(600),
   AUTO_DISABLE_AFTER_FAILURES: z.coerce.number().int().min(0).default(10),
+  METRICS_TOKEN: z.string().min(16, "Expected at least 16 characters").optional(),
+  METRICS_PER_FORM: boolean.default(false),
+  READY_MAX_BACKLOG: positiveInt.default(10_000),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
   /** Set by Deno Deploy; its KV is the platform default there. */
   DENO_DEPLOYMENT_ID: z.string().optional(),
@@ -112,6 +115,10 @@ export interface Config {
   smtpTimeoutMs: number;
   rateLimit: { max: number; windowMs: number };
   autoDisableAfterFailures: number;
+  /** `/metrics`: bearer token (null: open) and whether labels carry form and destination ids. */
+  metrics: { token: string | null; perForm: boolean };
+  /** `/readyz` answers 503 once this many jobs are due and not yet delivered. */
+  readyMaxBacklog: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
 }
 
@@ -179,6 +186,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     smtpTimeoutMs: e.SMTP_TIMEOUT_MS,
     rateLimit: { max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000 },
     autoDisableAfterFailures: e.AUTO_DISABLE_AFTER_FAILURES,
+    metrics: { token: e.METRICS_TOKEN ?? null, perForm: e.METRICS_PER_FORM },
+    readyMaxBacklog: e.READY_MAX_BACKLOG,
     logLevel: e.LOG_LEVEL,
   };
 }

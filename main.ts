@@ -1,5 +1,6 @@
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { canGuardConnections, defaultMaxConnections, serveGuarded } from "./serve.ts";
+import { observeServer } from "./metrics.ts";
 import { startService } from "./service.ts";
 
 let config: Config;
@@ -48,6 +49,7 @@ if (onDeploy || !canGuardConnections()) {
     maxConnections: config.http.maxConnections ?? defaultMaxConnections(),
   };
   const server = serveGuarded({ port: config.port, limits, logger }, service.app.fetch);
+  observeServer(server);
   listening(server.addr.hostname, server.addr.port, { maxConnections: limits.maxConnections });
   shutdown = () => server.shutdown();
 }

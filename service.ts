@@ -14,6 +14,8 @@ import { createIngestLoad } from "./delivery/ingest_load.ts";
 import { type BodyGate, createBodyGate } from "./routes/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
+import { observeService } from "./metrics.ts";
+import { createBacklogReader } from "./store/backlog.ts";
 import { recordFinalOutcome } from "./store/destination_health.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
@@ -80,7 +82,23 @@ export async function startService(
   });
   const writer = createSubmissionWriter(db);
   const bodyGate = createBodyGate(config.http.bodyMemoryBytes);
-  const app = createApp({ config, db, connectors, logger, writer, engine, ingestLoad, bodyGate });
+  let delivering = engine !== null;
+  const backlog = createBacklogReader(db, { limit: config.readyMaxBacklog });
+  const observed = { backlog, delivering: () => delivering };
+  observeService({ ...observed, engine: () => engine?.stats() ?? null, bodies: bodyGate.stats }, {
+    perForm: config.metrics.perForm,
+  });
+  const app = createApp({
+    config,
+    db,
+    connectors,
+    logger,
+    writer,
+    engine,
+    ingestLoad,
+    bodyGate,
+    ...observed,
+  });
   return {
     app,
     db,
@@ -88,6 +106,7 @@ export async function startService(
     bodyGate,
     logger,
     async close() {
+      delivering = false;
       await engine?.close();
       connectors.close();
       closeDb(db);

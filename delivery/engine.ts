@@ -11,6 +11,7 @@ import type { Config } from "../config.ts";
 import type { DestinationType } from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
 import { describeError, type Logger } from "../log.ts";
+import { countAttempt } from "../metrics.ts";
 import type { Db } from "../store/db.ts";
 import { listDueJobs, listenForWakes } from "../store/due_jobs.ts";
 import { sweepEnvelopeMarkers } from "../store/envelope_cleanup.ts";
@@ -140,6 +141,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       ms: Math.round(performance.now() - started),
       ...fields,
     });
+    countAttempt(job, fields, started);
   }
 
   function sweepInBackground() {

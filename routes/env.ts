@@ -9,6 +9,7 @@ import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
 import type { Logger } from "../log.ts";
+import type { BacklogReader } from "../store/backlog.ts";
 import type { Db } from "../store/db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
 import type { SubmissionWriter } from "../store/submissions.ts";
@@ -26,6 +27,10 @@ export interface AppDeps {
   ingestLoad: IngestLoad;
   /** The budget of request bodies being read and processed at once. */
   bodyGate: BodyGate;
+  /** The backlog `/metrics` and `/readyz` read (default: a reader of their own). */
+  backlog?: BacklogReader;
+  /** Whether this process's delivery engine runs (default: whether it has one). */
+  delivering?: () => boolean;
 }
 
 /** Hono environment of the admin routes: the caller's organization. */

@@ -1,6 +1,7 @@
 import { type Context, Hono } from "hono";
 import { sealEnvelope, type SubmissionEnvelope } from "../delivery/envelope.ts";
 import { envelopeTtlMs } from "../delivery/retry.ts";
+import { noteSubmission } from "../metrics.ts";
 import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
@@ -211,6 +212,7 @@ export function ingestRoutes(deps: AppDeps) {
         submittedAt: new Date(submittedAt).toISOString(),
       },
     };
+    noteSubmission(c.req.raw, envelope, isSpam);
     request.reserved.count();
     // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
     const destinations = isSpam ? [] : target.destinations;

@@ -10,6 +10,7 @@
  * not check keys that other parts write; the job operations only check their own job.
  */
 
+import { timedCommit } from "../metrics.ts";
 import type { JobRef } from "./job_record.ts";
 import { MAX_WAKE_REFS, wakeMessage } from "./wake.ts";
 
@@ -140,7 +141,7 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
       let failure: unknown = null;
       try {
         if (batch.spoilt) throw new Error("A part of the batch could not be added");
-        const result = await batch.op.commit();
+        const result = await timedCommit(batch.op, batch.waiting.length);
         if (result.ok) versionstamp = result.versionstamp;
       } catch (error) {
         failure = error;

@@ -56,14 +56,25 @@ export async function openDb(
   return createDb(await Deno.openKv(path), sealer, options);
 }
 
-/** Closes the Db's KV; a queue listener on it settles afterwards. */
+/** Closes the Db's KV (again is a no-op); a queue listener on it settles afterwards. */
 export function closeDb(db: Db): void {
-  db.kv.close();
+  try {
+    db.kv.close();
+  } catch (error) {
+    // Closed already (a readiness test closes the KV under a running service).
+    if (!(error instanceof Deno.errors.BadResource)) throw error;
+  }
 }
 
 /** Resolves when the KV answers a read; rejects with its error when it does not. */
 export async function pingKv(db: Db): Promise<void> {
   await db.kv.get(healthKey());
+}
+
+/** Resolves when the KV takes a small write; rejects with its error when it does not. */
+export async function probeKvWrite(db: Db): Promise<void> {
+  const result = await db.kv.set(healthKey(), Date.now());
+  if (!result.ok) throw new Error("KV refused the health write");
 }
 
 /** Thrown when an atomic commit keeps losing to concurrent writers. */

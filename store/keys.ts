@@ -81,6 +81,8 @@ export const destinationKey = (
   formId: string,
   destinationId: string,
 ): ["destinations", string, string] => ["destinations", formId, destinationId];
+/** Prefix of every destination record. */
+export const destinationsPrefix = (): ["destinations"] => ["destinations"];
 /** Prefix of a form's destinations. */
 export const destinationsOfFormPrefix = (formId: string): ["destinations", string] => [
   "destinations",

@@ -1,0 +1,316 @@
+/**
+ * What operators see of formrelay: the one Prometheus registry of the process
+ * (prom-client) and the OpenTelemetry spans' attributes. The rest of the code calls
+ * the hooks below, one line each; the hot path (ingestion) only adds to counters whose
+ * label children are bound in advance, so a submission costs a few increments.
+ *
+ * Labels never carry payload data, secrets, addresses or unbounded values: no
+ * submission ids, and form and destination ids only with `METRICS_PER_FORM=true`
+ * (otherwise their labels are empty). Traces carry the submission id as the attribute
+ * `formrelay.submission_id` on the ingestion request's span and on every delivery
+ * attempt's span, so one can be followed to the other.
+ *
+ * Gauges are read at scrape time from what this process knows (connections, bodies,
+ * deliveries running) and from a bounded, cached read of the backlog in KV
+ * (store/backlog.ts), never a full scan.
+ *
+ * @module
+ */
+import { trace } from "@opentelemetry/api";
+import client from "prom-client";
+import type { Context } from "hono";
+
+/** The registry `/metrics` shows. */
+export const registry = new client.Registry();
+
+/**
+ * Why a submission was refused, by answer status and, where one status has several
+ * causes, the error text (see routes/ingest.ts).
+ */
+const REASON_BY_STATUS: Record<number, string> = {
+  400: "invalid",
+  403: "origin",
+  404: "not_found",
+  405: "method",
+  408: "body_timeout",
+  413: "size",
+  415: "type",
+  429: "rate_limit",
+  500: "error",
+  503: "busy",
+};
+const REASON_BY_ERROR: Record<string, string> = {
+  "Captcha token is required": "captcha",
+  "Invalid captcha token": "captcha",
+  "Submission could not be stored: try again": "store_failed",
+};
+
+/** Delivery attempt outcomes as labelled ("held" is a job kept back while its destination is paused). */
+export const DELIVERY_OUTCOMES = ["delivered", "retry", "failed", "held", "lease_lost"] as const;
+
+const tracer = trace.getTracer("formrelay");
+let perForm = false;
+
+const submissionsAccepted = new client.Counter({
+  name: "formrelay_submissions_accepted_total",
+  help: "Submissions accepted (202) and stored for delivery",
+  labelNames: ["form_id"],
+  registers: [registry],
+});
+const acceptedUnlabelled = submissionsAccepted.labels("");
+const submissionsRefused = new client.Counter({
+  name: "formrelay_submissions_refused_total",
+  help: "Submissions refused, by answer status and reason; honeypot ones were answered 202",
+  labelNames: ["status", "reason"],
+  registers: [registry],
+});
+const refusedChildren = new Map<string, client.Counter.Internal>();
+
+const attempts = new client.Counter({
+  name: "formrelay_delivery_attempts_total",
+  help: "Delivery attempts by destination type and outcome",
+  labelNames: ["type", "outcome", "form_id", "destination_id"],
+  registers: [registry],
+});
+const attemptSeconds = new client.Histogram({
+  name: "formrelay_delivery_attempt_duration_seconds",
+  help: "Time one delivery attempt took, from claim to result",
+  labelNames: ["type"],
+  buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60],
+  registers: [registry],
+});
+const deliveredSeconds = new client.Histogram({
+  name: "formrelay_delivery_latency_seconds",
+  help: "Time from a submission's 202 to its delivery to a destination, retries included",
+  labelNames: ["type"],
+  buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 7200, 21600, 86400],
+  registers: [registry],
+});
+const commitSeconds = new client.Histogram({
+  name: "formrelay_kv_commit_duration_seconds",
+  help: "Time one KV commit of the group committer took",
+  buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+  registers: [registry],
+});
+const commitParts = new client.Histogram({
+  name: "formrelay_kv_commit_batch_size",
+  help: "Writes (submissions, job claims and outcomes) merged into one KV commit",
+  buckets: [1, 2, 5, 10, 20, 50, 100, 200, 450],
+  registers: [registry],
+});
+
+/** What the gauges read at scrape time; bound by the running service (observeService). */
+export interface MetricSources {
+  /** Deliveries running and jobs waiting for a slot in this process; null: not delivering. */
+  engine(): { active: number; waiting: number } | null;
+  /** Whether this process's delivery engine runs. */
+  delivering(): boolean;
+  /** Request bodies held now (routes/body_gate.ts). */
+  bodies(): { bytes: number; bodies: number };
+  /** The backlog in KV (store/backlog.ts's reader; typed here so the store can import this module). */
+  backlog: {
+    read(): Promise<{
+      jobs: { due: number; inFlight: number; retrying: number; held: number; truncated: boolean };
+      destinations: { disabled: number; paused: number; truncated: boolean };
+    }>;
+  };
+}
+
+let sources: MetricSources | null = null;
+let server: { stats(): { connections: number; waiting: number } } | null = null;
+
+/** Binds the gauges to a running service, and sets whether labels carry form ids. */
+export function observeService(bound: MetricSources, options: { perForm: boolean }): void {
+  sources = bound;
+  perForm = options.perForm;
+}
+
+/** Binds the connection gauges to the listener (none on Deno Deploy). */
+export function observeServer(listener: { stats(): { connections: number; waiting: number } }) {
+  server = listener;
+}
+
+/** A gauge whose value is read when scraped. */
+function gauge(
+  name: string,
+  help: string,
+  labelNames: string[],
+  collect: (set: (labels: Record<string, string>, value: number) => void) => void | Promise<void>,
+) {
+  new client.Gauge({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      await collect((labels, value) => this.set(labels, value));
+    },
+  });
+}
+
+gauge(
+  "formrelay_http_connections",
+  "Open client connections, and those waiting for a request head",
+  [
+    "state",
+  ],
+  (set) => {
+    if (server === null) return;
+    const { connections, waiting } = server.stats();
+    set({ state: "open" }, connections);
+    set({ state: "waiting" }, waiting);
+  },
+);
+gauge("formrelay_http_bodies_in_flight", "Request bodies being read and processed", [], (set) => {
+  if (sources !== null) set({}, sources.bodies().bodies);
+});
+gauge("formrelay_http_body_bytes_in_flight", "Bytes reserved for request bodies", [], (set) => {
+  if (sources !== null) set({}, sources.bodies().bytes);
+});
+gauge("formrelay_delivery_engine_running", "1 while this process delivers", [], (set) => {
+  set({}, sources?.delivering() ? 1 : 0);
+});
+gauge(
+  "formrelay_delivery_slots",
+  "This process: deliveries running (active) and woken jobs waiting for a slot (waiting)",
+  ["state"],
+  (set) => {
+    const stats = sources?.engine() ?? null;
+    if (stats === null) return;
+    set({ state: "active" }, stats.active);
+    set({ state: "waiting" }, stats.waiting);
+  },
+);
+gauge(
+  "formrelay_jobs",
+  "Unfinished delivery jobs in KV by state (a bounded read: see formrelay_backlog_read_truncated)",
+  ["state"],
+  async (set) => {
+    if (sources === null) return;
+    const { jobs } = await sources.backlog.read();
+    set({ state: "due" }, jobs.due);
+    set({ state: "in_flight" }, jobs.inFlight);
+    set({ state: "retrying" }, jobs.retrying);
+    set({ state: "held" }, jobs.held);
+  },
+);
+gauge(
+  "formrelay_destinations_unhealthy",
+  "Destinations taken out of delivery for their health: disabled after failures, or paused",
+  ["state"],
+  async (set) => {
+    if (sources === null) return;
+    const { destinations } = await sources.backlog.read();
+    set({ state: "disabled" }, destinations.disabled);
+    set({ state: "paused" }, destinations.paused);
+  },
+);
+gauge(
+  "formrelay_backlog_read_truncated",
+  "1 when the bounded backlog read stopped at its bound: job or destination counts are lower bounds",
+  [],
+  async (set) => {
+    if (sources === null) return;
+    const { jobs, destinations } = await sources.backlog.read();
+    set({}, jobs.truncated || destinations.truncated ? 1 : 0);
+  },
+);
+
+/**
+ * Counts an answer to `POST /v1/f/:publicKey` (called for every request; anything
+ * else returns at once). The reason comes from the status, or the error text where a
+ * status has several causes; browser form posts answered with a page have no error
+ * text here, so their 400s count as "invalid".
+ */
+export function countIngestAnswer(c: Context): void {
+  if (c.req.method !== "POST" || !c.req.path.startsWith("/v1/f/")) return;
+  const noted = submissions.get(c.req.raw);
+  const status = c.res.status;
+  if (status < 400 && noted !== undefined) {
+    if (noted.spam) refused("202", "honeypot");
+    else if (perForm) submissionsAccepted.labels(noted.formId).inc();
+    else acceptedUnlabelled.inc();
+    return;
+  }
+  const text = c.error?.message ?? "";
+  refused(String(status), REASON_BY_ERROR[text] ?? REASON_BY_STATUS[status] ?? "other");
+}
+
+function refused(status: string, reason: string) {
+  const key = `${status} ${reason}`;
+  let child = refusedChildren.get(key);
+  if (child === undefined) {
+    refusedChildren.set(key, child = submissionsRefused.labels(status, reason));
+  }
+  child.inc();
+}
+
+/** Submissions being answered: what countIngestAnswer needs to know beyond the status. */
+const submissions = new WeakMap<Request, { formId: string; spam: boolean }>();
+
+/**
+ * Notes a submission about to be stored (or dropped as spam): its form for the
+ * counters, and its id on the request's span (the runtime's, with OTEL_DENO=true).
+ */
+export function noteSubmission(
+  request: Request,
+  submission: { formId: string; submissionId: string },
+  spam: boolean,
+): void {
+  submissions.set(request, { formId: submission.formId, spam });
+  trace.getActiveSpan()?.setAttribute("formrelay.submission_id", submission.submissionId);
+}
+
+/**
+ * Counts a delivery attempt and records its span: `result` is the outcome step's
+ * ("delivered", "retry", "failed", "held", "lease lost"), `startedMs` the attempt's
+ * start on `performance.now()`'s clock.
+ */
+export function countAttempt(
+  job: {
+    type: string;
+    formId: string;
+    destinationId: string;
+    submissionId: string;
+    submittedAt: number;
+  },
+  fields: { result: string; statusCode?: unknown },
+  startedMs: number,
+): void {
+  const outcome = fields.result.replace(" ", "_");
+  const seconds = (performance.now() - startedMs) / 1000;
+  const ids = perForm ? [job.formId, job.destinationId] : ["", ""];
+  attempts.labels(job.type, outcome, ...ids).inc();
+  attemptSeconds.labels(job.type).observe(seconds);
+  if (outcome === "delivered") {
+    deliveredSeconds.labels(job.type).observe(Math.max(0, Date.now() - job.submittedAt) / 1000);
+  }
+  const span = tracer.startSpan("formrelay.delivery", {
+    startTime: performance.timeOrigin + startedMs,
+    attributes: {
+      "formrelay.submission_id": job.submissionId,
+      "formrelay.destination_type": job.type,
+      "formrelay.outcome": outcome,
+      ...(typeof fields.statusCode === "number"
+        ? { "formrelay.status_code": fields.statusCode }
+        : {}),
+    },
+  });
+  if (outcome === "failed") span.setStatus({ code: 2 });
+  span.end();
+}
+
+/** Commits a KV operation of `parts` merged writes, timing it (store/batcher.ts). */
+export async function timedCommit(
+  op: Deno.AtomicOperation,
+  parts: number,
+): Promise<Deno.KvCommitResult | Deno.KvCommitError> {
+  const started = performance.now();
+  try {
+    return await op.commit();
+  } finally {
+    commitSeconds.observe((performance.now() - started) / 1000);
+    commitParts.observe(parts);
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * What operators ask of a running process: `GET /metrics` (Prometheus text format,
+ * behind a bearer token when METRICS_TOKEN is set) and `GET /readyz` (whether this
+ * process can accept and deliver). `/healthz` stays in app.ts: the cheap liveness check.
+ *
+ * @module
+ */
+import { timingSafeEqual } from "node:crypto";
+import { Hono } from "hono";
+import { describeError } from "../log.ts";
+import { registry } from "../metrics.ts";
+import { createBacklogReader } from "../store/backlog.ts";
+import { probeKvWrite } from "../store/db.ts";
+import type { AppDeps } from "./env.ts";
+import { ApiError } from "./http.ts";
+
+/** SHA-256 of a text, for comparing tokens in constant time whatever their lengths. */
+async function digest(text: string): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
+}
+
+/** One readiness check's answer: null when it passed, else what failed. */
+type Check = Promise<string | null>;
+
+/** `GET /metrics` and `GET /readyz`. */
+export function observeRoutes(deps: AppDeps) {
+  const { config, db, logger } = deps;
+  const backlog = deps.backlog ?? createBacklogReader(db, { limit: config.readyMaxBacklog });
+  const delivering = deps.delivering ?? (() => deps.engine !== null);
+  const token = config.metrics.token === null ? null : digest(config.metrics.token);
+  const router = new Hono();
+
+  router.get("/metrics", async (c) => {
+    if (token !== null) {
+      const given = /^Bearer (.+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
+      if (given === undefined || !timingSafeEqual(await digest(given), await token)) {
+        c.header("WWW-Authenticate", 'Bearer realm="metrics"');
+        throw new ApiError(401, "Invalid metrics token");
+      }
+    }
+    c.header("Content-Type", registry.contentType);
+    return c.body(await registry.metrics());
+  });
+
+  /** Each readiness check by name; they run together. */
+  const checks: Record<string, () => Check> = {
+    async kv() {
+      try {
+        await probeKvWrite(db);
+        return null;
+      } catch (error) {
+        logger.error("readiness: KV write failed", { error: describeError(error) });
+        return "KV is not writable";
+      }
+    },
+    delivery: () => Promise.resolve(delivering() ? null : "Delivery engine is not running"),
+    async backlog() {
+      try {
+        const { jobs } = await backlog.read();
+        return jobs.due < config.readyMaxBacklog
+          ? null
+          : `${jobs.due} jobs due: at or over READY_MAX_BACKLOG (${config.readyMaxBacklog})`;
+      } catch (error) {
+        logger.error("readiness: backlog read failed", { error: describeError(error) });
+        return "Backlog could not be read";
+      }
+    },
+  };
+
+  router.get("/readyz", async (c) => {
+    const names = Object.keys(checks);
+    const results = await Promise.all(names.map((name) => checks[name]()));
+    const failed = Object.fromEntries(
+      names.flatMap((name, i) => results[i] === null ? [] : [[name, results[i]]]),
+    );
+    const ready = Object.keys(failed).length === 0;
+    return ready
+      ? c.json({ ok: true, checks: Object.fromEntries(names.map((name) => [name, "ok"])) })
+      : c.json({ ok: false, error: "Not ready", checks: failed }, 503);
+  });
+
+  return router;
+}

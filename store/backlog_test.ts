@@ -1,0 +1,62 @@
+import assert from "node:assert/strict";
+import { startHarness } from "../tests/helpers/harness.ts";
+import { countJobs, countUnhealthyDestinations, createBacklogReader } from "./backlog.ts";
+import { recordFinalOutcome } from "./destination_health.ts";
+
+Deno.test("countJobs counts jobs by state up to its bound, and says when it stopped there", async () => {
+  await using h = await startHarness({}, { deliver: false });
+  const form = await h.createForm();
+  await h.addDestination(form.id, { type: "webhook", config: { url: "http://127.0.0.1:9/" } });
+  for (let i = 0; i < 3; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
+  const { db } = h.service;
+  const now = Date.now();
+  assert.deepEqual(await countJobs(db, { now, limit: 10 }), {
+    due: 3,
+    inFlight: 0,
+    retrying: 0,
+    held: 0,
+    truncated: false,
+  });
+  assert.deepEqual(await countJobs(db, { now, limit: 2 }), {
+    due: 2,
+    inFlight: 0,
+    retrying: 0,
+    held: 0,
+    truncated: true,
+  });
+});
+
+Deno.test("the backlog reader reads the KV at most once per cache period", async () => {
+  await using h = await startHarness({}, { deliver: false });
+  const form = await h.createForm();
+  await h.addDestination(form.id, { type: "webhook", config: { url: "http://127.0.0.1:9/" } });
+  let clock = 1_000_000_000_000;
+  const reader = createBacklogReader(h.service.db, { cacheMs: 5000, now: () => clock });
+  assert.equal((await reader.read()).jobs.due, 0);
+  assert.equal((await h.submit(form.publicKey, { a: 1 })).status, 202);
+  clock += 4999;
+  assert.equal((await reader.read()).jobs.due, 0, "cached");
+  clock = Date.now() + 10_000;
+  assert.equal((await reader.read()).jobs.due, 1, "read again");
+});
+
+Deno.test("countUnhealthyDestinations counts destinations the service disabled, not the tenant's", async () => {
+  await using h = await startHarness({}, { deliver: false });
+  const form = await h.createForm();
+  const url = "http://127.0.0.1:9/";
+  const failing = await h.addDestination(form.id, { type: "webhook", config: { url } });
+  const paused = await h.addDestination(form.id, { type: "webhook", config: { url } });
+  await h.addDestination(form.id, { type: "webhook", config: { url } });
+  const { db } = h.service;
+  const job = { formId: form.id, destinationId: failing, lastError: "503" };
+  await recordFinalOutcome(db, job, "failed", { threshold: 1 });
+  const patched = await h.admin("PATCH", `/forms/${form.id}/destinations/${paused}`, {
+    isEnabled: false,
+  });
+  assert.equal(patched.status, 200);
+  assert.deepEqual(await countUnhealthyDestinations(db, { limit: 10 }), {
+    disabled: 1,
+    paused: 0,
+    truncated: false,
+  });
+});
