@@ -103,3 +103,18 @@ Deno.test("main.ts refuses to start on an invalid variable with one clear line",
   assert.match(stderr, /^formrelay: Invalid PORT: /);
   assert.equal(stderr.split("\n").length, 1);
 });
+
+Deno.test("loadConfig reads the metrics and readiness settings", () => {
+  const defaults = loadConfig({});
+  assert.deepEqual(defaults.metrics, { token: null, perForm: false });
+  assert.equal(defaults.readyMaxBacklog, 10_000);
+  const set = loadConfig({
+    METRICS_TOKEN: "a-long-enough-token",
+    METRICS_PER_FORM: "true",
+    READY_MAX_BACKLOG: "50",
+  });
+  assert.deepEqual(set.metrics, { token: "a-long-enough-token", perForm: true });
+  assert.equal(set.readyMaxBacklog, 50);
+  assert.throws(() => loadConfig({ METRICS_TOKEN: "short" }), ConfigError);
+  assert.throws(() => loadConfig({ READY_MAX_BACKLOG: "0" }), ConfigError);
+});

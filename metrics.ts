@@ -144,7 +144,13 @@ function gauge(
     registers: [registry],
     async collect() {
       this.reset();
-      await collect((labels, value) => this.set(labels, value));
+      // A failed KV read leaves the gauge empty rather than failing the whole scrape
+      // (/readyz names the failure).
+      try {
+        await collect((labels, value) => this.set(labels, value));
+      } catch {
+        // Left empty.
+      }
     },
   });
 }

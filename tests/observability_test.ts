@@ -117,6 +117,19 @@ Deno.test("GET /readyz answers 200 while the process can accept and deliver, 503
     assert.equal(body.ok, false);
     assert.equal(body.checks.kv, "KV is not writable");
     assert.equal((await h.request("/healthz")).status, 503);
+    const metrics = await h.request("/metrics");
+    assert.equal(metrics.status, 200, "a scrape still answers");
+    assert.match(await metrics.text(), /^formrelay_delivery_engine_running 1$/m);
+  });
+
+  await t.step("a scrape still answers when the backlog cannot be read", async () => {
+    await using h = await startHarness();
+    h.service.db.kv.close();
+    const metrics = await h.request("/metrics");
+    assert.equal(metrics.status, 200);
+    const text = await metrics.text();
+    assert.doesNotMatch(text, /^formrelay_jobs\{/m);
+    assert.match(text, /^formrelay_delivery_engine_running 1$/m);
   });
 
   await t.step(
@@ -216,4 +229,14 @@ Deno.test("with OTEL_DENO=true the ingestion span and the delivery span share th
     await receiver.finished;
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("with METRICS_PER_FORM=true the ingestion counters carry the form id", async () => {
+  await using h = await startHarness({ metrics: { token: null, perForm: true } });
+  const form = await h.createForm();
+  await h.addDestination(form.id, { type: "webhook", config: { url: "http://127.0.0.1:9/" } });
+  assert.equal((await h.submit(form.publicKey, { a: 1 })).status, 202);
+  const text = await scrape(h);
+  assert.equal(sample(text, "formrelay_submissions_accepted_total", `form_id="${form.id}"`), 1);
+  assert.ok(!text.includes(form.publicKey), "no public key in labels");
 });
