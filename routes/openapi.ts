@@ -377,6 +377,28 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
     },
     {
       method: "get",
+      path: "/readyz",
+      summary: "Readiness: the KV takes a write, the delivery engine runs, the backlog is under " +
+        "READY_MAX_BACKLOG; a 503 names each failed check in `checks`",
+      tag: "Service",
+      answers: {
+        200: {
+          description: "Ready",
+          schema: z.strictObject({ ok, checks: z.record(z.string(), z.literal("ok")) }),
+        },
+      },
+      errors: { 503: ["Not ready"] },
+    },
+    {
+      method: "get",
+      path: "/metrics",
+      summary: "Prometheus metrics (text format); a bearer token when METRICS_TOKEN is set",
+      tag: "Service",
+      answers: { 200: { description: "Prometheus text format 0.0.4", contentType: "text/plain" } },
+      errors: { 401: ["Invalid metrics token"] },
+    },
+    {
+      method: "get",
       path: "/v1/openapi.json",
       summary: "This document",
       tag: "Service",

@@ -172,12 +172,18 @@ Deno.test("the answers the app gives match the description", async () => {
     await h.request(submitPath, { method: "POST", headers: { "content-type": "text/csv" } }),
   );
   await expectDescribed("GET", "/healthz", await h.request("/healthz"));
+  await expectDescribed("GET", "/readyz", await h.request("/readyz"));
 
   // The rotation last: it ends the harness's key.
   await admin("POST", "/keys/rotate");
   await admin("POST", "/keys/rotate");
   await admin("DELETE", `/forms/${form.id}`, undefined, "sk_revoked");
-  // Every operation but the preflight and the document itself was checked at least once.
+  // Every operation but the preflight and the non-JSON answers (the document itself, the
+  // metrics: tests/observability_test.ts) was checked at least once.
   const unchecked = specs.map((op) => `${op.method} ${op.path}`).filter((op) => !covered.has(op));
-  assert.deepEqual(unchecked, ["options /v1/f/{publicKey}", "get /v1/openapi.json"]);
+  assert.deepEqual(unchecked, [
+    "options /v1/f/{publicKey}",
+    "get /metrics",
+    "get /v1/openapi.json",
+  ]);
 });
