@@ -19,6 +19,7 @@
 import { trace } from "@opentelemetry/api";
 import client from "prom-client";
 import type { Context } from "hono";
+import { DESTINATION_TYPES } from "./connectors/registry.ts";
 
 /** The registry `/metrics` shows. */
 export const registry = new client.Registry();
@@ -46,7 +47,7 @@ const REASON_BY_ERROR: Record<string, string> = {
 };
 
 /** Delivery attempt outcomes as labelled ("held" is a job kept back while its destination is paused). */
-export const DELIVERY_OUTCOMES = ["delivered", "retry", "failed", "held", "lease_lost"] as const;
+const DELIVERY_OUTCOMES = ["delivered", "retry", "failed", "held", "lease_lost"] as const;
 
 const tracer = trace.getTracer("formrelay");
 let perForm = false;
@@ -58,6 +59,7 @@ const submissionsAccepted = new client.Counter({
   registers: [registry],
 });
 const acceptedUnlabelled = submissionsAccepted.labels("");
+acceptedUnlabelled.inc(0);
 const submissionsRefused = new client.Counter({
   name: "formrelay_submissions_refused_total",
   help: "Submissions refused, by answer status and reason; honeypot ones were answered 202",
@@ -72,6 +74,10 @@ const attempts = new client.Counter({
   labelNames: ["type", "outcome", "form_id", "destination_id"],
   registers: [registry],
 });
+// Every type and outcome starts at 0, so rate() and alerts see the series before the first event.
+for (const type of DESTINATION_TYPES) {
+  for (const outcome of DELIVERY_OUTCOMES) attempts.labels(type, outcome, "", "").inc(0);
+}
 const attemptSeconds = new client.Histogram({
   name: "formrelay_delivery_attempt_duration_seconds",
   help: "Time one delivery attempt took, from claim to result",
@@ -243,14 +249,23 @@ export function countIngestAnswer(c: Context): void {
   refused(String(status), REASON_BY_ERROR[text] ?? REASON_BY_STATUS[status] ?? "other");
 }
 
-function refused(status: string, reason: string) {
+/** Counts a refusal (`by` 0: only makes its series exist). */
+function refused(status: string, reason: string, by = 1) {
   const key = `${status} ${reason}`;
   let child = refusedChildren.get(key);
   if (child === undefined) {
     refusedChildren.set(key, child = submissionsRefused.labels(status, reason));
   }
-  child.inc();
+  child.inc(by);
 }
+
+// The usual refusals start at 0, so rate() and alerts see their series before the first one.
+for (const status of ["400", "403", "404", "408", "413", "415", "429", "503"]) {
+  refused(status, REASON_BY_STATUS[Number(status)], 0);
+}
+refused("400", "captcha", 0);
+refused("503", "store_failed", 0);
+refused("202", "honeypot", 0);
 
 /** Submissions being answered: what countIngestAnswer needs to know beyond the status. */
 const submissions = new WeakMap<Request, { formId: string; spam: boolean }>();

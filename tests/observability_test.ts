@@ -63,6 +63,9 @@ Deno.test("GET /metrics: promtool accepts it, and counters move with a submissio
     body: "hi",
   });
   assert.equal(wrongType.status, 415);
+  const trap = await h.createForm({ name: "Trap", honeypotField: "website" });
+  await h.addDestination(trap.id, { type: "webhook", config: { url: sink.url } });
+  assert.equal((await h.submit(trap.publicKey, { website: "spam.example" })).status, 202);
   const after = await scrape(h);
 
   const moved = (name: string, labels = "") =>
@@ -75,6 +78,10 @@ Deno.test("GET /metrics: promtool accepts it, and counters move with a submissio
     1,
   );
   assert.equal(moved("formrelay_submissions_refused_total", 'status="415",reason="type"'), 1);
+  assert.equal(
+    moved("formrelay_submissions_refused_total", 'status="202",reason="honeypot"'),
+    1,
+  );
   assert.equal(moved("formrelay_delivery_attempt_duration_seconds_count", 'type="webhook"'), 2);
   assert.equal(moved("formrelay_delivery_latency_seconds_count", 'type="webhook"'), 1);
   assert.ok(moved("formrelay_kv_commit_duration_seconds_count") >= 3, "KV commits timed");
