@@ -19,9 +19,8 @@ import { VERSION } from "../version.ts";
 import { deliveriesQuerySchema } from "./deliveries.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
-import { refuseOtherMethods } from "./http.ts";
+import { emptyBody, refuseOtherMethods } from "./http.ts";
 import { unsupportedTypeMessage } from "./ingest_body.ts";
-import { emptyBody } from "./test_send.ts";
 
 /** The config schema of each destination type, as its connector validates it. */
 const CONFIG_SCHEMAS: Record<DestinationType, z.ZodType> = {
