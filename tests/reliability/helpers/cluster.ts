@@ -22,7 +22,7 @@ const RELIABILITY_ENV: Readonly<Record<string, string>> = {
   RETRY_SCHEDULE_SECONDS: ["0.2", "0.5", "1", ...Array(50).fill("2")].join(","),
   SWEEP_INTERVAL_SECONDS: "0.5",
   RATE_LIMIT_MAX: "0",
-  AUTO_DISABLE_AFTER_FAILURES: "0",
+  DESTINATION_PAUSE_AFTER_HOURS: "0",
   ALLOW_PRIVATE_DESTINATIONS: "true",
   LOG_LEVEL: "info",
 };
