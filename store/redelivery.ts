@@ -3,9 +3,10 @@
  * failed deliveries (FAILED_RETENTION_HOURS) as new pending jobs, one delivery or all of
  * a destination's since a time. A delivery is named by `<submissionId>.<destinationId>`
  * (the webhook's `webhook-id`); one delivery asked for by name is attempted even while
- * its destination is paused (a probe before resuming it). Held jobs are found by scanning the unfinished jobs and
- * retained ones by scanning the retained records; both sets are small next to the
- * outcomes, and keys lead with the acceptance time, so `since` starts the scan there.
+ * its destination is paused (a probe before resuming it). Held jobs are found by
+ * scanning the unfinished jobs and retained ones by scanning the retained records; both
+ * sets are small next to the outcomes, and keys lead with the acceptance time, so
+ * `since` starts the scan there.
  *
  * @module
  */
