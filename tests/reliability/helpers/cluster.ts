@@ -12,7 +12,7 @@ import { createOrg } from "../../../store/orgs.ts";
 /**
  * Environment of every child service in the suite: timings compressed so that leases,
  * time-outs and retries play out in seconds, no per-IP limit (all load comes from
- * 127.0.0.1), destinations never auto-disabled, info logs on stdout.
+ * 127.0.0.1), destinations never paused, info logs on stdout.
  */
 const RELIABILITY_ENV: Readonly<Record<string, string>> = {
   DELIVERY_LEASE_MS: "4000",
