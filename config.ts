@@ -53,7 +53,10 @@ const envSchema = z.object({
   /** Accepted submissions per form and client IP per window; 0 turns the limit off. */
   RATE_LIMIT_MAX: z.coerce.number().int().min(0).default(60),
   RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(600),
-  AUTO_DISABLE_AFTER_FAILURES: z.coerce.number().int().min(0).default(10),
+  /** Hours of failing (destination's fault, no delivery in between) before pausing; 0 never. */
+  DESTINATION_PAUSE_AFTER_HOURS: z.coerce.number().min(0).default(24),
+  /** Hours a failed submission's sealed data is kept for redelivery; 0 (default) not at all. */
+  FAILED_RETENTION_HOURS: z.coerce.number().min(0).max(24 * 30).default(0),
   METRICS_TOKEN: z.string().min(16, "Expected at least 16 characters").optional(),
   METRICS_PER_FORM: boolean.default(false),
   READY_MAX_BACKLOG: positiveInt.default(10_000),
@@ -114,7 +117,10 @@ export interface Config {
   httpTimeoutMs: number;
   smtpTimeoutMs: number;
   rateLimit: { max: number; windowMs: number };
-  autoDisableAfterFailures: number;
+  /** How long a destination fails (its own fault, no delivery between) before it is paused; 0 never. */
+  pauseAfterMs: number;
+  /** How long a failed submission's sealed data is kept for redelivery; 0 not at all. */
+  failedRetentionMs: number;
   /** `/metrics`: bearer token (null: open) and whether labels carry form and destination ids. */
   metrics: { token: string | null; perForm: boolean };
   /** `/readyz` answers 503 once this many jobs are due and not yet delivered. */
@@ -185,7 +191,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     httpTimeoutMs: e.HTTP_TIMEOUT_MS,
     smtpTimeoutMs: e.SMTP_TIMEOUT_MS,
     rateLimit: { max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000 },
-    autoDisableAfterFailures: e.AUTO_DISABLE_AFTER_FAILURES,
+    pauseAfterMs: Math.round(e.DESTINATION_PAUSE_AFTER_HOURS * 3600 * 1000),
+    failedRetentionMs: Math.round(e.FAILED_RETENTION_HOURS * 3600 * 1000),
     metrics: { token: e.METRICS_TOKEN ?? null, perForm: e.METRICS_PER_FORM },
     readyMaxBacklog: e.READY_MAX_BACKLOG,
     logLevel: e.LOG_LEVEL,

@@ -26,6 +26,15 @@ Deno.test("loadConfig applies the contract's defaults", () => {
   );
   assert.equal(config.httpTimeoutMs, 15_000);
   assert.equal(config.smtpTimeoutMs, 60_000);
+  assert.equal(config.pauseAfterMs, 24 * 3600 * 1000, "a day of failing pauses a destination");
+  assert.equal(config.failedRetentionMs, 0, "failed submissions are not kept");
+});
+
+Deno.test("DESTINATION_PAUSE_AFTER_HOURS and FAILED_RETENTION_HOURS take hours, 0 turning them off", () => {
+  const config = loadConfig({ DESTINATION_PAUSE_AFTER_HOURS: "0.5", FAILED_RETENTION_HOURS: "72" });
+  assert.equal(config.pauseAfterMs, 1800_000);
+  assert.equal(config.failedRetentionMs, 72 * 3600_000);
+  assert.equal(loadConfig({ DESTINATION_PAUSE_AFTER_HOURS: "0" }).pauseAfterMs, 0);
 });
 
 Deno.test("loadConfig takes KV_PATH as a file, :memory: or a KV Connect URL", () => {
@@ -61,6 +70,9 @@ Deno.test("an invalid value stops start-up with one line naming the variable", (
     [{ DELIVERY_ORG_SHARE: "0" }, /^Invalid DELIVERY_ORG_SHARE: /],
     [{ DELIVERY_ORG_SHARE: "1.5" }, /^Invalid DELIVERY_ORG_SHARE: /],
     [{ DELIVERY_ORG_SHARE: "half" }, /^Invalid DELIVERY_ORG_SHARE: /],
+    [{ DESTINATION_PAUSE_AFTER_HOURS: "-1" }, /^Invalid DESTINATION_PAUSE_AFTER_HOURS: /],
+    [{ FAILED_RETENTION_HOURS: "day" }, /^Invalid FAILED_RETENTION_HOURS: /],
+    [{ FAILED_RETENTION_HOURS: "721" }, /^Invalid FAILED_RETENTION_HOURS: /],
   ];
   for (const [env, message] of cases) {
     assert.throws(() => loadConfig(env), (error: Error) => {

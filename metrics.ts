@@ -117,7 +117,7 @@ export interface MetricSources {
   backlog: {
     read(): Promise<{
       jobs: { due: number; inFlight: number; retrying: number; held: number; truncated: boolean };
-      destinations: { disabled: number; paused: number; truncated: boolean };
+      destinations: { paused: number; truncated: boolean };
     }>;
   };
 }
@@ -208,14 +208,12 @@ gauge(
   },
 );
 gauge(
-  "formrelay_destinations_unhealthy",
-  "Destinations taken out of delivery for their health: disabled after failures, or paused",
-  ["state"],
+  "formrelay_destinations_paused",
+  "Destinations paused for their health (failing by their own fault); their jobs are held",
+  [],
   async (set) => {
     if (sources === null) return;
-    const { destinations } = await sources.backlog.read();
-    set({ state: "disabled" }, destinations.disabled);
-    set({ state: "paused" }, destinations.paused);
+    set({}, (await sources.backlog.read()).destinations.paused);
   },
 );
 gauge(

@@ -14,9 +14,9 @@ import { createIngestLoad } from "./delivery/ingest_load.ts";
 import { type BodyGate, createBodyGate } from "./routes/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
+import { recordHealth } from "./store/destination_health.ts";
 import { observeService } from "./metrics.ts";
 import { createBacklogReader } from "./store/backlog.ts";
-import { recordFinalOutcome } from "./store/destination_health.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
 
@@ -67,20 +67,30 @@ export async function startService(
     logger,
     queues,
     ingestBurstMs: ingestLoad.burstMs,
-    // Consecutive final failures disable a destination (0: never). The outcome is already
-    // recorded, so a failure here is logged, not the delivery's.
-    onFinal: config.autoDisableAfterFailures > 0
-      ? (job, status) =>
-        recordFinalOutcome(db, job, status, { threshold: config.autoDisableAfterFailures })
-          .catch((error) =>
-            logger.error("destination health update failed", {
-              destinationId: job.destinationId,
-              error: describeError(error),
-            })
-          )
+    // Failing by its own fault for DESTINATION_PAUSE_AFTER_HOURS pauses a destination (0:
+    // never). The outcome is already recorded, so a failure here is logged, not the delivery's.
+    onAttempt: config.pauseAfterMs > 0
+      ? (job, result) =>
+        recordHealth(
+          db,
+          job,
+          result.delivered ? { delivered: true } : {
+            delivered: false,
+            blame: result.failure.blame,
+            error: result.failure.message,
+          },
+          { pauseAfterMs: config.pauseAfterMs, now: Date.now() },
+        ).then((paused) => {
+          if (paused) logger.warn("destination paused", { destinationId: job.destinationId });
+        }).catch((error) =>
+          logger.error("destination health update failed", {
+            destinationId: job.destinationId,
+            error: describeError(error),
+          })
+        )
       : undefined,
   });
-  const writer = createSubmissionWriter(db);
+  const writer = createSubmissionWriter(db, { retainMs: config.failedRetentionMs });
   const bodyGate = createBodyGate(config.http.bodyMemoryBytes);
   let delivering = engine !== null;
   const backlog = createBacklogReader(db, { limit: config.readyMaxBacklog });

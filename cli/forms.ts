@@ -5,9 +5,8 @@
  * Usage: deno task forms <orgId> [--json]
  */
 import { describeTarget, type DestinationTarget } from "../connectors/registry.ts";
-import { redactUrls } from "../redact.ts";
 import type { Db } from "../store/db.ts";
-import { listDestinations } from "../store/destinations.ts";
+import { type DestinationHealth, listDestinations } from "../store/destinations.ts";
 import { listForms } from "../store/forms.ts";
 import { getOrg } from "../store/orgs.ts";
 import { withService } from "./_open.ts";
@@ -28,7 +27,7 @@ interface FormListing {
       id: string;
       type: string;
       isEnabled: boolean;
-      disabledReason: string | null;
+      health: DestinationHealth;
       target: DestinationTarget | null;
     }[];
   }[];
@@ -57,8 +56,7 @@ async function listing(db: Db, orgId: string): Promise<FormListing | null> {
         id: destination.id,
         type: destination.type,
         isEnabled: destination.isEnabled,
-        // Reasons written by older versions may quote a whole URL.
-        disabledReason: destination.disabledReason && redactUrls(destination.disabledReason),
+        health: destination.health,
         target: describeTarget(destination.type, destination.config),
       })),
     }))),
@@ -105,9 +103,12 @@ function formatText({ org, forms }: FormListing): string {
       row("destinations", String(form.destinations.length)),
     );
     for (const destination of form.destinations) {
-      const state = destination.isEnabled
-        ? "enabled"
-        : `disabled${destination.disabledReason ? `: ${destination.disabledReason}` : ""}`;
+      const { health } = destination;
+      const state = !destination.isEnabled
+        ? "disabled"
+        : health.state === "paused"
+        ? `paused since ${health.since}: ${health.reason}`
+        : "enabled";
       lines.push(
         `    - ${destination.type} ${destination.id} ${printable(state)}`,
         `      ${printable(targetText(destination.target))}`,

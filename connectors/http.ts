@@ -9,7 +9,7 @@
 import { redactUrls, urlOrigin } from "../redact.ts";
 import { VERSION } from "../version.ts";
 import type { HttpTransport } from "./http_transport.ts";
-import { DeliveryError, type DeliveryReceipt } from "./types.ts";
+import { blameOfHttpStatus, DeliveryError, type DeliveryReceipt } from "./types.ts";
 
 /** `User-Agent` of every delivery request. */
 export const USER_AGENT = `formrelay/${VERSION}`;
@@ -85,6 +85,7 @@ export async function settleResponse(
   const note = detail === undefined ? "" : ` (${detail})`;
   throw new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": ${statusLine}${note}`, {
     permanent: !transient,
+    blame: blameOfHttpStatus(status),
     statusCode: status,
     retryAfterMs: transient ? parseRetryAfter(response.headers.get("retry-after")) : undefined,
   });

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { jsonRequestHeaders, parseRetryAfter, USER_AGENT } from "./http.ts";
+import { jsonRequestHeaders, parseRetryAfter, settleResponse, USER_AGENT } from "./http.ts";
+import { DeliveryError } from "./types.ts";
 import { VERSION } from "../version.ts";
 
 Deno.test("parseRetryAfter reads delay-seconds and HTTP-dates", () => {
@@ -23,4 +24,36 @@ Deno.test("jsonRequestHeaders puts Content-Type and User-Agent over the given he
   assert.equal(headers.get("user-agent"), `formrelay/${VERSION}`);
   assert.equal(USER_AGENT, `formrelay/${VERSION}`);
   assert.equal(headers.get("x-a"), "1");
+});
+
+Deno.test("settleResponse blames one submission for 400, 413, 415 and 422, the destination for the rest", async () => {
+  const url = new URL("https://hooks.example.com/in");
+  const cases: [number, "submission" | "destination", boolean][] = [
+    [400, "submission", true],
+    [413, "submission", true],
+    [415, "submission", true],
+    [422, "submission", true],
+    [401, "destination", true],
+    [403, "destination", true],
+    [404, "destination", true],
+    [410, "destination", true],
+    [302, "destination", true],
+    [429, "destination", false],
+    [500, "destination", false],
+    [503, "destination", false],
+  ];
+  for (const [status, blame, permanent] of cases) {
+    const error = await settleResponse(url, new Response(null, { status })).catch((e) => e);
+    assert.ok(error instanceof DeliveryError, `${status}`);
+    assert.deepEqual([error.blame, error.permanent], [blame, permanent], `${status}`);
+  }
+  assert.deepEqual(await settleResponse(url, new Response("ok")), { statusCode: 200 });
+});
+
+Deno.test("a DeliveryError is the destination's fault unless said otherwise", () => {
+  assert.equal(new DeliveryError("x", { permanent: false }).blame, "destination");
+  assert.equal(
+    new DeliveryError("x", { permanent: true, blame: "submission" }).blame,
+    "submission",
+  );
 });

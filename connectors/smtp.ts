@@ -225,6 +225,8 @@ function toDeliveryError(error: unknown, target: string): DeliveryError {
   if (error instanceof SmtpError) {
     return new DeliveryError(`Cannot deliver to ${target}: ${error.message}`, {
       permanent: error.permanent,
+      // Refusals of a recipient or the content are this message's; the rest the relay's.
+      blame: error.messageRefused ? "submission" : "destination",
       statusCode: error.replyCode,
       cause: error,
     });

@@ -20,22 +20,48 @@ export interface DeliveryReceipt {
 }
 
 /**
+ * Whose fault a failure is: the destination's (unreachable, refusing every delivery:
+ * connection, DNS, TLS, time-outs, HTTP 401/403/404/410/5xx, SMTP session and
+ * `MAIL FROM` refusals) or this submission's alone (HTTP 400/413/415/422, SMTP
+ * refusals of a recipient or of the content). Only the destination's count toward
+ * pausing it (store/destination_health.ts).
+ */
+export type Blame = "destination" | "submission";
+
+/** HTTP statuses that refuse one submission, not every delivery to the destination. */
+const SUBMISSION_STATUSES = new Set([400, 413, 415, 422]);
+
+/** Whose fault an HTTP answer that is not a 2xx is (see Blame). */
+export function blameOfHttpStatus(status: number): Blame {
+  return SUBMISSION_STATUSES.has(status) ? "submission" : "destination";
+}
+
+/**
  * A failed attempt; `permanent` failures are not retried. Its message is stored and
  * logged, so any URL in it is cut down to `scheme://host[:port]` (redact.ts).
  */
 export class DeliveryError extends Error {
   readonly permanent: boolean;
+  /** Whose fault it is; the destination's unless the connector knows otherwise. */
+  readonly blame: Blame;
   readonly statusCode?: number;
   /** Server-requested wait before the next attempt (HTTP Retry-After). */
   readonly retryAfterMs?: number;
 
   constructor(
     message: string,
-    options: { permanent: boolean; statusCode?: number; retryAfterMs?: number; cause?: unknown },
+    options: {
+      permanent: boolean;
+      blame?: Blame;
+      statusCode?: number;
+      retryAfterMs?: number;
+      cause?: unknown;
+    },
   ) {
     super(redactUrls(message), { cause: options.cause });
     this.name = "DeliveryError";
     this.permanent = options.permanent;
+    this.blame = options.blame ?? "destination";
     this.statusCode = options.statusCode;
     this.retryAfterMs = options.retryAfterMs;
   }

@@ -2,7 +2,8 @@
  * One delivery attempt: destination → validated config → envelope → connector →
  * classified result. The engine attempts claimed jobs through createJobAttempts; the
  * test send (routes/test_send.ts) uses checkConfig and sendEnvelope on a sample.
- * Every failure comes back as a DeliveryError, never as a throw.
+ * Every failure comes back as a DeliveryError, never as a throw; a job whose
+ * destination is paused for health is not attempted but comes back `held`.
  *
  * @module
  */
@@ -22,8 +23,11 @@ import { createDestinationCache } from "../store/form_cache.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
 import { openEnvelope } from "./envelope.ts";
 
-/** What an attempt came to. */
-export type AttemptResult =
+/** What an attempt came to: the connector's result, or held (the destination is paused). */
+export type AttemptResult = SendResult | { delivered: false; held: true };
+
+/** What handing an envelope to a connector came to. */
+export type SendResult =
   | { delivered: true; receipt: DeliveryReceipt }
   | {
     delivered: false;
@@ -50,7 +54,7 @@ export function checkConfig(connector: Connector, stored: unknown): ConfigCheck 
 }
 
 /** A failure as the attempt reports it: DeliveryErrors as they are, anything else wrapped. */
-function classify(error: unknown): AttemptResult {
+function classify(error: unknown): SendResult {
   if (error instanceof DeliveryError) {
     return { delivered: false, failure: error, unexpected: false };
   }
@@ -65,7 +69,7 @@ function classify(error: unknown): AttemptResult {
 export async function sendEnvelope(
   connector: Connector,
   request: DeliveryRequest<unknown>,
-): Promise<AttemptResult> {
+): Promise<SendResult> {
   try {
     return { delivered: true, receipt: await connector.deliver(request) };
   } catch (error) {
@@ -115,9 +119,16 @@ export function createJobAttempts(
     if (!destination.isEnabled) {
       throw new DeliveryError("Destination was disabled before delivery", { permanent: true });
     }
+    if (destination.health.state === "paused" && !job.redelivered) {
+      return { delivered: false, held: true };
+    }
     const sealed = await readSealedEnvelope(db, claimed);
     if (sealed === null) {
-      throw new DeliveryError("Submission data expired before delivery", { permanent: true });
+      // Not the destination's fault: it says nothing about its health.
+      throw new DeliveryError("Submission data expired before delivery", {
+        permanent: true,
+        blame: "submission",
+      });
     }
     const envelope = await openEnvelope(db.sealer, job.submissionId, sealed);
     const connector = connectors[destination.type];

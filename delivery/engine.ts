@@ -18,9 +18,10 @@ import { sweepEnvelopeMarkers } from "../store/envelope_cleanup.ts";
 import { type JobRecord, type JobRef, type KnownJob, refKey } from "../store/job_record.ts";
 import { claimJob, claimKnownJob } from "../store/jobs.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
-import { createJobAttempts } from "./attempt.ts";
+import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import { createOutcomeStep } from "./outcome.ts";
+import { envelopeTtlMs } from "./retry.ts";
 
 /** What the engine needs. */
 export interface EngineDeps {
@@ -33,6 +34,7 @@ export interface EngineDeps {
     | "leaseMs"
     | "retryScheduleMs"
     | "sweepIntervalMs"
+    | "failedRetentionMs"
   >;
   logger: Logger;
   /** Whether the KV offers queues (local KV does; KV Connect and Deno Deploy do not). */
@@ -42,8 +44,8 @@ export interface EngineDeps {
   ingestBurstMs?: () => number | null;
   /** Jobs waiting for a slot in memory at most (default MAX_WAITING); the rest wait in KV. */
   maxWaiting?: number;
-  /** Called after every final outcome (auto-disable and tests hook in here). */
-  onFinal?: (job: JobRecord, status: "delivered" | "failed") => void | Promise<void>;
+  /** Called after every recorded delivery or failure (destination health hooks in here). */
+  onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
 }
 
 /** The delivery engine of one process. */
@@ -90,7 +92,9 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     config,
     queues: deps.queues,
     now,
-    onFinal: deps.onFinal,
+    envelopeTtlMs: envelopeTtlMs(config.retryScheduleMs, config.leaseMs),
+    retainMs: config.failedRetentionMs,
+    onAttempt: deps.onAttempt,
     wakeLater(ref, delayMs) {
       const timer = setTimeout(() => {
         timers.delete(timer);
@@ -174,8 +178,11 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   return {
     wake: dispatcher.wake,
-    wakeStored({ jobs, firstChunk }) {
+    wakeStored(submission) {
       if (closing.signal.aborted) return;
+      // Held jobs wait for their destination to be resumed.
+      const jobs = submission.jobs.filter((known) => known.job.state !== "held");
+      const { firstChunk } = submission;
       for (const known of jobs) {
         // Behind a long backlog a hint would be dropped before its job's turn comes.
         if (dispatcher.stats().waiting >= MAX_STORED_HINTS) break;

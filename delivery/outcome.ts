@@ -1,9 +1,11 @@
 /**
  * The outcome step: what an attempt's result does to its job. Delivered and failed
- * are final (the job ends with its outcome, the envelope is cleaned up, and the
- * destination's health hook hears of it); a transient failure with retries left puts
- * the job back until its next attempt; a job cut short by shutdown goes back at once,
- * its attempt uncounted.
+ * are final (the job ends with its outcome, the envelope is cleaned up or, for a
+ * failure with FAILED_RETENTION_HOURS, kept for redelivery); a transient failure with
+ * retries left puts the job back until its next attempt; a job whose destination is
+ * paused is held (until resumed, at most as long as its data lives); a job cut short by
+ * shutdown goes back at once, its attempt uncounted. The destination's health hook
+ * hears of every delivery and every failure.
  *
  * @module
  */
@@ -14,8 +16,9 @@ import { deleteEnvelopeIfLast, type EnvelopeCleanup } from "../store/envelope_cl
 import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
 import { finishJob, rescheduleJob } from "../store/jobs.ts";
 import { outcomeOf } from "../store/outcomes.ts";
+import { heldDueAt } from "../store/submissions.ts";
 import { wakeMessage } from "../store/wake.ts";
-import type { AttemptResult } from "./attempt.ts";
+import type { AttemptResult, SendResult } from "./attempt.ts";
 import { nextRetryDelay } from "./retry.ts";
 
 /** What the outcome step needs. */
@@ -25,10 +28,14 @@ export interface OutcomeDeps {
   /** Whether the KV offers queues (a retry's wake-up goes with its commit). */
   queues: boolean;
   now: () => number;
+  /** How long a submission's data lives from acceptance (held jobs fail after it). */
+  envelopeTtlMs: number;
+  /** How long a failed delivery is kept for redelivery (FAILED_RETENTION_HOURS); 0 not. */
+  retainMs: number;
   /** Wakes a job again in this process after `delayMs` (retries due before the next sweep). */
   wakeLater(ref: JobRef, delayMs: number): void;
-  /** Called after every final outcome (auto-disable and tests hook in here). */
-  onFinal?: (job: JobRecord, status: "delivered" | "failed") => void | Promise<void>;
+  /** Called after every recorded delivery or failure, retries included (destination health). */
+  onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
 }
 
 /** One log line's fields per attempt: result, status and error; never payload. */
@@ -63,15 +70,39 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       lastStatusCode: result.statusCode ?? null,
       updatedAt: now(),
     };
-    const cleanup = envelopeCleanup(job);
-    if (!await finishJob(db, claimed, outcomeOf(job, status, result.detail ?? null), cleanup)) {
+    // With retention a sibling's failure may keep the envelope: always check.
+    const cleanup = deps.retainMs > 0 ? "check" : envelopeCleanup(job);
+    const outcome = outcomeOf(job, status, result.detail ?? null);
+    if (!await finishJob(db, claimed, outcome, { cleanup, retainMs: deps.retainMs })) {
       return { result: "lease lost" };
     }
     if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
     recentlyDone.add(refKey(job));
-    if (cleanup === "check") await deleteEnvelopeIfLast(db, job);
-    await deps.onFinal?.(job, status);
+    if (cleanup === "check") await deleteEnvelopeIfLast(db, job, { retained: deps.retainMs > 0 });
     return { result: status, statusCode: job.lastStatusCode, error: job.lastError };
+  }
+
+  /**
+   * Holds a job whose destination is paused: not attempted, its attempt uncounted,
+   * looked at again within the hour; past its data's lifetime it fails.
+   */
+  async function hold(claimed: ClaimedJob): Promise<OutcomeFields> {
+    const { job } = claimed;
+    const at = now();
+    if (at >= job.submittedAt + deps.envelopeTtlMs) {
+      return await finish(claimed, "failed", {
+        error: "Submission data expired while the destination was paused",
+      });
+    }
+    const next: JobRecord = {
+      ...job,
+      state: "held",
+      attempts: job.attempts - 1,
+      dueAt: heldDueAt(job, at, deps.envelopeTtlMs),
+      updatedAt: at,
+    };
+    const ok = await rescheduleJob(db, claimed, next, { wakeUp: null });
+    return { result: ok ? "held" : "lease lost" };
   }
 
   /**
@@ -126,15 +157,20 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
     };
   }
 
+  async function record(claimed: ClaimedJob, result: SendResult): Promise<OutcomeFields> {
+    const fields = result.delivered
+      ? await finish(claimed, "delivered", {
+        statusCode: result.receipt.statusCode,
+        detail: result.receipt.detail,
+      })
+      : await fail(claimed, result.failure);
+    if (fields.result !== "lease lost") await deps.onAttempt?.(claimed.job, result);
+    return fields;
+  }
+
   return {
     record(claimed, result) {
-      if (result.delivered) {
-        return finish(claimed, "delivered", {
-          statusCode: result.receipt.statusCode,
-          detail: result.receipt.detail,
-        });
-      }
-      return fail(claimed, result.failure);
+      return "held" in result ? hold(claimed) : record(claimed, result);
     },
     async handBack(claimed) {
       const { job } = claimed;

@@ -1,28 +1,110 @@
 /**
- * Admin route listing a form's recent delivery outcomes (no payloads).
+ * Admin routes of a form's deliveries: the list of recent outcomes (no payloads), and
+ * redelivery of what is still held or retained, one delivery or all of a destination's
+ * since a time.
  *
  * @module
  */
 import { Hono } from "hono";
 import { z } from "zod";
+import { getDestination } from "../store/destinations.ts";
 import { listOutcomes } from "../store/outcomes.ts";
+import {
+  parseDeliveryId,
+  redeliver,
+  type Redelivery,
+  type RedeliverySelection,
+} from "../store/redelivery.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
-import { refuseOtherMethods, validate } from "./http.ts";
+import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
 
 /** Query of `GET /forms/:id/deliveries`. */
 export const deliveriesQuerySchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(500).default(50),
 });
+/** Body of `POST /forms/:id/destinations/:destId/redeliver`. */
+export const redeliverSinceSchema = z.strictObject({ since: z.iso.datetime({ offset: true }) });
 
-/** `GET /forms/:id/deliveries`: recent delivery outcomes of a form, newest first, no payloads. */
-export function deliveryRoutes({ db }: AppDeps) {
+/** The 409 answers of the redelivery routes (also in the API description). */
+export const REDELIVERY_CONFLICTS = {
+  disabled: "Destination is disabled: enable it to redeliver",
+  paused: "Destination is paused: resume it (POST …/resume), which delivers what it holds",
+  underWay: "Delivery is already under way",
+  gone: "The submission's data is no longer held: delivered, or failed longer ago than " +
+    "FAILED_RETENTION_HOURS, or expired",
+  notRetained: "The submission's data is no longer held: failed submissions are not retained " +
+    "on this service (FAILED_RETENTION_HOURS=0)",
+} as const;
+
+/**
+ * `GET /forms/:id/deliveries`: recent delivery outcomes of a form, newest first, no
+ * payloads; `POST /forms/:id/deliveries/:deliveryId/redeliver` and
+ * `POST /forms/:id/destinations/:destId/redeliver` (`{ since }`).
+ */
+export function deliveryRoutes({ config, db, engine }: AppDeps) {
   const router = new Hono<AdminEnv>();
   router.get("/forms/:id/deliveries", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const { limit } = validate(deliveriesQuerySchema, c.req.query());
     return c.json({ ok: true, deliveries: await listOutcomes(db, form.id, limit) });
   });
-  refuseOtherMethods(router, "/forms/:id/deliveries");
+
+  /**
+   * Redelivers a selection of an enabled destination's deliveries and wakes them here.
+   * One delivery goes through a pause (a probe); all since a time need a resume first.
+   */
+  async function redeliverTo(
+    selection: Omit<RedeliverySelection, "now">,
+    notFound: string,
+  ): Promise<Redelivery> {
+    const destination = await getDestination(db, selection.formId, selection.destinationId);
+    if (destination === null) throw new ApiError(404, notFound);
+    if (!destination.isEnabled) throw new ApiError(409, REDELIVERY_CONFLICTS.disabled);
+    if (destination.health.state === "paused" && selection.submissionId === undefined) {
+      throw new ApiError(409, REDELIVERY_CONFLICTS.paused);
+    }
+    const result = await redeliver(db, { ...selection, now: Date.now() });
+    engine?.wake(result.woken);
+    return result;
+  }
+
+  const notHeld = () =>
+    config.failedRetentionMs > 0 ? REDELIVERY_CONFLICTS.gone : REDELIVERY_CONFLICTS.notRetained;
+
+  router.post("/forms/:id/deliveries/:deliveryId/redeliver", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    await readEmptyBody(c);
+    const ref = parseDeliveryId(c.req.param("deliveryId"));
+    if (ref === null) throw new ApiError(404, "Delivery not found");
+    const result = await redeliverTo({ formId: form.id, ...ref }, "Delivery not found");
+    if (result.woken.length === 0) {
+      if (result.underWay > 0) throw new ApiError(409, REDELIVERY_CONFLICTS.underWay);
+      throw new ApiError(409, notHeld());
+    }
+    return c.json({ ok: true, redelivered: result.woken.length });
+  });
+
+  router.post("/forms/:id/destinations/:destId/redeliver", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    const { since } = await readValidJson(c, redeliverSinceSchema);
+    const result = await redeliverTo(
+      { formId: form.id, destinationId: c.req.param("destId"), since: Date.parse(since) },
+      "Destination not found",
+    );
+    return c.json({
+      ok: true,
+      redelivered: result.woken.length,
+      underWay: result.underWay,
+      expired: result.expired,
+    });
+  });
+
+  refuseOtherMethods(
+    router,
+    "/forms/:id/deliveries",
+    "/forms/:id/deliveries/:deliveryId/redeliver",
+    "/forms/:id/destinations/:destId/redeliver",
+  );
   return router;
 }

@@ -1,6 +1,6 @@
 /**
  * Admin routes for a form's destinations: add (validated against the type's connector
- * schema), list and patch (secrets redacted), delete.
+ * schema), list and patch (secrets redacted, health shown), resume after a pause, delete.
  *
  * @module
  */
@@ -18,9 +18,10 @@ import {
   TooManyDestinationsError,
   updateDestination,
 } from "../store/destinations.ts";
+import { redeliver } from "../store/redelivery.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
-import { ApiError, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
 
 /** Body of `POST /forms/:id/destinations`; `config` is checked by the type's connector. */
 export const destinationCreateSchema = z.strictObject({
@@ -49,24 +50,44 @@ function storable<T>(config: T): T {
   return config;
 }
 
-/** A destination as the API shows it. */
+/**
+ * A destination as the API shows it. `disabledReason`/`disabledAt` repeat a pause's
+ * reason and time for clients of earlier versions (deprecated: read `health`).
+ */
 function destinationView(destination: Destination, connector?: Connector) {
+  const { health } = destination;
   return {
     id: destination.id,
     formId: destination.formId,
     type: destination.type,
     config: connector ? connector.redact(destination.config) : destination.config,
     isEnabled: destination.isEnabled,
-    disabledReason: destination.disabledReason,
-    disabledAt: destination.disabledAt,
+    health,
+    disabledReason: health.reason,
+    disabledAt: health.since,
     createdAt: destination.createdAt,
     updatedAt: destination.updatedAt,
   };
 }
 
-/** Destinations of a form: add, list, patch, delete (spec 4.3, 4.4 and the contract). */
-export function destinationRoutes({ db, connectors }: AppDeps) {
+/** Destinations of a form: add, list, patch, resume, delete (spec 4.3, 4.4 and the contract). */
+export function destinationRoutes({ db, connectors, engine }: AppDeps) {
   const router = new Hono<AdminEnv>();
+
+  /**
+   * Makes a destination's held jobs due: delivered after a resume, failed (and so
+   * recorded) after it was disabled or deleted. Returns how many.
+   */
+  async function releaseHeld(formId: string, destinationId: string): Promise<number> {
+    const released = await redeliver(db, {
+      formId,
+      destinationId,
+      heldOnly: true,
+      now: Date.now(),
+    });
+    engine?.wake(released.woken);
+    return released.woken.length;
+  }
 
   router.post("/forms/:id/destinations", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
@@ -117,17 +138,40 @@ export function destinationRoutes({ db, connectors }: AppDeps) {
       isEnabled: patch.isEnabled,
     });
     if (updated === null) throw new ApiError(404, "Destination not found");
+    // Enabling resumes a paused destination; disabling ends its held jobs as failed.
+    if (patch.isEnabled !== undefined) await releaseHeld(form.id, destId);
     return c.json({ ok: true, destination: destinationView(updated, connectors[updated.type]) });
+  });
+
+  router.post("/forms/:id/destinations/:destId/resume", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    await readEmptyBody(c);
+    const destId = c.req.param("destId");
+    const resumed = await updateDestination(db, form.id, destId, { resume: true });
+    if (resumed === null) throw new ApiError(404, "Destination not found");
+    const released = await releaseHeld(form.id, destId);
+    return c.json({
+      ok: true,
+      destination: destinationView(resumed, connectors[resumed.type]),
+      released,
+    });
   });
 
   router.delete("/forms/:id/destinations/:destId", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
-    if (!await deleteDestination(db, form.id, c.req.param("destId"))) {
+    const destId = c.req.param("destId");
+    if (!await deleteDestination(db, form.id, destId)) {
       throw new ApiError(404, "Destination not found");
     }
+    await releaseHeld(form.id, destId);
     return c.json({ ok: true });
   });
 
-  refuseOtherMethods(router, "/forms/:id/destinations", "/forms/:id/destinations/:destId");
+  refuseOtherMethods(
+    router,
+    "/forms/:id/destinations",
+    "/forms/:id/destinations/:destId",
+    "/forms/:id/destinations/:destId/resume",
+  );
   return router;
 }

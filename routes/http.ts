@@ -2,7 +2,7 @@ import { concatBytes } from "../bytes.ts";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { z } from "zod";
+import { z } from "zod";
 
 /** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
 export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -174,4 +174,23 @@ export async function readBodyWithin(
     c.header("Connection", "close");
     throw new ApiError(408, "Request body not received in time");
   }
+}
+
+/** The only body the admin routes that take none accept: none, or `{}`. */
+export const emptyBody = z.strictObject({});
+
+/**
+ * The request needs no body: none at all, or an empty JSON object. Anything else is
+ * refused as the other admin routes would (415, 413, `400 Invalid JSON body`,
+ * `400 Validation error`).
+ */
+export async function readEmptyBody<E extends BodyEnv>(c: Context<E>): Promise<void> {
+  if (c.req.header("content-type") === undefined) {
+    // A client that hangs up mid-body is a bad request, not our error.
+    const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT).catch(() => {
+      throw new ApiError(400, "Invalid JSON body");
+    });
+    if (bytes !== null && bytes.length === 0) return;
+  }
+  await readValidJson(c, emptyBody);
 }

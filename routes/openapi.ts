@@ -16,12 +16,11 @@ import { smtpPlatformConfigSchema, smtpRelayConfigSchema } from "../connectors/s
 import { DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
 import { webhookConfigSchema } from "../connectors/webhook.ts";
 import { VERSION } from "../version.ts";
-import { deliveriesQuerySchema } from "./deliveries.ts";
+import { deliveriesQuerySchema, redeliverSinceSchema, REDELIVERY_CONFLICTS } from "./deliveries.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
-import { refuseOtherMethods } from "./http.ts";
+import { emptyBody, refuseOtherMethods } from "./http.ts";
 import { unsupportedTypeMessage } from "./ingest_body.ts";
-import { emptyBody } from "./test_send.ts";
 
 /** The config schema of each destination type, as its connector validates it. */
 const CONFIG_SCHEMAS: Record<DestinationType, z.ZodType> = {
@@ -72,11 +71,21 @@ export const destinationSchema = z.strictObject({
   config: z.record(z.string(), z.unknown()).meta({
     description: 'The type\'s config with secret values shown as "********"',
   }),
-  isEnabled: z.boolean(),
-  disabledReason: z.string().nullable().meta({
-    description: "Why formrelay disabled it (repeated delivery failures); null otherwise",
+  isEnabled: z.boolean().meta({
+    description: "The tenant's switch: a disabled destination gets no jobs",
   }),
-  disabledAt: timestamp.nullable(),
+  health: z.strictObject({
+    state: z.enum(["healthy", "paused"]),
+    reason: z.string().nullable(),
+    since: timestamp.nullable(),
+  }).meta({
+    description: "Paused by formrelay after failing by its own fault for " +
+      "DESTINATION_PAUSE_AFTER_HOURS: its submissions are held until it is resumed",
+  }),
+  disabledReason: z.string().nullable().meta({
+    description: "Deprecated: health.reason while paused, else null",
+  }),
+  disabledAt: timestamp.nullable().meta({ description: "Deprecated: health.since while paused" }),
   createdAt: timestamp,
   updatedAt: timestamp,
 });
@@ -86,7 +95,7 @@ export const outcomeSchema = z.strictObject({
   submissionId: z.uuid(),
   destinationId: z.uuid(),
   destinationType: z.enum(DESTINATION_TYPES),
-  status: z.enum(["retrying", "delivered", "failed"]),
+  status: z.enum(["retrying", "held", "delivered", "failed"]),
   attempts: z.number().int(),
   lastError: z.string().nullable(),
   lastStatusCode: z.number().int().nullable(),
@@ -266,7 +275,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
     {
       method: "patch",
       path: "/v1/admin/forms/{id}/destinations/{destId}",
-      summary: "Enable, disable or reconfigure a destination (re-enabling clears disabledReason)",
+      summary: "Enable, disable or reconfigure a destination (enabling also resumes a paused one)",
       tag: "Admin: destinations",
       admin: true,
       body: { schema: destinationPatchBody, required: true },
@@ -301,6 +310,74 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
         },
       },
       errors: { ...jsonBodyErrors, ...DEST_404 },
+    },
+    {
+      method: "post",
+      path: "/v1/admin/forms/{id}/destinations/{destId}/resume",
+      summary: "Resume a paused destination and deliver the submissions it holds",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: emptyBody, required: false },
+      answers: {
+        200: {
+          description: "The destination, healthy, and how many held submissions were released",
+          schema: z.strictObject({
+            ok,
+            destination: destinationSchema,
+            released: z.number().int(),
+          }),
+        },
+      },
+      errors: { ...jsonBodyErrors, ...DEST_404 },
+    },
+    {
+      method: "post",
+      path: "/v1/admin/forms/{id}/destinations/{destId}/redeliver",
+      summary: "Deliver again every held or retained delivery of submissions accepted since a time",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: redeliverSinceSchema, required: true },
+      answers: {
+        200: {
+          description: "How many were redelivered, found under way, or found expired",
+          schema: z.strictObject({
+            ok,
+            redelivered: z.number().int(),
+            underWay: z.number().int(),
+            expired: z.number().int(),
+          }),
+        },
+      },
+      errors: {
+        ...jsonBodyErrors,
+        ...DEST_404,
+        409: [REDELIVERY_CONFLICTS.disabled, REDELIVERY_CONFLICTS.paused],
+      },
+    },
+    {
+      method: "post",
+      path: "/v1/admin/forms/{id}/deliveries/{deliveryId}/redeliver",
+      summary: "Deliver again one held or retained delivery, `<submissionId>.<destinationId>` " +
+        "(even while its destination is paused)",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: emptyBody, required: false },
+      answers: {
+        200: {
+          description: "Redelivered",
+          schema: z.strictObject({ ok, redelivered: z.number().int() }),
+        },
+      },
+      errors: {
+        ...jsonBodyErrors,
+        404: ["Form not found", "Delivery not found"],
+        409: [
+          REDELIVERY_CONFLICTS.disabled,
+          REDELIVERY_CONFLICTS.underWay,
+          REDELIVERY_CONFLICTS.gone,
+          REDELIVERY_CONFLICTS.notRetained,
+        ],
+      },
     },
     {
       method: "get",

@@ -5,8 +5,7 @@
  *
  * @module
  */
-import { type Context, Hono } from "hono";
-import { z } from "zod";
+import { Hono } from "hono";
 import { checkConfig, sendEnvelope } from "../delivery/attempt.ts";
 import type { SubmissionEnvelope } from "../delivery/envelope.ts";
 import { describeError } from "../log.ts";
@@ -14,14 +13,7 @@ import { getDestination } from "../store/destinations.ts";
 import type { FormRecord } from "../store/forms.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
-import {
-  ADMIN_BODY_LIMIT,
-  ApiError,
-  readCapped,
-  readValidJson,
-  refuseOtherMethods,
-  validationIssues,
-} from "./http.ts";
+import { ApiError, readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
 
 /** The payload of every test submission. */
 const TEST_PAYLOAD = {
@@ -132,23 +124,4 @@ export function testSendRoutes({ db, connectors, logger }: AppDeps) {
 
   refuseOtherMethods(router, "/forms/:id/destinations/:destId/test");
   return router;
-}
-
-/** The only body `POST …/test` takes: none, or `{}`. */
-export const emptyBody = z.strictObject({});
-
-/**
- * The request needs no body: none at all, or an empty JSON object. Anything else is
- * refused as the other admin routes would (415, 413, `400 Invalid JSON body`,
- * `400 Validation error`).
- */
-async function readEmptyBody(c: Context<AdminEnv>): Promise<void> {
-  if (c.req.header("content-type") === undefined) {
-    // A client that hangs up mid-body is a bad request, not our error.
-    const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT).catch(() => {
-      throw new ApiError(400, "Invalid JSON body");
-    });
-    if (bytes !== null && bytes.length === 0) return;
-  }
-  await readValidJson(c, emptyBody);
 }

@@ -1,13 +1,13 @@
 /**
  * The backlog as operators see it (`/metrics`, `/readyz`): unfinished delivery jobs by
- * state and destinations taken out of delivery for their health. Both are bounded
+ * state and destinations paused for their health. Both are bounded
  * reads, never full scans: at most `limit` entries each, oldest jobs first (the likeliest
  * to be due), with `truncated` saying the bound was reached.
  *
  * @module
  */
 import type { Db } from "./db.ts";
-import type { DestinationRecord } from "./destinations.ts";
+import { type DestinationRecord, readDestinationRecord } from "./destinations.ts";
 import { decodeJob, type StoredJob } from "./job_record.ts";
 import { destinationsPrefix, jobsPrefix } from "./keys.ts";
 
@@ -28,13 +28,13 @@ async function visitBounded<T>(
 
 /** Unfinished jobs by state, as far as the bounded read went. */
 export interface JobCounts {
-  /** Pending jobs whose time has come and in-flight jobs whose lease expired. */
+  /** Pending jobs whose time has come and in-flight jobs whose lease expired (held ones not). */
   due: number;
   /** Leased by a process and not yet expired. */
   inFlight: number;
   /** Pending after at least one failed attempt, waiting for their next one. */
   retrying: number;
-  /** Kept back while their destination is paused (none until paused destinations exist). */
+  /** Kept back while their destination is paused for its health. */
   held: number;
   /** The read stopped at its bound: the counts are lower bounds. */
   truncated: boolean;
@@ -45,35 +45,33 @@ export async function countJobs(db: Db, options: { now: number; limit: number })
   const counts: JobCounts = { due: 0, inFlight: 0, retrying: 0, held: 0, truncated: false };
   counts.truncated = await visitBounded<StoredJob>(db, jobsPrefix(), options.limit, (entry) => {
     const job = decodeJob(entry);
-    if (job.dueAt <= options.now) counts.due++;
+    if (job.state === "held") counts.held++;
+    else if (job.dueAt <= options.now) counts.due++;
     else if (job.state === "in_flight") counts.inFlight++;
     else if (job.attempts > 0) counts.retrying++;
   });
   return counts;
 }
 
-/** Destinations the service took out of delivery, as far as the bounded read went. */
-export interface UnhealthyDestinations {
-  /** Disabled by the service after consecutive failures (not by their tenant). */
-  disabled: number;
-  /** Paused for their health (none until paused destinations exist). */
+/** Destinations the service paused for their health, as far as the bounded read went. */
+export interface PausedDestinations {
   paused: number;
   truncated: boolean;
 }
 
-/** Counts auto-disabled destinations among the first `limit` destination records. */
-export async function countUnhealthyDestinations(db: Db, options: { limit: number }) {
-  const counts: UnhealthyDestinations = { disabled: 0, paused: 0, truncated: false };
+/** Counts paused destinations among the first `limit` destination records. */
+export async function countPausedDestinations(db: Db, options: { limit: number }) {
+  const counts: PausedDestinations = { paused: 0, truncated: false };
   const prefix = destinationsPrefix();
   counts.truncated = await visitBounded<DestinationRecord>(db, prefix, options.limit, (entry) => {
-    if (!entry.value.isEnabled && entry.value.disabledReason !== null) counts.disabled++;
+    if (readDestinationRecord(entry.value).health.state === "paused") counts.paused++;
   });
   return counts;
 }
 
 /** The backlog, read at most once per `cacheMs` however often it is asked for. */
 export interface BacklogReader {
-  read(): Promise<{ jobs: JobCounts; destinations: UnhealthyDestinations }>;
+  read(): Promise<{ jobs: JobCounts; destinations: PausedDestinations }>;
 }
 
 /** Jobs and destination records each read at most, per backlog read. */
@@ -96,7 +94,7 @@ export function createBacklogReader(
       if (last !== null && at - last.at < cacheMs) return last.reading;
       const reading = Promise.all([
         countJobs(db, { now: at, limit }),
-        countUnhealthyDestinations(db, { limit }),
+        countPausedDestinations(db, { limit }),
       ]).then(([jobs, destinations]) => ({ jobs, destinations }));
       // A failed read is not kept: the next asks again.
       reading.catch(() => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { startHarness } from "../tests/helpers/harness.ts";
-import { countJobs, countUnhealthyDestinations, createBacklogReader } from "./backlog.ts";
-import { recordFinalOutcome } from "./destination_health.ts";
+import { countJobs, countPausedDestinations, createBacklogReader } from "./backlog.ts";
+import { recordHealth } from "./destination_health.ts";
 
 Deno.test("countJobs counts jobs by state up to its bound, and says when it stopped there", async () => {
   await using h = await startHarness({}, { deliver: false });
@@ -40,23 +40,25 @@ Deno.test("the backlog reader reads the KV at most once per cache period", async
   assert.equal((await reader.read()).jobs.due, 1, "read again");
 });
 
-Deno.test("countUnhealthyDestinations counts destinations the service disabled, not the tenant's", async () => {
+Deno.test("countPausedDestinations counts destinations paused for their health, not the tenant's", async () => {
   await using h = await startHarness({}, { deliver: false });
   const form = await h.createForm();
   const url = "http://127.0.0.1:9/";
   const failing = await h.addDestination(form.id, { type: "webhook", config: { url } });
-  const paused = await h.addDestination(form.id, { type: "webhook", config: { url } });
+  const switchedOff = await h.addDestination(form.id, { type: "webhook", config: { url } });
   await h.addDestination(form.id, { type: "webhook", config: { url } });
   const { db } = h.service;
-  const job = { formId: form.id, destinationId: failing, lastError: "503" };
-  await recordFinalOutcome(db, job, "failed", { threshold: 1 });
-  const patched = await h.admin("PATCH", `/forms/${form.id}/destinations/${paused}`, {
+  const job = { formId: form.id, destinationId: failing };
+  const signal = { delivered: false as const, blame: "destination" as const, error: "503" };
+  const now = Date.now();
+  assert.equal(await recordHealth(db, job, signal, { pauseAfterMs: 1000, now }), false);
+  assert.equal(await recordHealth(db, job, signal, { pauseAfterMs: 1000, now: now + 2000 }), true);
+  const patched = await h.admin("PATCH", `/forms/${form.id}/destinations/${switchedOff}`, {
     isEnabled: false,
   });
   assert.equal(patched.status, 200);
-  assert.deepEqual(await countUnhealthyDestinations(db, { limit: 10 }), {
-    disabled: 1,
-    paused: 0,
+  assert.deepEqual(await countPausedDestinations(db, { limit: 10 }), {
+    paused: 1,
     truncated: false,
   });
 });

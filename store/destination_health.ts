@@ -1,81 +1,107 @@
 /**
- * Destination health: consecutive final failures per destination, and the automatic
- * disabling of a destination that keeps failing, so that a tenant sees it in the
- * destination list instead of finding out from missing submissions.
+ * Destination health: since when a destination has been failing by its own fault, and
+ * pausing it once that has lasted DESTINATION_PAUSE_AFTER_HOURS with no delivery in
+ * between (as Svix disables an endpoint after 5 days of failing). A time span, never a
+ * count: ten refused posts in ten seconds pause nothing. Failures that are one
+ * submission's fault (DeliveryError.blame "submission": HTTP 422, an SMTP recipient
+ * refused) neither count nor clear. Pausing sets the destination's `health`, apart from
+ * the tenant's `isEnabled`; its jobs are then held, not dropped (outcome.ts).
  *
  * @module
  */
+import type { Blame } from "../connectors/types.ts";
 import { redactUrls } from "../redact.ts";
 import { type Db, retryAtomic } from "./db.ts";
-import type { DestinationRecord } from "./destinations.ts";
+import { type DestinationRecord, readDestinationRecord } from "./destinations.ts";
 import type { JobRecord } from "./job_record.ts";
-import { destinationFailuresKey, destinationKey } from "./keys.ts";
+import { destinationFailingKey, destinationKey } from "./keys.ts";
 import { OUTCOME_TTL_MS } from "./outcomes.ts";
 
-/** Longest last-error text kept in `disabledReason`. */
-const MAX_REASON_ERROR = 500;
+/** Since when a destination has been failing (epoch ms), how often, and the last error. */
+export interface FailingRecord {
+  since: number;
+  failures: number;
+  lastError: string | null;
+}
+
+/** What one attempt tells about its destination's health. */
+export type HealthSignal =
+  | { delivered: true }
+  | { delivered: false; blame: Blame; error: string | null };
+
+/** Longest last-error text kept in a pause reason. */
+const MAX_REASON_ERROR = 300;
 
 /**
- * The reason shown on a destination the service disabled. Its URLs are cut down once
+ * The reason shown on a destination the service paused. Its URLs are cut down once
  * more: a job's last error may have been written by an older version.
  */
-function autoDisableReason(threshold: number, lastError: string | null): string {
-  const error = redactUrls(lastError ?? "unknown error").slice(0, MAX_REASON_ERROR);
-  return `Disabled after ${threshold} consecutive failed deliveries; last error: ${error}`;
+function pauseReason(failing: FailingRecord): string {
+  const since = new Date(failing.since).toISOString();
+  const error = redactUrls(failing.lastError ?? "unknown error").slice(0, MAX_REASON_ERROR);
+  return `Paused after failing since ${since} with no delivery in between ` +
+    `(${failing.failures} failed attempts); last error: ${error}`;
 }
 
 /**
- * Records a job's final outcome in its destination's consecutive-failure count: a
- * delivery resets the count, a failure adds one, and the failure that reaches
- * `threshold` disables the destination in the same atomic commit. Failures of a
- * destination that is already disabled or deleted are not counted (its pending jobs
- * fail because of that, not because of the receiver). `threshold` 0 records nothing.
+ * Records what an attempt tells about its destination: a delivery clears the failing
+ * record; a failure by the destination's fault starts it or adds to it, and pauses the
+ * destination (same atomic commit) once the first failure is `pauseAfterMs` old.
+ * Failures of a destination that is disabled, paused or deleted are not counted.
+ * `pauseAfterMs` 0 records nothing. Returns whether the destination was paused.
  */
-export async function recordFinalOutcome(
+export async function recordHealth(
   db: Db,
-  job: Pick<JobRecord, "formId" | "destinationId" | "lastError">,
-  status: "delivered" | "failed",
-  options: { threshold: number },
-): Promise<void> {
-  const { threshold } = options;
-  if (threshold <= 0) return;
-  const counterKey = destinationFailuresKey(job.destinationId);
+  job: Pick<JobRecord, "formId" | "destinationId">,
+  signal: HealthSignal,
+  options: { pauseAfterMs: number; now: number },
+): Promise<boolean> {
+  const { pauseAfterMs, now } = options;
+  if (pauseAfterMs <= 0) return false;
+  if (!signal.delivered && signal.blame === "submission") return false;
+  const failingKey = destinationFailingKey(job.destinationId);
   const recordKey = destinationKey(job.formId, job.destinationId);
 
-  if (status === "delivered") {
+  if (signal.delivered) {
     // The common case reads one key and writes nothing.
     await retryAtomic(async () => {
-      const counter = await db.kv.get<number>(counterKey);
-      if (counter.value === null) return { op: null, result: undefined };
-      return { op: db.kv.atomic().check(counter).delete(counterKey), result: undefined };
+      const failing = await db.kv.get<FailingRecord>(failingKey);
+      if (failing.value === null) return { op: null, result: undefined };
+      return { op: db.kv.atomic().check(failing).delete(failingKey), result: undefined };
     });
-    return;
+    return false;
   }
 
-  const disabled = await retryAtomic(async () => {
-    const [counter, destination] = await db.kv.getMany<[number, DestinationRecord]>([
-      counterKey,
+  const paused = await retryAtomic(async () => {
+    const [failing, entry] = await db.kv.getMany<[FailingRecord, DestinationRecord]>([
+      failingKey,
       recordKey,
     ]);
-    if (destination.value === null) {
-      // Deleted: leave no count behind (a late outcome after deleteDestination).
-      const op = counter.value === null ? null : db.kv.atomic().check(counter).delete(counterKey);
+    const destination = readDestinationRecord(entry.value);
+    if (destination === null) {
+      // Deleted: leave no record behind (a late outcome after deleteDestination).
+      const op = failing.value === null ? null : db.kv.atomic().check(failing).delete(failingKey);
       return { op, result: false };
     }
-    if (!destination.value.isEnabled) return { op: null, result: false };
-    const count = (counter.value ?? 0) + 1;
-    // Kept as long as outcomes are, so the counts of deleted forms' destinations go too.
-    const op = db.kv.atomic().check(counter).set(counterKey, count, { expireIn: OUTCOME_TTL_MS });
-    if (count < threshold) return { op, result: false };
-    const now = new Date().toISOString();
-    const updated: DestinationRecord = {
-      ...destination.value,
-      isEnabled: false,
-      disabledReason: autoDisableReason(count, job.lastError),
-      disabledAt: now,
-      updatedAt: now,
+    if (!destination.isEnabled || destination.health.state === "paused") {
+      return { op: null, result: false };
+    }
+    const next: FailingRecord = {
+      since: failing.value?.since ?? now,
+      failures: (failing.value?.failures ?? 0) + 1,
+      lastError: signal.error,
     };
-    return { op: op.check(destination).set(recordKey, updated), result: true };
+    // Kept as long as outcomes are, so the records of deleted forms' destinations go too.
+    const op = db.kv.atomic().check(failing).set(failingKey, next, { expireIn: OUTCOME_TTL_MS });
+    if (now - next.since < pauseAfterMs) return { op, result: false };
+    const at = new Date(now).toISOString();
+    const updated: DestinationRecord = {
+      ...destination,
+      health: { state: "paused", reason: pauseReason(next), since: at },
+      updatedAt: at,
+    };
+    return { op: op.check(entry).set(recordKey, updated), result: true };
   });
-  if (disabled) db.formVersion.bump();
+  if (paused) db.formVersion.bump();
+  return paused;
 }

@@ -1,14 +1,16 @@
 /**
  * Destinations: the record of each form's destinations with its whole config sealed,
- * the per-form limit, and updates (re-enabling resets the failure count). Every write
- * moves db.formVersion on, so caches drop the old record.
+ * its health (paused by the service, apart from the tenant's isEnabled), the per-form
+ * limit, and updates (enabling or resuming clears a pause and the failing record).
+ * Every write moves db.formVersion on, so caches drop the old record.
  *
  * @module
  */
+import { redactUrls } from "../redact.ts";
 import { type Db, retryAtomic } from "./db.ts";
 import type { FormRecord } from "./forms.ts";
 import {
-  destinationFailuresKey,
+  destinationFailingKey,
   destinationKey,
   destinationsOfFormPrefix,
   formKey,
@@ -23,12 +25,52 @@ export interface DestinationRecord {
   orgId: string;
   type: DestinationType;
   sealedConfig: string;
+  /** The tenant's switch: a disabled destination gets no jobs (spec 2.3). */
   isEnabled: boolean;
-  /** Why the service disabled it, when it did (consecutive final failures). */
-  disabledReason: string | null;
-  disabledAt: string | null;
+  /** The service's view: paused when it kept failing (destination_health.ts). */
+  health: DestinationHealth;
   createdAt: string;
   updatedAt: string;
+}
+
+/**
+ * A destination's health: `paused` (with why and since when, an ISO time) after it
+ * failed, by its own fault, for DESTINATION_PAUSE_AFTER_HOURS with no delivery in
+ * between. A paused destination's jobs are held, not attempted, until it is resumed.
+ */
+export interface DestinationHealth {
+  state: "healthy" | "paused";
+  reason: string | null;
+  since: string | null;
+}
+
+/** The health of a destination nobody paused. */
+export const HEALTHY: DestinationHealth = { state: "healthy", reason: null, since: null };
+
+/** Records of earlier versions: the service's automatic disabling, before health existed. */
+type LegacyRecord = Omit<DestinationRecord, "health"> & {
+  health?: DestinationHealth;
+  disabledReason?: string | null;
+  disabledAt?: string | null;
+};
+
+/**
+ * A destination record as read from KV. Earlier versions disabled a failing destination
+ * by clearing isEnabled and setting `disabledReason`: such a record reads as enabled
+ * and paused, so that the tenant can resume it and sees why.
+ */
+export function readDestinationRecord(stored: DestinationRecord): DestinationRecord;
+export function readDestinationRecord(stored: DestinationRecord | null): DestinationRecord | null;
+export function readDestinationRecord(stored: DestinationRecord | null): DestinationRecord | null {
+  if (stored === null || stored.health !== undefined) return stored;
+  const { disabledReason, disabledAt, ...rest } = stored as LegacyRecord;
+  if (!rest.isEnabled && disabledReason) {
+    const since = disabledAt ?? rest.updatedAt;
+    // Reasons written by older versions may quote a whole URL.
+    const reason = redactUrls(disabledReason);
+    return { ...rest, isEnabled: true, health: { state: "paused", reason, since } };
+  }
+  return { ...rest, health: HEALTHY };
 }
 
 /** A destination with its config opened. */
@@ -69,8 +111,7 @@ export async function addDestination(
     type: input.type,
     sealedConfig: await sealJson(db.sealer, input.config, sealContext(id)),
     isEnabled: input.isEnabled,
-    disabledReason: null,
-    disabledAt: null,
+    health: HEALTHY,
     createdAt: now,
     updatedAt: now,
   };
@@ -104,7 +145,7 @@ export async function listDestinationRecords(
   for await (
     const entry of db.kv.list<DestinationRecord>({ prefix: destinationsOfFormPrefix(formId) })
   ) {
-    records.push(entry.value);
+    records.push(readDestinationRecord(entry.value));
   }
   return records.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
 }
@@ -121,16 +162,21 @@ export async function getDestination(
   formId: string,
   destinationId: string,
 ): Promise<Destination | null> {
-  const record = (await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId))).value;
+  const entry = await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId));
+  const record = readDestinationRecord(entry.value);
   return record === null ? null : await openDestination(db, record);
 }
 
-/** Changes a destination's config and/or enabled flag; null when not found. */
+/**
+ * Changes a destination's config, enabled flag and/or health; null when not found.
+ * Enabling (`isEnabled: true`) resumes a paused destination too; `resume` resumes it
+ * alone. Either clears the failing record, so the pause span starts afresh.
+ */
 export async function updateDestination(
   db: Db,
   formId: string,
   destinationId: string,
-  change: { config?: unknown; isEnabled?: boolean },
+  change: { config?: unknown; isEnabled?: boolean; resume?: boolean },
 ): Promise<Destination | null> {
   const key = destinationKey(formId, destinationId);
   const sealedConfig = change.config === undefined
@@ -138,20 +184,18 @@ export async function updateDestination(
     : await sealJson(db.sealer, change.config, sealContext(destinationId));
   const record = await retryAtomic(async () => {
     const entry = await db.kv.get<DestinationRecord>(key);
-    if (entry.value === null) return { op: null, result: null };
+    const current = readDestinationRecord(entry.value);
+    if (current === null) return { op: null, result: null };
+    const resume = change.resume === true || change.isEnabled === true;
     const updated: DestinationRecord = {
-      ...entry.value,
-      sealedConfig: sealedConfig ?? entry.value.sealedConfig,
-      isEnabled: change.isEnabled ?? entry.value.isEnabled,
+      ...current,
+      sealedConfig: sealedConfig ?? current.sealedConfig,
+      isEnabled: change.isEnabled ?? current.isEnabled,
+      health: resume ? HEALTHY : current.health,
       updatedAt: new Date().toISOString(),
     };
-    if (change.isEnabled === true) {
-      updated.disabledReason = null;
-      updated.disabledAt = null;
-    }
     const op = db.kv.atomic().check(entry).set(key, updated);
-    // Re-enabling starts the consecutive-failure count afresh.
-    if (change.isEnabled === true) op.delete(destinationFailuresKey(destinationId));
+    if (resume) op.delete(destinationFailingKey(destinationId));
     return { op, result: updated };
   });
   db.formVersion.bump();
@@ -169,7 +213,7 @@ export async function deleteDestination(
     const entry = await db.kv.get(key);
     if (entry.value === null) return { op: null, result: false };
     const op = db.kv.atomic().check(entry).delete(key)
-      .delete(destinationFailuresKey(destinationId));
+      .delete(destinationFailingKey(destinationId));
     return { op, result: true };
   });
   db.formVersion.bump();

@@ -1,6 +1,7 @@
 /**
  * Envelope cleanup after a job ends: the envelope goes with the last job of its
- * submission. A finishing job either deletes it in its own commit or leaves a marker
+ * submission (retained failed deliveries count as jobs: their envelope stays until
+ * their retention ends, FAILED_RETENTION_HOURS). A finishing job either deletes it in its own commit or leaves a marker
  * and checks right after the commit whether any sibling is left; the marker outlives a
  * crash between the two, so the sweep can finish the check.
  *
@@ -15,6 +16,7 @@ import {
   envelopeChecksPrefix,
   type JobKeyParts,
   jobsOfSubmissionPrefix,
+  retainedOfSubmissionPrefix,
 } from "./keys.ts";
 
 /**
@@ -39,20 +41,27 @@ export function applyEnvelopeCleanup(
   else op.set(envelopeCheckKey(job), { chunks: job.chunks, markedAt: Date.now() } satisfies Marker);
 }
 
+/** Whether any entry has the prefix. */
+async function anyUnder(db: Db, prefix: Deno.KvKey): Promise<boolean> {
+  for await (const _ of db.kv.list({ prefix }, { limit: 1 })) return true;
+  return false;
+}
+
 /**
  * The check after a finishing commit: deletes the envelope when no job of the
- * submission is left, and the job's marker either way. Of sibling jobs finishing at
- * once, the last to commit always sees none left (a second delete is harmless).
+ * submission is left (nor, with `retained`, a retained failed delivery), and the
+ * job's marker either way. Of sibling jobs finishing at once, the last to commit
+ * always sees none left (a second delete is harmless).
  */
 export async function deleteEnvelopeIfLast(
   db: Db,
   job: JobKeyParts & Pick<JobRecord, "chunks">,
+  options: { retained: boolean },
 ): Promise<void> {
-  const left = db.kv.list({ prefix: jobsOfSubmissionPrefix(job.submittedAt, job.submissionId) }, {
-    limit: 1,
-  });
-  let last = true;
-  for await (const _ of left) last = false;
+  const { submittedAt, submissionId } = job;
+  const last = !await anyUnder(db, jobsOfSubmissionPrefix(submittedAt, submissionId)) &&
+    !(options.retained &&
+      await anyUnder(db, retainedOfSubmissionPrefix(submittedAt, submissionId)));
   await db.batcher.commit({
     apply(op) {
       op.delete(envelopeCheckKey(job));
@@ -76,10 +85,11 @@ export async function sweepEnvelopeMarkers(
   });
   for await (const entry of markers) {
     if (entry.value.markedAt > options.now - options.olderThanMs) continue;
+    // Retained records are looked for whatever the setting: it may have changed since.
     await deleteEnvelopeIfLast(db, {
       ...envelopeCheckKeyParts(entry.key),
       chunks: entry.value.chunks,
-    });
+    }, { retained: true });
     checked++;
   }
   return checked;

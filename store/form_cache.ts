@@ -8,14 +8,21 @@
  */
 import type { ChangeVersion, Db } from "./db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
-import { type DestinationRecord, listDestinationRecords } from "./destinations.ts";
+import {
+  type DestinationRecord,
+  listDestinationRecords,
+  readDestinationRecord,
+} from "./destinations.ts";
 import { destinationKey } from "./keys.ts";
 import { type FormRecord, getFormByPublicKey } from "./forms.ts";
 
-/** What ingestion needs of a form: the record and its enabled destinations. */
+/**
+ * What ingestion needs of a form: the record and its enabled destinations, those
+ * paused for health marked `held` (their jobs are stored held, see submissions.ts).
+ */
 export interface IngestTarget {
   form: FormRecord;
-  destinations: { id: string; type: DestinationType }[];
+  destinations: { id: string; type: DestinationType; held: boolean }[];
 }
 
 const MAX_ENTRIES = 10_000;
@@ -55,7 +62,7 @@ export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () =
     if (form === null) return null;
     const destinations = (await listDestinationRecords(db, form.id))
       .filter((d) => d.isEnabled)
-      .map((d) => ({ id: d.id, type: d.type }));
+      .map((d) => ({ id: d.id, type: d.type, held: d.health.state === "paused" }));
     return { form, destinations };
   }, options);
   /** The target of a public key (enabled or not), or null when no form has it. */
@@ -70,7 +77,8 @@ export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () =
 export function createDestinationCache(db: Db, options: { ttlMs: number; now?: () => number }) {
   const get = createTtlCache(db.formVersion, async (key): Promise<DestinationRecord | null> => {
     const [formId, destinationId] = key.split("/");
-    return (await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId))).value;
+    const entry = await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId));
+    return readDestinationRecord(entry.value);
   }, options);
   return {
     get: (formId: string, destinationId: string) => get(`${formId}/${destinationId}`),

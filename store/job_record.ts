@@ -1,7 +1,8 @@
 /**
  * Delivery jobs as records: one per (submission, enabled destination), the durable
  * truth of delivery, and their compact stored form. A job is pending (waiting for
- * `dueAt`) or in flight (leased until `dueAt`); when it reaches a final state it is
+ * `dueAt`), in flight (leased until `dueAt`) or held (its destination is paused for
+ * health: not attempted; `dueAt` is when to look again); when it reaches a final state it is
  * deleted and its outcome stays in `deliveries` for 30 days (outcomes.ts). Only
  * unfinished jobs exist, so the sweep finds due ones by scanning them all: no due-time
  * index to keep, which halves the writes per submission.
@@ -18,9 +19,9 @@ export interface JobRecord {
   formId: string;
   orgId: string;
   type: DestinationType;
-  state: "pending" | "in_flight";
+  state: "pending" | "in_flight" | "held";
   attempts: number;
-  /** Epoch ms: next attempt when pending, lease expiry when in flight. */
+  /** Epoch ms: next attempt when pending, lease expiry when in flight, next look when held. */
   dueAt: number;
   /** Number of sealed envelope chunks of the submission. */
   chunks: number;
@@ -31,6 +32,11 @@ export interface JobRecord {
   /** Epoch ms of acceptance. */
   submittedAt: number;
   updatedAt: number;
+  /**
+   * A tenant asked for this one delivery (redelivery.ts): it is attempted even while
+   * its destination is paused, as a probe before resuming it.
+   */
+  redelivered?: boolean;
 }
 
 /**
@@ -63,6 +69,7 @@ export type StoredJob = [
   lastError: string | null,
   lastStatusCode: number | null,
   updatedAt: number,
+  redelivered?: true,
 ];
 
 /** Rough size of a job or outcome record, for commit batching. */
@@ -70,7 +77,7 @@ export const JOB_BYTES = 600;
 
 /** The stored form of a job (see StoredJob); its key is jobKey(job). */
 export function encodeJob(job: JobRecord): StoredJob {
-  return [
+  const stored: StoredJob = [
     job.formId,
     job.orgId,
     job.type,
@@ -83,6 +90,9 @@ export function encodeJob(job: JobRecord): StoredJob {
     job.lastStatusCode,
     job.updatedAt,
   ];
+  // Only when set: most jobs stay one element shorter.
+  if (job.redelivered) stored.push(true);
+  return stored;
 }
 
 /** A job read back from its KV entry. */
@@ -102,6 +112,7 @@ export function decodeJob(entry: { key: Deno.KvKey; value: StoredJob | JobRecord
     lastError,
     lastStatusCode,
     updatedAt,
+    redelivered,
   ] = value;
   return {
     submissionId,
@@ -118,6 +129,7 @@ export function decodeJob(entry: { key: Deno.KvKey; value: StoredJob | JobRecord
     lastStatusCode,
     submittedAt,
     updatedAt,
+    ...(redelivered ? { redelivered } : {}),
   };
 }
 

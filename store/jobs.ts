@@ -16,7 +16,7 @@ import {
   type KnownJob,
   type StoredJob,
 } from "./job_record.ts";
-import { envelopeChunkKey, jobKey, type JobKeyParts, outcomeKey } from "./keys.ts";
+import { envelopeChunkKey, jobKey, type JobKeyParts, outcomeKey, retainedKey } from "./keys.ts";
 import { type DeliveryOutcome, OUTCOME_TTL_MS, outcomeOf } from "./outcomes.ts";
 import type { WakeUp } from "./wake.ts";
 
@@ -72,7 +72,8 @@ export async function claimKnownJob(
 }
 
 /**
- * Puts a claimed job back to pending until `job.dueAt` after a transient failure.
+ * Puts a claimed job back, pending until `next.dueAt` after a transient failure, or
+ * held (`next.state`) while its destination is paused; its outcome says which.
  * False when the lease was lost to another worker.
  */
 export async function rescheduleJob(
@@ -86,7 +87,9 @@ export async function rescheduleJob(
     apply(op) {
       op.check({ key: jobKey(job), versionstamp: claimed.versionstamp })
         .set(jobKey(next), encodeJob(next))
-        .set(outcomeKey(next), outcomeOf(next, "retrying"), { expireIn: OUTCOME_TTL_MS });
+        .set(outcomeKey(next), outcomeOf(next, next.state === "held" ? "held" : "retrying"), {
+          expireIn: OUTCOME_TTL_MS,
+        });
       if (options.wakeUp) op.enqueue(options.wakeUp.message, { delay: options.wakeUp.delayMs });
     },
     mutations: 3,
@@ -99,23 +102,27 @@ export async function rescheduleJob(
 /**
  * Ends a claimed job: deletes it and records its final outcome, and deletes the
  * envelope or leaves a marker for the check that follows (see envelope_cleanup.ts).
- * False when the lease was lost.
+ * With `retainMs`, a failed job is kept that long as a retained record (its envelope
+ * then stays: the cleanup check counts retained records). False when the lease was lost.
  */
 export async function finishJob(
   db: Db,
   claimed: ClaimedJob,
   outcome: DeliveryOutcome,
-  cleanup: EnvelopeCleanup,
+  options: { cleanup: EnvelopeCleanup; retainMs: number },
 ): Promise<boolean> {
   const { job } = claimed;
+  const { cleanup } = options;
+  const retain = outcome.status === "failed" && options.retainMs > 0;
   const versionstamp = await db.batcher.commit({
     apply(op) {
       op.check({ key: jobKey(job), versionstamp: claimed.versionstamp })
         .delete(jobKey(job))
         .set(outcomeKey(job), outcome, { expireIn: OUTCOME_TTL_MS });
+      if (retain) op.set(retainedKey(job), encodeJob(job), { expireIn: options.retainMs });
       applyEnvelopeCleanup(op, job, cleanup);
     },
-    mutations: 3 + (cleanup === "delete" ? job.chunks : 0),
+    mutations: 4 + (cleanup === "delete" ? job.chunks : 0),
     checks: 1,
     bytes: 2 * JOB_BYTES,
   });

@@ -31,7 +31,12 @@ Deno.test("a job finished with 'delete' removes the envelope in its own commit",
   const { h, claimed } = await claimedSubmission(1);
   await using _ = h;
   const [one] = claimed;
-  assert.ok(await finishJob(h.service.db, one, outcomeOf(one.job, "delivered"), "delete"));
+  assert.ok(
+    await finishJob(h.service.db, one, outcomeOf(one.job, "delivered"), {
+      cleanup: "delete",
+      retainMs: 0,
+    }),
+  );
   assert.equal(await count(h.service.db.kv, "envelopes"), 0);
   assert.equal(await count(h.service.db.kv, "envelope_checks"), 0);
 });
@@ -41,12 +46,14 @@ Deno.test("of two siblings checked after their commits, the last one deletes the
   await using _ = h;
   const [a, b] = claimed;
   const db = h.service.db;
-  assert.ok(await finishJob(db, a, outcomeOf(a.job, "delivered"), "check"));
-  await deleteEnvelopeIfLast(db, a.job);
+  assert.ok(
+    await finishJob(db, a, outcomeOf(a.job, "delivered"), { cleanup: "check", retainMs: 0 }),
+  );
+  await deleteEnvelopeIfLast(db, a.job, { retained: false });
   assert.equal(await count(db.kv, "envelopes"), 1, "b is still pending");
   assert.equal(await count(db.kv, "envelope_checks"), 0);
-  assert.ok(await finishJob(db, b, outcomeOf(b.job, "failed"), "check"));
-  await deleteEnvelopeIfLast(db, b.job);
+  assert.ok(await finishJob(db, b, outcomeOf(b.job, "failed"), { cleanup: "check", retainMs: 0 }));
+  await deleteEnvelopeIfLast(db, b.job, { retained: false });
   assert.equal(await count(db.kv, "envelopes"), 0);
   assert.equal(await count(db.kv, "envelope_checks"), 0);
 });
@@ -56,7 +63,9 @@ Deno.test("a check cut short by a crash is finished by the sweep of envelope mar
   await using _ = h;
   const [one] = claimed;
   const db = h.service.db;
-  assert.ok(await finishJob(db, one, outcomeOf(one.job, "delivered"), "check"));
+  assert.ok(
+    await finishJob(db, one, outcomeOf(one.job, "delivered"), { cleanup: "check", retainMs: 0 }),
+  );
   // The process dies here, before deleteEnvelopeIfLast.
   assert.equal(await count(db.kv, "envelopes"), 1);
   const young = await sweepEnvelopeMarkers(db, { now: Date.now(), olderThanMs: 60_000, limit: 10 });

@@ -7,11 +7,14 @@
  * - `orgs/<orgId>` organization; `tenant_keys/<sha256>` tenant key by hash;
  *   `tenant_keys_by_org/<orgId>/<sha256>` the active keys of an organization.
  * - `forms/<formId>`; `forms_by_org/<orgId>/<formId>`; `forms_by_public_key/<pk>`.
- * - `destinations/<formId>/<destinationId>`; `destination_failures/<destinationId>`.
+ * - `destinations/<formId>/<destinationId>`; `destination_failing/<destinationId>` since
+ *   when a destination has been failing (destination_health.ts).
  * - `jobs/<submittedAt>/<submissionId>/<destinationId>` unfinished delivery jobs;
  *   `envelopes/<submittedAt>/<submissionId>/<chunk>` sealed envelope chunks;
  *   `envelope_checks/<submittedAt>/<submissionId>/<destinationId>` cleanup markers;
- *   `deliveries/<formId>/<submittedAt>/<submissionId>/<destinationId>` outcomes.
+ *   `deliveries/<formId>/<submittedAt>/<submissionId>/<destinationId>` outcomes;
+ *   `retained/<submittedAt>/<submissionId>/<destinationId>` failed deliveries whose
+ *   envelope is kept for redelivery (FAILED_RETENTION_HOURS, redelivery.ts).
  * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
@@ -88,10 +91,10 @@ export const destinationsOfFormPrefix = (formId: string): ["destinations", strin
   "destinations",
   formId,
 ];
-/** A destination's consecutive final failures (see destination_health.ts). */
-export const destinationFailuresKey = (
+/** Since when a destination has been failing, when it is (see destination_health.ts). */
+export const destinationFailingKey = (
   destinationId: string,
-): ["destination_failures", string] => ["destination_failures", destinationId];
+): ["destination_failing", string] => ["destination_failing", destinationId];
 
 // Delivery jobs, envelopes, cleanup markers and outcomes.
 
@@ -136,6 +139,21 @@ export function envelopeCheckKeyParts(key: Deno.KvKey): JobKeyParts {
   const [, submittedAt, submissionId, destinationId] = key as ReturnType<typeof envelopeCheckKey>;
   return { submittedAt, submissionId, destinationId };
 }
+
+/** A failed delivery kept for redelivery (FAILED_RETENTION_HOURS). */
+export const retainedKey = (ref: JobKeyParts): ["retained", number, string, string] => [
+  "retained",
+  ref.submittedAt,
+  ref.submissionId,
+  ref.destinationId,
+];
+/** Prefix of every retained failed delivery. */
+export const retainedPrefix = (): ["retained"] => ["retained"];
+/** Prefix of the retained failed deliveries of one submission. */
+export const retainedOfSubmissionPrefix = (
+  submittedAt: number,
+  submissionId: string,
+): ["retained", number, string] => ["retained", submittedAt, submissionId];
 
 /** A delivery outcome, listed per form newest first. */
 export const outcomeKey = (

@@ -14,7 +14,8 @@ export interface DeliveryOutcome {
   submissionId: string;
   destinationId: string;
   destinationType: DestinationType;
-  status: "retrying" | "delivered" | "failed";
+  /** `held`: its destination is paused; delivered when resumed (destination_health.ts). */
+  status: "retrying" | "held" | "delivered" | "failed";
   attempts: number;
   lastError: string | null;
   lastStatusCode: number | null;

@@ -1,6 +1,8 @@
 /**
  * Storing accepted submissions: the sealed envelope's chunks and one job per enabled
- * destination, with their queue wake-up, in one group commit.
+ * destination, with their queue wake-up, in one group commit. The job of a destination
+ * paused for health is stored held, with a `held` outcome, and not woken: a submission
+ * is never accepted into silence.
  *
  * @module
  */
@@ -8,7 +10,16 @@ import type { Db } from "./db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
 import { splitChunks } from "./envelope_chunks.ts";
 import { encodeJob, JOB_BYTES, type JobRecord, type KnownJob } from "./job_record.ts";
-import { envelopeChunkKey, jobKey } from "./keys.ts";
+import { envelopeChunkKey, jobKey, outcomeKey } from "./keys.ts";
+import { OUTCOME_TTL_MS, outcomeOf } from "./outcomes.ts";
+
+/** How often a held job is looked at again (a resume that raced its holding is caught then). */
+export const HELD_RECHECK_MS = 3600 * 1000;
+
+/** When a held job is looked at next: within the hour, and at the latest when its data expires. */
+export function heldDueAt(job: Pick<JobRecord, "submittedAt">, now: number, lifetimeMs: number) {
+  return Math.min(now + HELD_RECHECK_MS, job.submittedAt + lifetimeMs);
+}
 
 /** An accepted submission ready to be stored: its sealed envelope and its jobs. */
 export interface NewSubmission {
@@ -16,18 +27,24 @@ export interface NewSubmission {
   formId: string;
   orgId: string;
   sealedEnvelope: Uint8Array<ArrayBuffer>;
-  destinations: { id: string; type: DestinationType }[];
+  /** Enabled destinations; `held` ones are paused for health. */
+  destinations: { id: string; type: DestinationType; held?: boolean }[];
   submittedAt: number;
-  /** Safety-net lifetime of the sealed envelope. */
+  /** Lifetime of the sealed envelope (and of held jobs), FAILED_RETENTION_HOURS not included. */
   envelopeTtlMs: number;
 }
 
 /**
  * Writes accepted submissions: each submission's envelope chunks, jobs and wake-up go
  * in one atomic commit, shared with whatever else is being committed at that moment
- * (db.batcher), so concurrent submissions do not pay a sync each.
+ * (db.batcher), so concurrent submissions do not pay a sync each. With
+ * `retainMs` (FAILED_RETENTION_HOURS) the envelope lives that much longer, so that a
+ * delivery failing at the end of its retries can still be kept for redelivery.
  */
-export function createSubmissionWriter(db: Db): SubmissionWriter {
+export function createSubmissionWriter(
+  db: Db,
+  options: { retainMs: number } = { retainMs: 0 },
+): SubmissionWriter {
   function jobsOf(s: NewSubmission, chunks: number): JobRecord[] {
     const family = s.destinations.map((d) => d.id);
     return s.destinations.map((destination) => ({
@@ -36,9 +53,9 @@ export function createSubmissionWriter(db: Db): SubmissionWriter {
       formId: s.formId,
       orgId: s.orgId,
       type: destination.type,
-      state: "pending",
+      state: destination.held ? "held" : "pending",
       attempts: 0,
-      dueAt: s.submittedAt,
+      dueAt: destination.held ? heldDueAt(s, s.submittedAt, s.envelopeTtlMs) : s.submittedAt,
       chunks,
       family,
       lastError: null,
@@ -52,17 +69,22 @@ export function createSubmissionWriter(db: Db): SubmissionWriter {
     async write(submission: NewSubmission): Promise<StoredSubmission> {
       const chunks = splitChunks(submission.sealedEnvelope);
       const jobs = jobsOf(submission, chunks.length);
+      const held = jobs.filter((job) => job.state === "held");
+      const expireIn = submission.envelopeTtlMs + options.retainMs;
       const versionstamp = await db.batcher.commit({
         apply(op) {
           chunks.forEach((chunk, i) => {
             const key = envelopeChunkKey(submission.submittedAt, submission.submissionId, i);
-            op.set(key, chunk, { expireIn: submission.envelopeTtlMs });
+            op.set(key, chunk, { expireIn });
           });
           for (const job of jobs) op.set(jobKey(job), encodeJob(job));
+          for (const job of held) {
+            op.set(outcomeKey(job), outcomeOf(job, "held"), { expireIn: OUTCOME_TTL_MS });
+          }
         },
-        mutations: chunks.length + jobs.length,
-        bytes: submission.sealedEnvelope.length + jobs.length * JOB_BYTES,
-        wake: jobs,
+        mutations: chunks.length + jobs.length + held.length,
+        bytes: submission.sealedEnvelope.length + (jobs.length + held.length) * JOB_BYTES,
+        wake: held.length === 0 ? jobs : jobs.filter((job) => job.state !== "held"),
       });
       if (versionstamp === null) throw new Error("Cannot store the submission: KV commit failed");
       return { jobs: jobs.map((job) => ({ job, versionstamp })), firstChunk: chunks[0] };

@@ -103,11 +103,17 @@ Deno.test("create-org prints one JSON line and forms lists the org's forms witho
         },
         isEnabled: false,
       });
-      // As the delivery engine leaves a destination it disabled after repeated failures.
+      // As earlier versions left a destination they disabled after repeated failures:
+      // read now as enabled and paused.
       const key = destinationKey(contact.id, ids.smtp);
       const record = (await service.db.kv.get<DestinationRecord>(key)).value;
       assert.ok(record);
-      await service.db.kv.set(key, { ...record, disabledReason: "Disabled after 10 failures" });
+      const { health: _, ...legacy } = record;
+      await service.db.kv.set(key, {
+        ...legacy,
+        disabledReason: "Disabled after 10 failures",
+        disabledAt: "2026-11-20T10:00:00.000Z",
+      });
     } finally {
       await service.close();
     }
@@ -136,7 +142,7 @@ Deno.test("create-org prints one JSON line and forms lists the org's forms witho
         "      PUT https://hooks.example.com",
         `    - sheets_webhook ${ids.sheets} enabled`,
         "      POST https://script.google.com",
-        `    - smtp ${ids.smtp} disabled: Disabled after 10 failures`,
+        `    - smtp ${ids.smtp} paused since 2026-11-20T10:00:00.000Z: Disabled after 10 failures`,
         "      smtp.example.com:587 (starttls) -> ada@example.com, grace@example.com",
         `Form "Newsletter" (${quiet.id})`,
         "  enabled          no",
@@ -169,21 +175,25 @@ Deno.test("create-org prints one JSON line and forms lists the org's forms witho
           id: ids.webhook,
           type: "webhook",
           isEnabled: true,
-          disabledReason: null,
+          health: { state: "healthy", reason: null, since: null },
           target: { method: "PUT", url: "https://hooks.example.com" },
         },
         {
           id: ids.sheets,
           type: "sheets_webhook",
           isEnabled: true,
-          disabledReason: null,
+          health: { state: "healthy", reason: null, since: null },
           target: { method: "POST", url: "https://script.google.com" },
         },
         {
           id: ids.smtp,
           type: "smtp",
-          isEnabled: false,
-          disabledReason: "Disabled after 10 failures",
+          isEnabled: true,
+          health: {
+            state: "paused",
+            reason: "Disabled after 10 failures",
+            since: "2026-11-20T10:00:00.000Z",
+          },
           target: {
             relay: "smtp.example.com:587",
             secureTransport: "starttls",

@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import AxeBuilder from "@axe-core/playwright";
 import type { Browser, BrowserContext, Page } from "playwright-core";
+import { destinationFailingKey } from "../store/keys.ts";
 import { launchChromium } from "./helpers/chromium.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { serveApp } from "./helpers/serve.ts";
@@ -92,7 +93,7 @@ Deno.test("the console serves its files with security headers, and nothing outsi
 });
 
 Deno.test("a tenant uses the console in Chromium: from an empty organization to a delivered submission", async (t) => {
-  await using h = await startHarness({ autoDisableAfterFailures: 1, retryScheduleMs: [] });
+  await using h = await startHarness({ pauseAfterMs: 1, retryScheduleMs: [] });
   await using api = serveApp(h.service.app);
   await using sink = startWebhookSink();
   await using gone = startWebhookSink(() => new Response("gone", { status: 410 }));
@@ -337,8 +338,16 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
     await t.step(
       "a destination disabled for its health is flagged with its reason and re-enabled",
       async () => {
-        await h.addDestination(formId, { type: "webhook", config: { url: gone.url } });
+        const goneId = await h.addDestination(formId, {
+          type: "webhook",
+          config: { url: gone.url },
+        });
+        // Paused once it has failed for DESTINATION_PAUSE_AFTER_HOURS (1 ms here): two failures.
         assert.equal((await h.submit(publicKey, { message: "to both" })).status, 202);
+        await waitFor(async () =>
+          (await h.service.db.kv.get(destinationFailingKey(goneId))).value !== null
+        );
+        assert.equal((await h.submit(publicKey, { message: "to both again" })).status, 202);
         let destinations: { isEnabled: boolean; disabledReason: string | null }[] = [];
         await waitFor(async () => {
           destinations = (await (await h.admin("GET", `/forms/${formId}/destinations`)).json())
@@ -350,8 +359,8 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         await alert.waitFor();
         assert.match(await alert.textContent() ?? "", /Disabled for repeated failures since .*410/);
         await page.getByLabel("Status").selectOption("failed");
-        assert.equal(await page.locator("tbody tr").count(), 1);
-        assert.equal(await page.locator('tbody tr[data-status="failed"]').count(), 1);
+        assert.equal(await page.locator("tbody tr").count(), 2);
+        assert.equal(await page.locator('tbody tr[data-status="failed"]').count(), 2);
         await check("deliveries-health");
         await page.getByRole("button", { name: "Re-enable" }).click();
         await alert.waitFor({ state: "detached" });

@@ -130,6 +130,16 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("PATCH", `/forms/${form.id}/destinations/${destination.id}`, { isEnabled: false });
   await admin("POST", `/forms/${form.id}/destinations/${destination.id}/test`);
   await admin("GET", `/forms/${form.id}/deliveries?limit=5`);
+  const dest = `/forms/${form.id}/destinations/${destination.id}`;
+  const since = { since: new Date(0).toISOString() };
+  await admin("POST", `${dest}/redeliver`, since); // 409: disabled
+  await admin(
+    "POST",
+    `/forms/${form.id}/deliveries/${crypto.randomUUID()}.${destination.id}/redeliver`,
+  );
+  await admin("POST", `${dest}/resume`);
+  await admin("PATCH", dest, { isEnabled: true });
+  await admin("POST", `${dest}/redeliver`, since);
 
   // Errors, each with its text in the description.
   await admin("POST", "/forms", { name: "" });

@@ -281,6 +281,11 @@ Deno.test("SMTP a wrong password is a permanent failure with code 535 and no sec
   const error = await deliveryError(deliver(connector, config));
   assert.equal(error.permanent, true);
   assert.equal(error.statusCode, 535);
+  assert.equal(
+    error.blame,
+    "destination",
+    "a relay refusing the login is broken for every submission",
+  );
   assert.match(error.message, /^Cannot deliver to "localhost:\d+": 535 authentication failed/);
   assert.ok(!error.message.includes("wrong-secret-123"));
   assert.ok(!error.message.includes("Hello"), "payload must not appear in errors");
@@ -297,6 +302,7 @@ Deno.test("SMTP a 450 recipient is a transient failure", async () => {
     deliver(connector, relayConfig(server, { to: ["busy@tenant.example"] })),
   );
   assert.equal(error.permanent, false);
+  assert.equal(error.blame, "submission");
   assert.equal(error.statusCode, 450);
   assert.match(error.message, /all recipients rejected: busy@tenant\.example \(450\)/);
   assert.equal(server.messages.length, 0);
@@ -311,6 +317,7 @@ Deno.test("SMTP all recipients refused with 5xx is a permanent failure", async (
   const error = await deliveryError(deliver(connector, config));
   assert.equal(error.permanent, true);
   assert.equal(error.statusCode, 550);
+  assert.equal(error.blame, "submission", "refused recipients are this message's fault");
   assert.equal(server.messages.length, 0);
 });
 
@@ -577,6 +584,7 @@ Deno.test("SMTP a refused connection is a transient failure", async () => {
     const config = relayConfig({ port }, { host: "127.0.0.1" });
     const error = await deliveryError(deliver(connector, config));
     assert.equal(error.permanent, false);
+    assert.equal(error.blame, "destination");
     assert.match(error.message, /^Cannot deliver to "127\.0\.0\.1:\d+": connection failed: /);
   } finally {
     connector.close();

@@ -93,6 +93,11 @@ export class SmtpError extends Error {
   readonly replyCode?: number;
   /** True when no transaction had started: retrying on a new connection is safe. */
   readonly beforeTransaction: boolean;
+  /**
+   * True when the server refused this message (its recipients, DATA or content) after
+   * accepting the session and the sender: the message's fault, not the relay's.
+   */
+  readonly messageRefused: boolean;
 
   constructor(
     message: string,
@@ -101,11 +106,13 @@ export class SmtpError extends Error {
       permanent: boolean;
       replyCode?: number;
       beforeTransaction?: boolean;
+      messageRefused?: boolean;
       cause?: unknown;
     },
   ) {
     super(message, { cause: options.cause });
     this.name = "SmtpError";
+    this.messageRefused = options.messageRefused ?? false;
     this.kind = options.kind;
     this.permanent = options.permanent;
     this.replyCode = options.replyCode;
@@ -243,16 +250,19 @@ export class SmtpConnection {
         kind: "reply",
         permanent: transient === undefined,
         replyCode: first.reply.code,
+        messageRefused: true,
       });
     }
     dataReply ??= await this.#command("DATA", "the reply to DATA");
-    if (dataReply.code !== 354) throw replyError("DATA refused", dataReply);
+    if (dataReply.code !== 354) {
+      throw replyError("DATA refused", dataReply, { messageRefused: true });
+    }
     this.#inData = true;
     this.#stage = "the reply to the message";
     await this.#write(data);
     const final = await this.#readReply(this.#timeouts.commandMs);
     this.#inData = false;
-    if (final.code !== 250) throw replyError("message rejected", final);
+    if (final.code !== 250) throw replyError("message rejected", final, { messageRefused: true });
     return { accepted, rejected, reply: final };
   }
 
@@ -601,7 +611,7 @@ function replyText(reply: SmtpReply): string {
 function replyError(
   what: string,
   reply: SmtpReply,
-  options: { beforeTransaction?: boolean } = {},
+  options: { beforeTransaction?: boolean; messageRefused?: boolean } = {},
 ): SmtpError {
   const text = replyText(reply);
   const permanent = reply.code >= 500;
@@ -610,6 +620,7 @@ function replyError(
     permanent,
     replyCode: reply.code,
     beforeTransaction: options.beforeTransaction,
+    messageRefused: options.messageRefused,
   });
 }
 

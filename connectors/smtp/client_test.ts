@@ -178,6 +178,7 @@ Deno.test("SmtpConnection without PIPELINING sends one command at a time and sto
     assert.equal(error.permanent, true);
     assert.equal(error.replyCode, 553);
     assert.equal(error.message, "553 sender rejected: 5.1.8 sender refused");
+    assert.equal(error.messageRefused, false, "a refused sender is the relay's fault");
     await connection.quit();
     await server.finished;
     assert.ok(!server.commands.some((c) => c.startsWith("RCPT")));
@@ -198,6 +199,7 @@ Deno.test("SmtpConnection treats a 4xx greeting as transient and closes the sock
     assert.ok(error instanceof SmtpError);
     assert.equal(error.permanent, false);
     assert.equal(error.replyCode, 421);
+    assert.equal(error.messageRefused, false);
     await server.finished; // the client closed its end
     assert.deepEqual(server.commands, []);
   } finally {
@@ -238,5 +240,39 @@ Deno.test("SmtpConnection stops at the conversation deadline even when each wait
     await server.finished;
   } finally {
     server.close();
+  }
+});
+
+Deno.test("SmtpConnection marks refusals of the recipients or of DATA as the message's, not the relay's", async () => {
+  for (
+    const [refuse, code] of [
+      [(line: string) => line.startsWith("RCPT") ? "550 5.1.1 no such user\r\n" : null, 550],
+      [(line: string) => line === "DATA" ? "554 5.7.1 content refused\r\n" : null, 554],
+    ] as const
+  ) {
+    const answers = standardAnswers("250-mail.example\r\n250 AUTH LOGIN\r\n");
+    const server = scriptedServer("220 ready\r\n", (line) => refuse(line) ?? answers(line));
+    try {
+      const connection = await SmtpConnection.open({ ...relay, port: server.port }, {
+        heloName: "relay.test",
+        timeouts,
+        deadline: Date.now() + 5000,
+      });
+      const error = await connection.send({
+        from: "a@example.org",
+        recipients: ["b@example.org"],
+        data: "x",
+      }).catch((e) => e);
+      assert.ok(error instanceof SmtpError);
+      assert.deepEqual([error.replyCode, error.permanent, error.messageRefused], [
+        code,
+        true,
+        true,
+      ]);
+      await connection.quit();
+      await server.finished;
+    } finally {
+      server.close();
+    }
   }
 });

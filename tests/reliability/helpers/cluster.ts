@@ -12,7 +12,7 @@ import { createOrg } from "../../../store/orgs.ts";
 /**
  * Environment of every child service in the suite: timings compressed so that leases,
  * time-outs and retries play out in seconds, no per-IP limit (all load comes from
- * 127.0.0.1), destinations never auto-disabled, info logs on stdout.
+ * 127.0.0.1), destinations never paused, info logs on stdout.
  */
 const RELIABILITY_ENV: Readonly<Record<string, string>> = {
   DELIVERY_LEASE_MS: "4000",
@@ -22,7 +22,7 @@ const RELIABILITY_ENV: Readonly<Record<string, string>> = {
   RETRY_SCHEDULE_SECONDS: ["0.2", "0.5", "1", ...Array(50).fill("2")].join(","),
   SWEEP_INTERVAL_SECONDS: "0.5",
   RATE_LIMIT_MAX: "0",
-  AUTO_DISABLE_AFTER_FAILURES: "0",
+  DESTINATION_PAUSE_AFTER_HOURS: "0",
   ALLOW_PRIVATE_DESTINATIONS: "true",
   LOG_LEVEL: "info",
 };

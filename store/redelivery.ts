@@ -1,0 +1,141 @@
+/**
+ * Redelivery: releasing held jobs (their destination was paused) and restoring retained
+ * failed deliveries (FAILED_RETENTION_HOURS) as new pending jobs, one delivery or all of
+ * a destination's since a time. A delivery is named by `<submissionId>.<destinationId>`
+ * (the webhook's `webhook-id`); one delivery asked for by name is attempted even while
+ * its destination is paused (a probe before resuming it). Held jobs are found by
+ * scanning the unfinished jobs and retained ones by scanning the retained records; both
+ * sets are small next to the outcomes, and keys lead with the acceptance time, so
+ * `since` starts the scan there.
+ *
+ * @module
+ */
+import type { Db } from "./db.ts";
+import { envelopeChunkKey, jobKey, jobsPrefix, retainedKey, retainedPrefix } from "./keys.ts";
+import {
+  decodeJob,
+  encodeJob,
+  JOB_BYTES,
+  type JobRecord,
+  type JobRef,
+  type StoredJob,
+} from "./job_record.ts";
+
+/** A delivery's identity in the admin API: `<submissionId>.<destinationId>`. */
+export interface DeliveryRef {
+  submissionId: string;
+  destinationId: string;
+}
+
+const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+const DELIVERY_ID = new RegExp(`^(${UUID})\\.(${UUID})$`, "i");
+
+/** Reads a delivery id; null when it is not two UUIDs joined by a dot. */
+export function parseDeliveryId(id: string): DeliveryRef | null {
+  const match = DELIVERY_ID.exec(id);
+  return match === null ? null : { submissionId: match[1], destinationId: match[2] };
+}
+
+/** What a redelivery found and did. */
+export interface Redelivery {
+  /** Jobs made due now: held ones released and retained ones restored. */
+  woken: JobRef[];
+  /** Jobs found pending or in flight (already being delivered), left as they are. */
+  underWay: number;
+  /** Retained records whose envelope was gone (expired): removed, nothing to send. */
+  expired: number;
+}
+
+/** Which deliveries of a form's destination to redeliver: one submission's, or all since a time. */
+export interface RedeliverySelection {
+  formId: string;
+  destinationId: string;
+  submissionId?: string;
+  /** Epoch ms: deliveries of submissions accepted at or after it. */
+  since?: number;
+  /** Held jobs only (a resume), or retained failed deliveries too (a redelivery). */
+  heldOnly?: boolean;
+  now: number;
+}
+
+const refOf = (job: JobRecord): JobRef => ({
+  submittedAt: job.submittedAt,
+  submissionId: job.submissionId,
+  destinationId: job.destinationId,
+  orgId: job.orgId,
+});
+
+/** The entries under a prefix whose job matches the selection, oldest first. */
+async function* matching(db: Db, prefix: Deno.KvKey, selection: RedeliverySelection) {
+  const start = selection.since === undefined ? undefined : [...prefix, selection.since];
+  const iter = db.kv.list<StoredJob>(start ? { prefix, start } : { prefix }, { batchSize: 500 });
+  for await (const entry of iter) {
+    const job = decodeJob(entry);
+    if (job.formId !== selection.formId || job.destinationId !== selection.destinationId) continue;
+    if (selection.submissionId !== undefined && job.submissionId !== selection.submissionId) {
+      continue;
+    }
+    yield { entry, job };
+  }
+}
+
+/**
+ * Makes the selected held jobs due now and restores the selected retained failed
+ * deliveries as new pending jobs (attempts counted afresh). Each change is checked
+ * against the versionstamp read, so a job that moved on meanwhile is left alone.
+ */
+export async function redeliver(db: Db, selection: RedeliverySelection): Promise<Redelivery> {
+  const result: Redelivery = { woken: [], underWay: 0, expired: 0 };
+  const { now } = selection;
+  // One delivery asked for by name goes through even while its destination is paused.
+  const redelivered = selection.submissionId !== undefined ? true : undefined;
+
+  for await (const { entry, job } of matching(db, jobsPrefix(), selection)) {
+    if (job.state !== "held") {
+      result.underWay++;
+      continue;
+    }
+    const next: JobRecord = { ...job, state: "pending", dueAt: now, updatedAt: now, redelivered };
+    const versionstamp = await db.batcher.commit({
+      apply: (op) => op.check(entry).set(jobKey(next), encodeJob(next)),
+      mutations: 1,
+      checks: 1,
+      bytes: JOB_BYTES,
+      wake: [refOf(next)],
+    });
+    if (versionstamp !== null) result.woken.push(refOf(next));
+  }
+  if (selection.heldOnly) return result;
+
+  for await (const { entry, job } of matching(db, retainedPrefix(), selection)) {
+    const first = await db.kv.get(envelopeChunkKey(job.submittedAt, job.submissionId, 0));
+    if (first.value === null) {
+      await db.kv.atomic().check(entry).delete(entry.key).commit();
+      result.expired++;
+      continue;
+    }
+    // No family: its siblings finished long ago, so the envelope check runs after it ends.
+    const next: JobRecord = {
+      ...job,
+      state: "pending",
+      attempts: 0,
+      dueAt: now,
+      family: undefined,
+      updatedAt: now,
+      redelivered,
+    };
+    const versionstamp = await db.batcher.commit({
+      apply: (op) =>
+        op.check(entry)
+          .check({ key: jobKey(next), versionstamp: null })
+          .delete(retainedKey(job))
+          .set(jobKey(next), encodeJob(next)),
+      mutations: 2,
+      checks: 2,
+      bytes: JOB_BYTES,
+      wake: [refOf(next)],
+    });
+    if (versionstamp !== null) result.woken.push(refOf(next));
+  }
+  return result;
+}
