@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { startHarness } from "../tests/helpers/harness.ts";
 import { countJobs, countPausedDestinations, createBacklogReader } from "./backlog.ts";
 import { recordHealth } from "./destination_health.ts";
+import { waitFor } from "../tests/helpers/wait.ts";
 
 Deno.test("countJobs counts jobs by state up to its bound, and says when it stopped there", async () => {
   await using h = await startHarness({}, { deliver: false });
@@ -61,4 +62,21 @@ Deno.test("countPausedDestinations counts destinations paused for their health, 
     paused: 1,
     truncated: false,
   });
+});
+
+Deno.test("countJobs counts the jobs held for a paused destination as held, not due", async () => {
+  await using h = await startHarness();
+  const form = await h.createForm();
+  const url = "http://127.0.0.1:9/";
+  const destinationId = await h.addDestination(form.id, { type: "webhook", config: { url } });
+  const { db } = h.service;
+  const signal = { delivered: false as const, blame: "destination" as const, error: "503" };
+  const job = { formId: form.id, destinationId };
+  await recordHealth(db, job, signal, { pauseAfterMs: 1000, now: Date.now() - 2000 });
+  assert.equal(await recordHealth(db, job, signal, { pauseAfterMs: 1000, now: Date.now() }), true);
+  assert.equal((await h.submit(form.publicKey, { a: 1 })).status, 202);
+  await waitFor(async () => (await countJobs(db, { now: Date.now(), limit: 10 })).held === 1, {
+    message: "the job held",
+  });
+  assert.equal((await countJobs(db, { now: Date.now(), limit: 10 })).due, 0);
 });
