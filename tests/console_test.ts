@@ -357,12 +357,15 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         await page.getByRole("button", { name: "Refresh" }).click();
         const alert = page.getByRole("region", { name: "Destinations needing attention" });
         await alert.waitFor();
-        assert.match(await alert.textContent() ?? "", /Disabled for repeated failures since .*410/);
+        assert.match(
+          await alert.textContent() ?? "",
+          /Paused for repeated failures \(new submissions are held\) since .*410/,
+        );
         await page.getByLabel("Status").selectOption("failed");
         assert.equal(await page.locator("tbody tr").count(), 2);
         assert.equal(await page.locator('tbody tr[data-status="failed"]').count(), 2);
         await check("deliveries-health");
-        await page.getByRole("button", { name: "Re-enable" }).click();
+        await page.getByRole("button", { name: "Resume" }).click();
         await alert.waitFor({ state: "detached" });
         const after = (await (await h.admin("GET", `/forms/${formId}/destinations`)).json())
           .destinations;

@@ -58,11 +58,11 @@ export async function apiOk(method, path, body) {
  * place that reads the health fields: a future "paused" state goes here.
  */
 export function healthIssue(destination) {
-  if (destination.disabledReason) {
+  if (destination.health?.state === "paused") {
     return {
-      label: "Disabled for repeated failures",
-      reason: destination.disabledReason,
-      since: destination.disabledAt,
+      label: "Paused for repeated failures (new submissions are held)",
+      reason: destination.health.reason,
+      since: destination.health.since,
     };
   }
   return null;

@@ -8,13 +8,16 @@ import { formHeader, loadForm } from "./forms.js";
 
 /** Outcomes read per visit: the API's most. */
 const LIMIT = 500;
-const STATUSES = ["delivered", "retrying", "failed"];
+const STATUSES = ["delivered", "retrying", "held", "failed"];
 const HOUR = 3600_000;
 
 /** Counts per hour of the last 24 h by submission time, oldest hour first. */
 export function hourlyCounts(outcomes, now = Date.now()) {
   const start = now - 24 * HOUR;
-  const hours = Array.from({ length: 24 }, () => ({ delivered: 0, retrying: 0, failed: 0 }));
+  const hours = Array.from(
+    { length: 24 },
+    () => ({ delivered: 0, retrying: 0, held: 0, failed: 0 }),
+  );
   for (const outcome of outcomes) {
     const at = Date.parse(outcome.submittedAt);
     if (at < start || at > now) continue;
@@ -29,7 +32,7 @@ function chart(outcomes) {
   const totals = Object.fromEntries(
     STATUSES.map((s) => [s, hours.reduce((n, hour) => n + hour[s], 0)]),
   );
-  const max = Math.max(1, ...hours.map((hour) => hour.delivered + hour.retrying + hour.failed));
+  const max = Math.max(1, ...hours.map((hour) => STATUSES.reduce((n, s) => n + hour[s], 0)));
   const width = 480, height = 120, barWidth = width / 24;
   const bars = hours.flatMap((hour, index) => {
     let y = height;
@@ -89,12 +92,10 @@ function healthAlerts(form, destinations, reload) {
           h("button", {
             type: "button",
             onclick: async () => {
-              await apiOk("PATCH", `/forms/${form.id}/destinations/${destination.id}`, {
-                isEnabled: true,
-              });
+              await apiOk("POST", `/forms/${form.id}/destinations/${destination.id}/resume`);
               reload();
             },
-          }, "Re-enable"),
+          }, "Resume"),
         )
       ),
     ),

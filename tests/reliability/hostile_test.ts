@@ -12,6 +12,11 @@ import { startServiceProcess } from "../helpers/process.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { adminClient, createFormWith, percentile, prepareWorkspace } from "./helpers/cluster.ts";
 
+/** The longest a probe may take before it counts as failed. */
+const PROBE_TIMEOUT_MS = 30_000;
+/** How long the attackers get to close their connections once told to stop. */
+const ATTACKERS_STOP_MS = 10_000;
+
 /** A request on a fresh connection each time, as a new visitor's would be. */
 const freshClient = () => Deno.createHttpClient({ poolMaxIdlePerHost: 0 });
 
@@ -46,10 +51,13 @@ async function holdAttack(label: string, holdMs: number, env: Record<string, str
     const client = freshClient();
     const probe = async () => {
       const started = performance.now();
-      const health = await fetch(`${service.origin}/healthz`, { client });
+      // Bounded, so that a probe the server never answers fails the test instead of hanging it.
+      const signal = AbortSignal.timeout(PROBE_TIMEOUT_MS);
+      const health = await fetch(`${service.origin}/healthz`, { client, signal });
       await health.body?.cancel();
       const submitted = await fetch(`${service.origin}/v1/f/${form.publicKey}`, {
         client,
+        signal,
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ name: "Ada", message: "during the attack" }),
@@ -68,7 +76,12 @@ async function holdAttack(label: string, holdMs: number, env: Record<string, str
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
     stop.abort();
-    await Promise.all(attackers);
+    // Attackers still connecting (a full backlog retries SYNs for minutes) are left to
+    // their sockets' end; the service is stopped below either way.
+    await Promise.race([
+      Promise.all(attackers),
+      new Promise((resolve) => setTimeout(resolve, ATTACKERS_STOP_MS)),
+    ]);
     const after = await probe();
     client.close();
     const peak = await rss.stop();
