@@ -278,8 +278,14 @@ export function serveGuarded(
       // others get a grace period to finish their requests.
       for (const c of connections) if (c.busy === 0) close(c);
       const grace = setTimeout(() => connections.forEach(close), SHUTDOWN_GRACE_MS);
-      await Promise.allSettled([...servers].map((s) => s.shutdown()));
+      // Whatever the runtime does with a connection closed mid-shutdown, shutdown ends.
+      let giveUp: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        Promise.allSettled([...servers].map((s) => s.shutdown())),
+        new Promise((resolve) => giveUp = setTimeout(resolve, SHUTDOWN_GRACE_MS + 1000)),
+      ]);
       clearTimeout(grace);
+      clearTimeout(giveUp);
     },
   };
 }

@@ -107,7 +107,14 @@ async function holdAttack(label: string, holdMs: number, env: Record<string, str
     lines = service.lines;
   } finally {
     await rss.stop();
+    // Told to stop, it must end within its shutdown grace; else it is killed, and fails.
+    const forced = setTimeout(() => {
+      try {
+        service.child.kill("SIGKILL");
+      } catch { /* it has exited */ }
+    }, 15_000);
     await service.kill("SIGTERM");
+    clearTimeout(forced);
     await ws.remove();
   }
   assert.equal((await service.child.status).code, 0, "it exited only when told to");
