@@ -60,6 +60,8 @@ export async function startService(
   const db = await openDb(config.kvPath, await createSealer(sealingKey), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
   const ingestLoad = createIngestLoad();
+  // Destinations this process found healthy: their deliveries skip the health read.
+  const healthyDestinations = new Map<string, number>();
   const engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
@@ -79,7 +81,7 @@ export async function startService(
             blame: result.failure.blame,
             error: result.failure.message,
           },
-          { pauseAfterMs: config.pauseAfterMs, now: Date.now() },
+          { pauseAfterMs: config.pauseAfterMs, now: Date.now(), clear: healthyDestinations },
         ).then((paused) => {
           if (paused) logger.warn("destination paused", { destinationId: job.destinationId });
         }).catch((error) =>

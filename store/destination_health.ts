@@ -29,6 +29,11 @@ export type HealthSignal =
   | { delivered: true }
   | { delivered: false; blame: Blame; error: string | null };
 
+/** How long a destination found with no failing record is taken to have none. */
+const CLEAR_RECHECK_MS = 10_000;
+/** Destinations remembered as clear at most. */
+const MAX_CLEAR_TRACKED = 50_000;
+
 /** Longest last-error text kept in a pause reason. */
 const MAX_REASON_ERROR = 300;
 
@@ -54,23 +59,38 @@ export async function recordHealth(
   db: Db,
   job: Pick<JobRecord, "formId" | "destinationId">,
   signal: HealthSignal,
-  options: { pauseAfterMs: number; now: number },
+  options: {
+    pauseAfterMs: number;
+    now: number;
+    /**
+     * Destinations this process found with no failing record, and when: a delivery to
+     * one of them within CLEAR_RECHECK_MS reads nothing (the common case costs no KV read).
+     * A failing record another process writes meanwhile is cleared that much later.
+     */
+    clear?: Map<string, number>;
+  },
 ): Promise<boolean> {
-  const { pauseAfterMs, now } = options;
+  const { pauseAfterMs, now, clear } = options;
   if (pauseAfterMs <= 0) return false;
   if (!signal.delivered && signal.blame === "submission") return false;
   const failingKey = destinationFailingKey(job.destinationId);
   const recordKey = destinationKey(job.formId, job.destinationId);
 
   if (signal.delivered) {
-    // The common case reads one key and writes nothing.
+    const seen = clear?.get(job.destinationId);
+    if (seen !== undefined && now - seen < CLEAR_RECHECK_MS) return false;
     await retryAtomic(async () => {
       const failing = await db.kv.get<FailingRecord>(failingKey);
       if (failing.value === null) return { op: null, result: undefined };
       return { op: db.kv.atomic().check(failing).delete(failingKey), result: undefined };
     });
+    if (clear !== undefined) {
+      if (clear.size >= MAX_CLEAR_TRACKED) clear.clear();
+      clear.set(job.destinationId, now);
+    }
     return false;
   }
+  clear?.delete(job.destinationId);
 
   const paused = await retryAtomic(async () => {
     const [failing, entry] = await db.kv.getMany<[FailingRecord, DestinationRecord]>([

@@ -113,3 +113,25 @@ Deno.test("a pause reason names URLs by scheme, host and port only", async () =>
   );
   assert.ok(!reason?.includes("SECRET"));
 });
+
+Deno.test("recordHealth with a clear map reads nothing for a destination it found clear within 10 s", async () => {
+  const { h, job, failing } = await setUp();
+  await using _h = h;
+  const db = h.service.db;
+  const clear = new Map<string, number>();
+  const t0 = Date.parse("2026-11-20T08:00:00Z");
+  await recordHealth(db, job, { delivered: true }, { ...options(t0), clear });
+  assert.equal(clear.get(job.destinationId), t0, "found clear");
+  // Another process records a failure; this one, taking the destination for clear, does
+  // not read it within 10 s, and clears it after.
+  await recordHealth(db, job, broken("down"), options(t0 + 1));
+  await recordHealth(db, job, { delivered: true }, { ...options(t0 + 5_000), clear });
+  assert.notEqual(await failing(), null);
+  await recordHealth(db, job, { delivered: true }, { ...options(t0 + 10_000), clear });
+  assert.equal(await failing(), null);
+  // A failure seen here forgets that the destination was clear.
+  await recordHealth(db, job, broken("down"), { ...options(t0 + 10_001), clear });
+  assert.equal(clear.has(job.destinationId), false);
+  await recordHealth(db, job, { delivered: true }, { ...options(t0 + 10_002), clear });
+  assert.equal(await failing(), null);
+});
