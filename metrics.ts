@@ -281,6 +281,29 @@ export function noteSubmission(
   trace.getActiveSpan()?.setAttribute("formrelay.submission_id", submission.submissionId);
 }
 
+/** Label children bound once: looking a child up by its labels costs on every attempt. */
+const attemptChildren = new Map<string, ReturnType<typeof attempts.labels>>();
+const histogramChildren = new Map<string, {
+  attempt: ReturnType<typeof attemptSeconds.labels>;
+  delivered: ReturnType<typeof deliveredSeconds.labels>;
+}>();
+
+function attemptChild(type: string, outcome: string) {
+  const key = `${type} ${outcome}`;
+  let child = attemptChildren.get(key);
+  if (child === undefined) attemptChildren.set(key, child = attempts.labels(type, outcome, "", ""));
+  return child;
+}
+
+function typeChildren(type: string) {
+  let children = histogramChildren.get(type);
+  if (children === undefined) {
+    children = { attempt: attemptSeconds.labels(type), delivered: deliveredSeconds.labels(type) };
+    histogramChildren.set(type, children);
+  }
+  return children;
+}
+
 /**
  * Counts a delivery attempt and records its span: `result` is the outcome step's
  * ("delivered", "retry", "failed", "held", "lease lost"), `startedMs` the attempt's
@@ -299,11 +322,12 @@ export function countAttempt(
 ): void {
   const outcome = fields.result.replace(" ", "_");
   const seconds = (performance.now() - startedMs) / 1000;
-  const ids = perForm ? [job.formId, job.destinationId] : ["", ""];
-  attempts.labels(job.type, outcome, ...ids).inc();
-  attemptSeconds.labels(job.type).observe(seconds);
+  if (perForm) attempts.labels(job.type, outcome, job.formId, job.destinationId).inc();
+  else attemptChild(job.type, outcome).inc();
+  const byType = typeChildren(job.type);
+  byType.attempt.observe(seconds);
   if (outcome === "delivered") {
-    deliveredSeconds.labels(job.type).observe(Math.max(0, Date.now() - job.submittedAt) / 1000);
+    byType.delivered.observe(Math.max(0, Date.now() - job.submittedAt) / 1000);
   }
   const span = tracer.startSpan("formrelay.delivery", {
     startTime: performance.timeOrigin + startedMs,
