@@ -40,6 +40,10 @@ const envSchema = z.object({
   DELIVERY_CONCURRENCY: positiveInt.max(1024).default(32),
   /** Share of the delivery slots one organization may hold (0 < share <= 1). */
   DELIVERY_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
+  /** Delivery jobs due at most in one process (waiting or in progress); past it, 503. */
+  BACKLOG_MAX_JOBS: positiveInt.default(100_000),
+  /** Share of BACKLOG_MAX_JOBS one organization may fill (0 < share <= 1). */
+  BACKLOG_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /** Seconds between sweeps for due jobs and expired leases. */
   SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(15),
   /** Milliseconds a claimed job is held before another worker may take it over. */
@@ -111,6 +115,8 @@ export interface Config {
   deliveryConcurrency: number;
   /** Share of the delivery slots one organization may hold (at least one slot). */
   deliveryOrgShare: number;
+  /** Jobs due at most in one process, and the share of them one organization may fill. */
+  backlog: { maxJobs: number; orgShare: number };
   sweepIntervalMs: number;
   leaseMs: number;
   retryScheduleMs: number[];
@@ -185,6 +191,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     submissionEncryptionKey: e.SUBMISSION_ENCRYPTION_KEY ?? null,
     deliveryConcurrency: e.DELIVERY_CONCURRENCY,
     deliveryOrgShare: e.DELIVERY_ORG_SHARE,
+    backlog: { maxJobs: e.BACKLOG_MAX_JOBS, orgShare: e.BACKLOG_ORG_SHARE },
     sweepIntervalMs: e.SWEEP_INTERVAL_SECONDS * 1000,
     leaseMs: e.DELIVERY_LEASE_MS,
     retryScheduleMs: e.RETRY_SCHEDULE_SECONDS.split(",").map((s) => Number(s) * 1000),

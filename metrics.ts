@@ -44,6 +44,7 @@ const REASON_BY_ERROR: Record<string, string> = {
   "Captcha token is required": "captcha",
   "Invalid captcha token": "captcha",
   "Submission could not be stored: try again": "store_failed",
+  "Too many submissions waiting for delivery: try again later": "backlog",
 };
 
 /** Delivery attempt outcomes as labelled ("held" is a job kept back while its destination is paused). */
@@ -263,6 +264,7 @@ for (const status of ["400", "403", "404", "408", "413", "415", "429", "503"]) {
 }
 refused("400", "captcha", 0);
 refused("503", "store_failed", 0);
+refused("503", "backlog", 0);
 refused("202", "honeypot", 0);
 
 /** Submissions being answered: what countIngestAnswer needs to know beyond the status. */

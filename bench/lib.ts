@@ -142,6 +142,10 @@ export interface BenchService {
   child: Deno.ChildProcess;
   publicKey: string;
   destinationIds: string[];
+  /** A second tenant's form (options.otherTenant), with one webhook destination. */
+  other: { publicKey: string; destinationIds: string[] } | null;
+  /** The KV file (its -wal and -shm files beside it). */
+  kvPath: string;
   /** Stops the child and removes its KV. */
   stop(): Promise<void>;
 }
@@ -150,11 +154,13 @@ export interface BenchService {
  * Starts main.ts for a benchmark: the org is created through the store before the
  * child opens the KV; the form and its two destinations (`sinkUrl` + "/a" and "/b")
  * through the admin API. The per-IP rate limit is off unless `env` sets it (all load
- * comes from loopback); `env` adds or overrides variables.
+ * comes from loopback); `env` adds or overrides variables. With `otherTenant`, a second
+ * organization gets a form with a destination at `sinkUrl` + that path.
  */
 export async function startBenchService(
   sinkUrl: string,
   env: Record<string, string> = {},
+  options: { otherTenant?: string } = {},
 ): Promise<BenchService> {
   const { loadConfig } = await import("../config.ts");
   const { startService } = await import("../service.ts");
@@ -172,6 +178,7 @@ export async function startBenchService(
     deliver: false,
   });
   const { tenantKey } = await createOrg(setup.db, "Bench");
+  const otherKey = options.otherTenant ? (await createOrg(setup.db, "Other")).tenantKey : null;
   await setup.close();
 
   const port = freePort();
@@ -188,11 +195,18 @@ export async function startBenchService(
     "Bench",
     ["/a", "/b"].map((path) => ({ type: "webhook", config: { url: sinkUrl + path } })),
   );
+  const other = otherKey === null ? null : await createFormWith(
+    adminClient(() => origin, otherKey),
+    "Other",
+    [{ type: "webhook", config: { url: sinkUrl + options.otherTenant } }],
+  );
   return {
     origin,
     child,
     publicKey,
     destinationIds,
+    other,
+    kvPath: fullEnv.KV_PATH,
     async stop() {
       try {
         child.kill("SIGTERM");

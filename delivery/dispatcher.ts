@@ -1,10 +1,12 @@
 /**
  * The dispatcher: which woken job runs next, and when. It keeps the jobs waiting for a
- * delivery slot in this process, bounds how many run at once (the slots, the burst
- * gate, a share per organization, half of that per destination) and hands freed
- * slots round-robin between organizations, then between each organization's
- * destinations, so one tenant's hanging destinations never hold up another tenant. It
- * knows nothing of KV or connectors: it is handed job refs and a function that runs one.
+ * delivery slot in this process, bounds how many run at once (the slots, a share per
+ * organization, half of that per destination, the burst pause of an organization) and
+ * hands freed slots round-robin between organizations, then between each
+ * organization's destinations, so one tenant's hanging destinations or flooded forms
+ * never hold up another tenant. It counts the jobs it holds per organization: that is
+ * the backlog ingestion is bounded by. It knows nothing of KV or connectors: it is
+ * handed job refs and a function that runs one.
  *
  * @module
  */
@@ -22,12 +24,12 @@ export interface DispatcherOptions {
   /** Jobs waiting for a slot in memory at most; the rest wait in KV. */
   maxWaiting: number;
   /**
-   * How long this process has been saturated with accepting submissions (ms), null
-   * when it is not. Acceptance comes first: for the first BURST_PAUSE_MS of such a
-   * burst no new delivery starts, after that at most MIN_CONCURRENCY, so the burst is
-   * answered fast and its deliveries follow as soon as it eases.
+   * How long acceptance for an organization has been saturated (ms), null when it is
+   * not. Acceptance comes first for a short while: for the first BURST_PAUSE_MS of such
+   * a burst none of that organization's deliveries start, after that all may, so a
+   * burst is answered fast and a sustained flood never slows delivery down.
    */
-  burstMs?: () => number | null;
+  burstMs?: (orgId: string) => number | null;
   /**
    * Runs one job. `release` gives the slot back (recording the result happens after,
    * so the KV's commit cycle does not hold a slot); the job counts as in progress until
@@ -55,20 +57,21 @@ export interface Dispatcher {
   noteBacklog(): void;
   /** Deliveries running and jobs waiting for a slot. */
   stats(): { active: number; waiting: number };
+  /** Jobs waiting or in progress here: all of them, and those of one organization. */
+  backlog(orgId: string): { total: number; org: number };
   /** Starts nothing more and waits for the runs under way. */
   close(): Promise<void>;
 }
 
 /** Jobs recording their result, per delivery slot, before new ones wait. */
 const MAX_RECORDING_PER_SLOT = 2;
-/** Deliveries that keep going during a burst of acceptance once it outlasts BURST_PAUSE_MS. */
-const MIN_CONCURRENCY = 2;
 /**
- * How long a burst of acceptance holds new deliveries back entirely: the burst's
- * visitors wait for their answers, its deliveries can follow it. A longer flood gets
- * MIN_CONCURRENCY deliveries anyway, so it never stops delivery for longer than this.
+ * How long a burst of acceptance on an organization's forms holds its new deliveries
+ * back: the burst's visitors get their answers first, its deliveries follow. After
+ * that they run as usual whether the burst goes on or not: a sustained flood must not
+ * starve delivery (the backlog bound limits what it can add).
  */
-export const BURST_PAUSE_MS = 30_000;
+export const BURST_PAUSE_MS = 5_000;
 /** How often held-back deliveries look again whether the burst is over. */
 const BURST_RECHECK_MS = 100;
 
@@ -90,6 +93,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const running = new Map<string, number>();
   const runningByOrg = new Map<string, number>();
   const known = new Set<string>();
+  // Jobs waiting or in progress per organization (the backlog; `known` holds them all).
+  const knownByOrg = new Map<string, number>();
   let recheck: ReturnType<typeof setTimeout> | null = null;
   // Slots held by jobs being claimed and delivered; `recording` counts every job in
   // progress, slot or not, and is bounded too.
@@ -111,11 +116,15 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       const key = refKey(ref);
       if (known.has(key)) continue;
       known.add(key);
+      count(knownByOrg, ref.orgId, 1);
       let destinations = waiting.get(ref.orgId);
       if (!destinations) waiting.set(ref.orgId, destinations = new Map());
+      // Only what a run needs is kept: a woken job may be a whole record.
+      const { submittedAt, submissionId, destinationId, orgId } = ref;
+      const slim = { submittedAt, submissionId, destinationId, orgId };
       const queue = destinations.get(ref.destinationId);
-      if (queue) queue.push(ref);
-      else destinations.set(ref.destinationId, [ref]);
+      if (queue) queue.push(slim);
+      else destinations.set(ref.destinationId, [slim]);
       waitingCount++;
     }
     pump();
@@ -127,33 +136,44 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       options.onRoom();
     }
     let started = true;
-    const limit = deliveryLimit();
-    if (limit === 0 && waitingCount > 0 && recheck === null && !closed) {
-      recheck = setTimeout(() => {
-        recheck = null;
-        pump();
-      }, BURST_RECHECK_MS);
-    }
+    let paused = false;
     // An organization holds at most its share of the slots, and a destination at most
     // half of its organization's: hanging destinations never take every slot, neither
     // from other tenants nor from their own tenant's other destinations.
-    const perOrg = Math.max(1, Math.floor(limit * orgShare));
+    const perOrg = Math.max(1, Math.floor(concurrency * orgShare));
     const perDestination = Math.max(1, Math.floor(perOrg / 2));
     const maxInProgress = MAX_RECORDING_PER_SLOT * concurrency;
     while (
-      !closed && started && active < limit && recording < maxInProgress && waitingCount > 0
+      !closed && started && active < concurrency && recording < maxInProgress &&
+      waitingCount > 0
     ) {
       started = false;
       // One job per organization and round, in ring order (a snapshot: served ones move back).
       for (const orgId of [...waiting.keys()]) {
-        if (active >= limit || recording >= maxInProgress) break;
+        if (active >= concurrency || recording >= maxInProgress) break;
         if ((runningByOrg.get(orgId) ?? 0) >= perOrg) continue;
+        if (inBurstPause(orgId)) {
+          paused = true;
+          continue;
+        }
         const ref = takeNext(orgId, perDestination);
         if (ref === null) continue;
         start(ref);
         started = true;
       }
     }
+    if (paused && recheck === null && !closed) {
+      recheck = setTimeout(() => {
+        recheck = null;
+        pump();
+      }, BURST_RECHECK_MS);
+    }
+  }
+
+  /** Whether an organization's deliveries wait for the first moments of its burst to pass. */
+  function inBurstPause(orgId: string): boolean {
+    const burstMs = options.burstMs?.(orgId) ?? null;
+    return burstMs !== null && burstMs < BURST_PAUSE_MS;
   }
 
   /**
@@ -176,13 +196,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return null;
   }
 
-  /** Deliveries that may run now: all slots, unless acceptance is in a burst. */
-  function deliveryLimit(): number {
-    const burstMs = options.burstMs?.() ?? null;
-    if (burstMs === null) return concurrency;
-    return burstMs < BURST_PAUSE_MS ? 0 : Math.min(MIN_CONCURRENCY, concurrency);
-  }
-
   function start(ref: JobRef) {
     active++;
     recording++;
@@ -203,6 +216,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         release();
         recording--;
         known.delete(refKey(ref));
+        count(knownByOrg, ref.orgId, -1);
         if (active === 0 && recording === 0 && idle) idle.resolve();
         pump();
       });
@@ -220,6 +234,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       overflowed = true;
     },
     stats: () => ({ active, waiting: waitingCount }),
+    backlog: (orgId) => ({ total: known.size, org: knownByOrg.get(orgId) ?? 0 }),
     async close() {
       closed = true;
       if (recheck !== null) clearTimeout(recheck);

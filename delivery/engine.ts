@@ -18,6 +18,7 @@ import { sweepEnvelopeMarkers } from "../store/envelope_cleanup.ts";
 import { type JobRecord, type JobRef, type KnownJob, refKey } from "../store/job_record.ts";
 import { claimJob, claimKnownJob } from "../store/jobs.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
+import { type Admission, createAdmission } from "./admission.ts";
 import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import { createOutcomeStep } from "./outcome.ts";
@@ -31,6 +32,7 @@ export interface EngineDeps {
     Config,
     | "deliveryConcurrency"
     | "deliveryOrgShare"
+    | "backlog"
     | "leaseMs"
     | "retryScheduleMs"
     | "sweepIntervalMs"
@@ -40,10 +42,8 @@ export interface EngineDeps {
   /** Whether the KV offers queues (local KV does; KV Connect and Deno Deploy do not). */
   queues: boolean;
   now?: () => number;
-  /** How long acceptance has been saturated, null when it is not (see DispatcherOptions.burstMs). */
-  ingestBurstMs?: () => number | null;
-  /** Jobs waiting for a slot in memory at most (default MAX_WAITING); the rest wait in KV. */
-  maxWaiting?: number;
+  /** How long acceptance for an organization has been saturated, null when it is not (see DispatcherOptions.burstMs). */
+  ingestBurstMs?: (orgId: string) => number | null;
   /** Called after every recorded delivery or failure (destination health hooks in here). */
   onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
 }
@@ -54,6 +54,8 @@ export interface DeliveryEngine {
   wake(refs: JobRef[]): void;
   /** Wakes the jobs of a submission this process just stored, claimable without a read. */
   wakeStored(stored: StoredSubmission): void;
+  /** Admits submissions while this process's backlog is under its bound (config.backlog). */
+  admission: Admission;
   /** Dispatches every due job and expired lease; returns how many were found. */
   sweep(): Promise<number>;
   /**
@@ -68,8 +70,6 @@ export interface DeliveryEngine {
 }
 
 const SWEEP_BATCH = 10_000;
-/** Jobs woken and waiting for a slot in memory at most; the rest wait in KV. */
-const MAX_WAITING = 20_000;
 /** Freshly stored jobs remembered for claiming without a read (they hold their envelopes). */
 const MAX_STORED_HINTS = 4_000;
 
@@ -81,7 +81,9 @@ const MAX_STORED_HINTS = 4_000;
 export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   const { db, config, logger } = deps;
   const now = deps.now ?? Date.now;
-  const maxWaiting = deps.maxWaiting ?? MAX_WAITING;
+  // The whole bounded backlog waits in memory (a few hundred bytes a job); what comes
+  // in beyond it from the sweep or the queue (a restart, other processes) waits in KV.
+  const maxWaiting = config.backlog.maxJobs;
   // Jobs this process just wrote (see wakeStored), bounded: past it, claims read the job.
   const stored = new Map<string, { known: KnownJob; firstChunk: Uint8Array<ArrayBuffer> }>();
   const timers = new Set<ReturnType<typeof setTimeout>>();
@@ -193,6 +195,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       dispatcher.wake(jobs.map((known) => known.job));
     },
     sweep,
+    admission: createAdmission(dispatcher.backlog, config.backlog),
     stats: dispatcher.stats,
     listening: listener ?? Promise.resolve(),
     async close() {

@@ -24,6 +24,10 @@ type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
 
 /** Largest accepted submission body: 128 KB (CONTRACT). */
 const MAX_SUBMISSION_BYTES = 131072;
+/** Seconds a form whose organization's backlog is full is asked to wait. */
+const BACKLOG_RETRY_AFTER_SECONDS = 10;
+/** The refusal when the backlog is full (metrics.ts counts it as "backlog" by this text). */
+const BACKLOG_FULL_MESSAGE = "Too many submissions waiting for delivery: try again later";
 /** Longest User-Agent and Referer kept in the envelope; longer ones are cut. */
 export const MAX_METADATA_CHARS = 1024;
 
@@ -135,7 +139,20 @@ export function ingestRoutes(deps: AppDeps) {
       throw new ApiError(429, "Too many submissions", { retryAfter: reserved.retryAfter });
     }
     let lease: BodyLease | null = null;
+    let room: (() => void) | null = null;
     try {
+      // Refused before its body is read: a 202 is a promise to deliver, made only while
+      // the backlog of this form's organization and of this process is under its bound.
+      const jobs = target.destinations.filter((destination) => !destination.held).length;
+      if (jobs > 0 && deps.engine !== null) {
+        room = deps.engine.admission.admit(form.orgId, jobs);
+        if (room === null) {
+          c.header("Retry-After", String(BACKLOG_RETRY_AFTER_SECONDS));
+          throw new ApiError(503, BACKLOG_FULL_MESSAGE, {
+            retryAfter: BACKLOG_RETRY_AFTER_SECONDS,
+          });
+        }
+      }
       lease = deps.bodyGate.admit(c, client.key, declaredLength ?? MAX_SUBMISSION_BYTES);
       return await store(c, {
         target,
@@ -148,6 +165,7 @@ export function ingestRoutes(deps: AppDeps) {
       });
     } finally {
       lease?.release();
+      room?.();
       reserved.release();
     }
   }
@@ -219,7 +237,7 @@ export function ingestRoutes(deps: AppDeps) {
     if (destinations.length > 0) {
       let stored;
       // Counted from here, not from the start: a client slow to send its body is not load.
-      deps.ingestLoad.enter();
+      deps.ingestLoad.enter(form.orgId);
       try {
         stored = await writer.write({
           submissionId: envelope.submissionId,
@@ -238,7 +256,7 @@ export function ingestRoutes(deps: AppDeps) {
         });
         throw new ApiError(503, "Submission could not be stored: try again");
       } finally {
-        deps.ingestLoad.leave();
+        deps.ingestLoad.leave(form.orgId);
       }
       deps.engine?.wakeStored(stored);
     }

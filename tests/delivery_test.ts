@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createConnectors } from "../connectors/mod.ts";
 import { BURST_PAUSE_MS } from "../delivery/dispatcher.ts";
 import { startDeliveryEngine } from "../delivery/engine.ts";
+import { createOrg } from "../store/orgs.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
 import { freePort } from "./helpers/ports.ts";
@@ -47,16 +48,23 @@ async function waitForOutcomes(h: H, formId: string, count: number, status?: str
  */
 function startEngine(
   h: H,
-  options: { maxWaiting?: number; ingestBurstMs?: () => number | null; queues?: boolean } = {},
+  options: {
+    maxWaiting?: number;
+    ingestBurstMs?: (orgId: string) => number | null;
+    queues?: boolean;
+  } = {},
 ) {
   const connectors = createConnectors(h.config);
+  const { maxWaiting, ...rest } = options;
+  // The waiting list holds the process's backlog bound.
+  const backlog = maxWaiting ? { maxJobs: maxWaiting, orgShare: 1 } : h.config.backlog;
   const engine = startDeliveryEngine({
     db: h.service.db,
     connectors,
-    config: h.config,
+    config: { ...h.config, backlog },
     logger: h.service.logger,
     queues: false,
-    ...options,
+    ...rest,
   });
   return {
     stats: engine.stats,
@@ -490,7 +498,7 @@ Deno.test("queue wake-ups past the in-memory bound are left to the sweep, and al
   }
 });
 
-Deno.test("a burst of acceptance holds new deliveries back, for at most the pause", async () => {
+Deno.test("a burst on one organization's forms holds its deliveries back for the pause only, and no one else's", async () => {
   await using h = await startHarness({
     deliveryConcurrency: 8,
     deliveryOrgShare: 1,
@@ -498,38 +506,32 @@ Deno.test("a burst of acceptance holds new deliveries back, for at most the paus
   }, {
     deliver: false,
   });
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => release = resolve);
-  // The first two deliveries hang until released, so the slots in use can be counted.
-  const started: string[] = [];
-  await using sink = startWebhookSink(async (received, hit) => {
-    started.push(received.path);
-    if (hit <= 2) await released;
-    return new Response("ok");
+  await using sink = startWebhookSink();
+  const flooded = await h.createForm();
+  await h.addDestination(flooded.id, webhook(sink.url + "/flooded"));
+  // A second tenant, with a form of its own.
+  const { tenantKey } = await createOrg(h.service.db, "Other org");
+  const other = (await (await h.admin("POST", "/forms", { name: "Other" }, { tenantKey })).json())
+    .form;
+  await h.admin("POST", `/forms/${other.id}/destinations`, webhook(sink.url + "/other"), {
+    tenantKey,
   });
-  const form = await h.createForm();
-  await h.addDestination(form.id, webhook(sink.url + "/a"));
-  await h.addDestination(form.id, webhook(sink.url + "/b"));
-  for (let i = 0; i < 10; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
+  for (let i = 0; i < 10; i++) assert.equal((await h.submit(flooded.publicKey, { i })).status, 202);
+  assert.equal((await h.submit(other.publicKey, { i: 0 })).status, 202);
   let burstMs: number | null = 1_000;
-  const engine = startEngine(h, { ingestBurstMs: () => burstMs });
+  const engine = startEngine(h, {
+    ingestBurstMs: (orgId) => orgId === h.orgId ? burstMs : null,
+  });
   try {
-    await waitFor(() => engine.stats().waiting === 20, { message: "the sweep took the jobs in" });
-    assert.deepEqual(engine.stats(), { active: 0, waiting: 20 }, "none starts in the burst");
-    assert.equal(sink.hits, 0);
-    // A flood that outlasts the pause still delivers, two at a time (one per destination).
+    await waitFor(() => sink.hits === 1, { message: "the other organization's delivery ran" });
+    assert.deepEqual(sink.received.map((r) => r.path), ["/hook/other"]);
+    assert.deepEqual(engine.stats(), { active: 0, waiting: 10 }, "none of the burst's starts");
+    // A flood that outlasts the pause delivers as usual, with every slot it may hold.
     burstMs = BURST_PAUSE_MS;
-    await waitFor(() => sink.hits === 2, { message: "two deliveries started" });
-    assert.deepEqual(engine.stats(), { active: 2, waiting: 18 });
-    assert.deepEqual(started.sort(), ["/hook/a", "/hook/b"]);
-    // Once the burst is over, the rest follows.
-    burstMs = null;
-    release();
-    const done = await waitForOutcomes(h, form.id, 20, "delivered");
-    assert.equal(done.length, 20);
-    assert.equal(sink.received.length, 20);
+    const done = await waitForOutcomes(h, flooded.id, 10, "delivered");
+    assert.equal(done.length, 10);
+    assert.equal(sink.received.length, 11);
   } finally {
-    release();
     await engine.close();
   }
 });
