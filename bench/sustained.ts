@@ -51,7 +51,7 @@ const service = await startBenchService(sinkUrl, {
   CLIENT_IP_HEADER: "x-forwarded-for",
   RATE_LIMIT_MAX: "60",
 }, { otherTenant: "/y" });
-const maxJobs = Number(Deno.env.get("BACKLOG_MAX_JOBS") ?? "100000");
+const maxJobs = Number(Deno.env.get("BACKLOG_MAX_JOBS") ?? "50000");
 
 /** Accepted and refused submissions so far, from the service's /metrics. */
 async function counters() {
@@ -88,11 +88,15 @@ const y = { accepted: 0, refused: 0 };
 let trickling = true;
 const trickle = (async () => {
   let next = performance.now();
+  let visitor = 0;
   while (trickling) {
     next += 1000 / TRICKLE_PER_SECOND;
+    visitor++;
+    // Each from its own visitor's address, as behind the CDN.
+    const address = `10.200.${Math.floor(visitor / 256) % 256}.${visitor % 256}`;
     const response = await fetch(`${service.origin}/v1/f/${service.other!.publicKey}`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", "x-forwarded-for": address },
       body: JSON.stringify({ name: "Grace", message: "steady" }),
     });
     await response.body?.cancel();

@@ -71,7 +71,7 @@ const MAX_RECORDING_PER_SLOT = 2;
  * that they run as usual whether the burst goes on or not: a sustained flood must not
  * starve delivery (the backlog bound limits what it can add).
  */
-export const BURST_PAUSE_MS = 5_000;
+export const BURST_PAUSE_MS = 10_000;
 /** How often held-back deliveries look again whether the burst is over. */
 const BURST_RECHECK_MS = 100;
 

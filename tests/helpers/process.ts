@@ -71,7 +71,14 @@ export async function startServiceProcess(
       new Error(`main.ts exited before listening:\n${[...lines, ...stderrLines].join("\n")}`),
     );
   });
-  const origin = await listening.promise;
+  // A child that never says it listens (a crash loop, a log level above info) fails the test.
+  const noListen = setTimeout(() => {
+    listening.reject(new Error(`main.ts did not log "listening" within 30 s`));
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already gone */ }
+  }, 30_000);
+  const origin = await listening.promise.finally(() => clearTimeout(noListen));
   return {
     origin,
     child,

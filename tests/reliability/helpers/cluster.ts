@@ -120,16 +120,18 @@ export async function submit(
   origin: string,
   publicKey: string,
   payload: unknown,
-): Promise<{ status: number; submissionId: string | null }> {
+  headers: Record<string, string> = {},
+): Promise<{ status: number; submissionId: string | null; retryAfter: string | null }> {
   const response = await fetch(`${origin}/v1/f/${publicKey}`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify(payload),
   });
   const body = await response.json().catch(() => null);
   return {
     status: response.status,
     submissionId: response.status === 202 ? body?.submissionId ?? null : null,
+    retryAfter: response.headers.get("retry-after"),
   };
 }
 
