@@ -166,6 +166,7 @@ await trickle;
 const loadEnd = performance.now();
 const final = await counters();
 const expected = { x: 2 * (final.accepted - y.accepted), y: y.accepted };
+const leftAtEnd = expected.x - total.x + expected.y - total.y;
 const deadline = Date.now() + DRAIN_LIMIT_MS;
 while ((total.x < expected.x || total.y < expected.y) && Date.now() < deadline) {
   await new Promise((resolve) => setTimeout(resolve, 50));
@@ -195,6 +196,8 @@ console.log(
     } ms (target < 5 000); peak RSS ${peakRss} MB (target < 300)`,
 );
 console.log(
-  `drain after the load: ${drainSeconds.toFixed(1)} s; lost ${lost}, duplicated ${duplicates} ` +
+  `drain after the load: ${leftAtEnd} deliveries in ${drainSeconds.toFixed(1)} s (${
+    (leftAtEnd / drainSeconds).toFixed(0)
+  }/s with nothing else to do); lost ${lost}, duplicated ${duplicates} ` +
     `(of ${expected.x + expected.y} deliveries accepted)`,
 );
