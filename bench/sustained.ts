@@ -52,6 +52,7 @@ const service = await startBenchService(sinkUrl, {
   RATE_LIMIT_MAX: "60",
 }, { otherTenant: "/y" });
 const maxJobs = Number(Deno.env.get("BACKLOG_MAX_JOBS") ?? "50000");
+const orgMaxJobs = Math.floor(maxJobs * Number(Deno.env.get("BACKLOG_ORG_SHARE") ?? "0.5"));
 
 /** Accepted and refused submissions so far, from the service's /metrics. */
 async function counters() {
@@ -119,7 +120,8 @@ flood.then(() => floodOver = true, () => floodOver = true);
 
 console.log(
   `bench:sustained — wrk -c${CONNECTIONS} -d${SECONDS}s on tenant X's form (2 webhooks), ` +
-    `tenant Y ${TRICKLE_PER_SECOND}/s (1 webhook); backlog bound ${maxJobs} jobs`,
+    `tenant Y ${TRICKLE_PER_SECOND}/s (1 webhook); backlog bound ${maxJobs} jobs, ` +
+    `${orgMaxJobs} per organization`,
 );
 console.log(
   "  t s  accepted/s  refused/s  delivered/s  backlog  X p50/p99 ms     Y p50/p99 ms   RSS MB  KV MB",
@@ -190,7 +192,9 @@ console.log(
     `(${(lowest / peak * 100).toFixed(0)} % of peak; target ≥ 80 %)`,
 );
 console.log(
-  `backlog at most ${Math.max(...windows.map((w) => w.backlog))} jobs (bound ${maxJobs}); ` +
+  `backlog at most ${
+    Math.max(...windows.map((w) => w.backlog))
+  } jobs (bounds: ${maxJobs}, ${orgMaxJobs} per organization); ` +
     `tenant Y acceptance → arrival p50 ${percentile(yLatencies, 0.5)} ms, p99 ${
       percentile(yLatencies, 0.99)
     } ms (target < 5 000); peak RSS ${peakRss} MB (target < 300)`,
