@@ -136,31 +136,41 @@ export async function runWrk(
 /** A free TCP port on loopback (shared with the tests; re-exported for the benchmarks). */
 export { freePort };
 
-/** main.ts running as a child on a fresh file-backed KV, with one form of two webhook destinations. */
+/**
+ * main.ts running as one or more children on a fresh file-backed KV, with one form of
+ * webhook destinations.
+ */
 export interface BenchService {
+  /** The first process's origin (the only one unless several were asked for). */
   origin: string;
+  /** The first process. */
   child: Deno.ChildProcess;
+  /** Every process's origin, in start order. */
+  origins: string[];
+  children: Deno.ChildProcess[];
   publicKey: string;
   destinationIds: string[];
   /** A second tenant's form (options.otherTenant), with one webhook destination. */
   other: { publicKey: string; destinationIds: string[] } | null;
   /** The KV file (its -wal and -shm files beside it). */
   kvPath: string;
-  /** Stops the child and removes its KV. */
+  /** Stops the children and removes their KV. */
   stop(): Promise<void>;
 }
 
 /**
  * Starts main.ts for a benchmark: the org is created through the store before the
- * child opens the KV; the form and its two destinations (`sinkUrl` + "/a" and "/b")
- * through the admin API. The per-IP rate limit is off unless `env` sets it (all load
- * comes from loopback); `env` adds or overrides variables. With `otherTenant`, a second
- * organization gets a form with a destination at `sinkUrl` + that path.
+ * child opens the KV; the form and its destinations (`sinkUrl` + "/a", "/b", ...: two
+ * unless `destinations` says otherwise) through the admin API. The per-IP rate limit is
+ * off unless `env` sets it (all load comes from loopback); `env` adds or overrides
+ * variables. With `otherTenant`, a second organization gets a form with a destination
+ * at `sinkUrl` + that path. With `processes`, that many children share the KV file, as
+ * several processes of one deployment do.
  */
 export async function startBenchService(
   sinkUrl: string,
   env: Record<string, string> = {},
-  options: { otherTenant?: string } = {},
+  options: { otherTenant?: string; processes?: number; destinations?: number } = {},
 ): Promise<BenchService> {
   const { loadConfig } = await import("../config.ts");
   const { startService } = await import("../service.ts");
@@ -181,19 +191,28 @@ export async function startBenchService(
   const otherKey = options.otherTenant ? (await createOrg(setup.db, "Other")).tenantKey : null;
   await setup.close();
 
-  const port = freePort();
-  const child = spawnDeno([START_V8_FLAGS, MAIN], {
-    ...START_ENV,
-    ...fullEnv,
-    PORT: String(port),
-  });
-  const origin = `http://127.0.0.1:${port}`;
-  await waitUntilUp(`${origin}/healthz`);
+  const children: Deno.ChildProcess[] = [];
+  const origins: string[] = [];
+  for (let i = 0; i < (options.processes ?? 1); i++) {
+    const port = freePort();
+    children.push(spawnDeno([START_V8_FLAGS, MAIN], {
+      ...START_ENV,
+      ...fullEnv,
+      PORT: String(port),
+    }));
+    origins.push(`http://127.0.0.1:${port}`);
+  }
+  for (const origin of origins) await waitUntilUp(`${origin}/healthz`);
+  const origin = origins[0];
   const admin = adminClient(() => origin, tenantKey);
+  const paths = Array.from(
+    { length: options.destinations ?? 2 },
+    (_, i) => `/${String.fromCharCode(97 + i)}`,
+  );
   const { publicKey, destinationIds } = await createFormWith(
     admin,
     "Bench",
-    ["/a", "/b"].map((path) => ({ type: "webhook", config: { url: sinkUrl + path } })),
+    paths.map((path) => ({ type: "webhook", config: { url: sinkUrl + path } })),
   );
   const other = otherKey === null ? null : await createFormWith(
     adminClient(() => origin, otherKey),
@@ -202,16 +221,20 @@ export async function startBenchService(
   );
   return {
     origin,
-    child,
+    child: children[0],
+    origins,
+    children,
     publicKey,
     destinationIds,
     other,
     kvPath: fullEnv.KV_PATH,
     async stop() {
-      try {
-        child.kill("SIGTERM");
-      } catch { /* already gone */ }
-      await child.status;
+      for (const child of children) {
+        try {
+          child.kill("SIGTERM");
+        } catch { /* already gone */ }
+      }
+      for (const child of children) await child.status;
       await Deno.remove(dir, { recursive: true });
     },
   };
