@@ -99,6 +99,11 @@ const commitSeconds = new client.Histogram({
   buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
   registers: [registry],
 });
+const commitsBusy = new client.Counter({
+  name: "formrelay_kv_commits_busy_total",
+  help: "KV commits tried again because another process sharing the KV file wrote first",
+  registers: [registry],
+});
 const commitParts = new client.Histogram({
   name: "formrelay_kv_commit_batch_size",
   help: "Writes (submissions, job claims and outcomes) merged into one KV commit",
@@ -344,6 +349,11 @@ export function countAttempt(
   });
   if (outcome === "failed") span.setStatus({ code: 2 });
   span.end();
+}
+
+/** Counts a KV commit tried again after another process wrote first (store/kv_busy.ts). */
+export function countKvBusy(): void {
+  commitsBusy.inc();
 }
 
 /** Commits a KV operation of `parts` merged writes, timing it (store/batcher.ts). */

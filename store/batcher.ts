@@ -8,10 +8,13 @@
  *
  * A merged commit evaluates every check against the state before it, so parts must
  * not check keys that other parts write; the job operations only check their own job.
+ * A commit refused because another process sharing the KV file wrote first is tried
+ * again as it is (kv_busy.ts).
  */
 
 import { timedCommit } from "../metrics.ts";
 import type { JobRef } from "./job_record.ts";
+import { retryWhileBusy } from "./kv_busy.ts";
 import { MAX_WAKE_REFS, wakeMessage } from "./wake.ts";
 
 /** One caller's share of a commit. */
@@ -77,7 +80,7 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
       const op = kv.atomic();
       waiting.part.apply(op);
       if (options.queues && waiting.part.wake) enqueueWakes(op, waiting.part.wake);
-      const result = await op.commit();
+      const result = await retryWhileBusy(() => op.commit());
       waiting.resolve(result.ok ? result.versionstamp : null);
     } catch (error) {
       waiting.reject(error);
@@ -141,7 +144,7 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
       let failure: unknown = null;
       try {
         if (batch.spoilt) throw new Error("A part of the batch could not be added");
-        const result = await timedCommit(batch.op, batch.waiting.length);
+        const result = await retryWhileBusy(() => timedCommit(batch.op, batch.waiting.length));
         if (result.ok) versionstamp = result.versionstamp;
       } catch (error) {
         failure = error;

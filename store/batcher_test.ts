@@ -110,3 +110,36 @@ Deno.test("parts beyond one commit's limits go in the following commits, in orde
   const stored = await Array.fromAsync(kv.list({ prefix: ["big"] }));
   assert.equal(stored.length, 1000);
 });
+
+Deno.test("checked commits refused because another connection to the file wrote first are tried again", async () => {
+  // Two connections to one file behave as two processes sharing it: a checked commit
+  // whose read came before the other's write is refused with "database is locked".
+  const dir = await Deno.makeTempDir();
+  const kvs = [await Deno.openKv(`${dir}/kv`), await Deno.openKv(`${dir}/kv`)];
+  try {
+    const counters = Array.from({ length: 20 }, (_, i) => ["counter", i]);
+    await Promise.all(counters.map((key) => kvs[0].set(key, 0)));
+    // Each connection's batcher bumps every counter 10 times, each bump a check-and-set.
+    const bumps = kvs.flatMap((kv) => {
+      const batcher = createCommitBatcher(kv, { queues: false });
+      return counters.map(async (key) => {
+        for (let n = 0; n < 10;) {
+          const entry = await kv.get<number>(key);
+          const versionstamp = await batcher.commit({
+            apply: (op) => op.check(entry).set(key, entry.value! + 1),
+            mutations: 1,
+            checks: 1,
+          });
+          if (versionstamp !== null) n++;
+        }
+      });
+    });
+    const results = await Promise.allSettled(bumps);
+    assert.deepEqual(results.filter((r) => r.status === "rejected"), []);
+    const values = await Promise.all(counters.map(async (key) => (await kvs[0].get(key)).value));
+    assert.deepEqual(values, counters.map(() => 20));
+  } finally {
+    for (const kv of kvs) kv.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -6,6 +6,7 @@
  */
 import { type CommitBatcher, createCommitBatcher } from "./batcher.ts";
 import { healthKey } from "./keys.ts";
+import { retryWhileBusy } from "./kv_busy.ts";
 import type { Sealer } from "./sealing.ts";
 
 /** What every store function needs: the KV, the at-rest sealer and the group committer. */
@@ -85,6 +86,7 @@ class ConflictError extends Error {
 /**
  * Runs a read-check-commit step until its commit succeeds. The step returns the
  * result to hand back, or an AtomicOperation to commit and a result for success.
+ * A commit refused because another process wrote first is tried again (kv_busy.ts).
  */
 export async function retryAtomic<T>(
   step: () => Promise<{ op: Deno.AtomicOperation | null; result: T }>,
@@ -93,8 +95,7 @@ export async function retryAtomic<T>(
   for (let i = 0; i < attempts; i++) {
     const { op, result } = await step();
     if (op === null) return result;
-    const commit = await op.commit();
-    if (commit.ok) return result;
+    if ((await retryWhileBusy(() => op.commit())).ok) return result;
   }
   throw new ConflictError("Too many concurrent updates: try again");
 }

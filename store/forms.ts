@@ -15,6 +15,7 @@ import {
   formsByOrgPrefix,
 } from "./keys.ts";
 import { newKey, openJson, sealJson } from "./sealing.ts";
+import { retryWhileBusy } from "./kv_busy.ts";
 
 /** A form as stored; the captcha secret only sealed. */
 export interface FormRecord {
@@ -66,13 +67,13 @@ export async function createForm(
     createdAt: now,
     updatedAt: now,
   };
-  const commit = await db.kv.atomic()
+  const op = db.kv.atomic()
     .check({ key: formKey(id), versionstamp: null })
     .check({ key: formByPublicKeyKey(form.publicKey), versionstamp: null })
     .set(formKey(id), form)
     .set(formByOrgKey(orgId, id), null)
-    .set(formByPublicKeyKey(form.publicKey), id)
-    .commit();
+    .set(formByPublicKeyKey(form.publicKey), id);
+  const commit = await retryWhileBusy(() => op.commit());
   if (!commit.ok) throw new Error("Cannot create form: key collision, try again");
   return form;
 }

@@ -13,6 +13,7 @@ import {
   tenantKeysByOrgPrefix,
 } from "./keys.ts";
 import { newKey, sha256Hex } from "./sealing.ts";
+import { retryWhileBusy } from "./kv_busy.ts";
 
 /** An organization: the owner of forms and tenant keys. */
 export interface OrgRecord {
@@ -37,13 +38,13 @@ export async function createOrg(
   const tenantKey = newKey("sk");
   const hash = await sha256Hex(tenantKey);
   const record: TenantKeyRecord = { orgId: org.id, createdAt: org.createdAt, revokedAt: null };
-  const commit = await db.kv.atomic()
+  const op = db.kv.atomic()
     .check({ key: orgKey(org.id), versionstamp: null })
     .check({ key: tenantKeyKey(hash), versionstamp: null })
     .set(orgKey(org.id), org)
     .set(tenantKeyKey(hash), record)
-    .set(tenantKeyByOrgKey(org.id, hash), null)
-    .commit();
+    .set(tenantKeyByOrgKey(org.id, hash), null);
+  const commit = await retryWhileBusy(() => op.commit());
   if (!commit.ok) throw new Error("Cannot create organization: key collision, try again");
   return { orgId: org.id, tenantKey };
 }

@@ -20,6 +20,7 @@ import {
   type JobRef,
   type StoredJob,
 } from "./job_record.ts";
+import { retryWhileBusy } from "./kv_busy.ts";
 
 /** A delivery's identity in the admin API: `<submissionId>.<destinationId>`. */
 export interface DeliveryRef {
@@ -110,7 +111,8 @@ export async function redeliver(db: Db, selection: RedeliverySelection): Promise
   for await (const { entry, job } of matching(db, retainedPrefix(), selection)) {
     const first = await db.kv.get(envelopeChunkKey(job.submittedAt, job.submissionId, 0));
     if (first.value === null) {
-      await db.kv.atomic().check(entry).delete(entry.key).commit();
+      const op = db.kv.atomic().check(entry).delete(entry.key);
+      await retryWhileBusy(() => op.commit());
       result.expired++;
       continue;
     }
