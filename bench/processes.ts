@@ -5,16 +5,20 @@
  * local sink, posts BENCH_SUBMISSIONS submissions (default 4 000) BENCH_IN_FLIGHT at a
  * time (default 40), alternately to each process, and prints the end-to-end time (first
  * post to last arrival at the sink), and the deliveries lost and duplicated as counted
- * at the sink (by webhook-id). Rounds (BENCH_ROUNDS, default 2) alternate the two modes.
+ * at the sink (by webhook-id) once every job has ended. Rounds (BENCH_ROUNDS, default 2)
+ * alternate the two modes. BENCH_WARMUP submissions (default 0) are posted and delivered
+ * first, untimed, so that the processes are warm.
  */
 import { jobsPrefix } from "../store/keys.ts";
-import { startBenchService } from "./lib.ts";
+import { type BenchService, startBenchService } from "./lib.ts";
 
 const N = Number(Deno.env.get("BENCH_SUBMISSIONS") ?? "4000");
 const IN_FLIGHT = Number(Deno.env.get("BENCH_IN_FLIGHT") ?? "40");
 const PROCESSES = Number(Deno.env.get("BENCH_PROCESSES") ?? "2");
 const DESTINATIONS = Number(Deno.env.get("BENCH_DESTINATIONS") ?? "2");
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? "2");
+/** Submissions posted and delivered before the timed ones, to warm the processes up (default none). */
+const WARMUP = Number(Deno.env.get("BENCH_WARMUP") ?? "0");
 /**
  * How long to wait for the last arrivals, and then for every job to end (a job whose
  * result was lost is sent again after its lease, 120 s by default), before counting.
@@ -42,35 +46,50 @@ interface RunResult {
   refused: number;
 }
 
-async function run(processes: number): Promise<RunResult> {
-  arrivals.clear();
-  const service = await startBenchService(sinkUrl, {}, { processes, destinations: DESTINATIONS });
+/** Posts `count` submissions IN_FLIGHT at a time, alternately to each process; the ids accepted. */
+async function post(
+  service: BenchService,
+  count: number,
+): Promise<{ ids: string[]; refused: number }> {
   const ids: string[] = [];
   let refused = 0;
   let next = 0;
-  const start = performance.now();
-  try {
-    await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
-      while (next < N) {
-        const origin = service.origins[next % processes];
-        next++;
-        const response = await fetch(`${origin}/v1/f/${service.publicKey}`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body,
-        });
-        const answer = await response.json().catch(() => null);
-        if (response.status === 202) ids.push(answer.submissionId);
-        else refused++;
-      }
-    }));
-    const acceptedMs = performance.now() - start;
-    const expected = ids.flatMap((id) => service.destinationIds.map((d) => `${id}.${d}`));
-    const deadline = Date.now() + DRAIN_TIMEOUT_MS;
-    const missing = () => expected.filter((id) => !arrivals.has(id)).length;
-    while (missing() > 0 && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
+  await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
+    while (next < count) {
+      const origin = service.origins[next++ % service.origins.length];
+      const response = await fetch(`${origin}/v1/f/${service.publicKey}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      });
+      const answer = await response.json().catch(() => null);
+      if (response.status === 202) ids.push(answer.submissionId);
+      else refused++;
     }
+  }));
+  return { ids, refused };
+}
+
+/** Waits until every delivery of `ids` arrived or the deadline passed; how many are missing. */
+async function arrived(service: BenchService, ids: string[], deadline: number): Promise<number> {
+  const expected = ids.flatMap((id) => service.destinationIds.map((d) => `${id}.${d}`));
+  const missing = () => expected.filter((id) => !arrivals.has(id)).length;
+  while (missing() > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return missing();
+}
+
+async function run(processes: number): Promise<RunResult> {
+  arrivals.clear();
+  const service = await startBenchService(sinkUrl, {}, { processes, destinations: DESTINATIONS });
+  try {
+    if (WARMUP > 0) await arrived(service, (await post(service, WARMUP)).ids, Date.now() + 60_000);
+    const start = performance.now();
+    const { ids, refused } = await post(service, N);
+    const acceptedMs = performance.now() - start;
+    const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+    const lost = await arrived(service, ids, deadline);
     const endToEndMs = lastArrival - start;
     // A second copy can come until every job has ended (one whose result was not
     // recorded is sent again when its lease expires), so count once none is left.
@@ -86,7 +105,7 @@ async function run(processes: number): Promise<RunResult> {
     }
     let duplicated = 0;
     for (const count of arrivals.values()) duplicated += count - 1;
-    return { processes, acceptedMs, endToEndMs, lost: missing(), duplicated, refused };
+    return { processes, acceptedMs, endToEndMs, lost, duplicated, refused };
   } finally {
     await service.stop();
   }
@@ -94,7 +113,7 @@ async function run(processes: number): Promise<RunResult> {
 
 console.log(
   `bench:processes — ${N} submissions × ${DESTINATIONS} webhook destinations, ${IN_FLIGHT} in ` +
-    `flight, 1 process against ${PROCESSES} on one KV file; ${ROUNDS} rounds; ` +
+    `flight, 1 process against ${PROCESSES} on one KV file; ${ROUNDS} rounds; warm-up ${WARMUP}; ` +
     `${Deno.build.os}, ${navigator.hardwareConcurrency} cores, Deno ${Deno.version.deno}, ` +
     new Date().toISOString(),
 );
