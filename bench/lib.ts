@@ -154,7 +154,7 @@ export interface BenchService {
   other: { publicKey: string; destinationIds: string[] } | null;
   /** The KV file (its -wal and -shm files beside it). */
   kvPath: string;
-  /** Stops the children and removes their KV. */
+  /** Stops the children and removes their KV; throws if a child had exited before. */
   stop(): Promise<void>;
 }
 
@@ -193,13 +193,19 @@ export async function startBenchService(
 
   const children: Deno.ChildProcess[] = [];
   const origins: string[] = [];
-  for (let i = 0; i < (options.processes ?? 1); i++) {
-    const port = freePort();
-    children.push(spawnDeno([START_V8_FLAGS, MAIN], {
+  // A child that exits before stop() (a port taken after all) spoils the run: stop() says so.
+  let exitedEarly = false;
+  let stopping = false;
+  const ports = new Set<number>();
+  while (ports.size < (options.processes ?? 1)) ports.add(freePort());
+  for (const port of ports) {
+    const child = spawnDeno([START_V8_FLAGS, MAIN], {
       ...START_ENV,
       ...fullEnv,
       PORT: String(port),
-    }));
+    });
+    child.status.then(() => exitedEarly ||= !stopping);
+    children.push(child);
     origins.push(`http://127.0.0.1:${port}`);
   }
   for (const origin of origins) await waitUntilUp(`${origin}/healthz`);
@@ -229,6 +235,7 @@ export async function startBenchService(
     other,
     kvPath: fullEnv.KV_PATH,
     async stop() {
+      stopping = true;
       for (const child of children) {
         try {
           child.kill("SIGTERM");
@@ -236,6 +243,7 @@ export async function startBenchService(
       }
       for (const child of children) await child.status;
       await Deno.remove(dir, { recursive: true });
+      if (exitedEarly) throw new Error("A formrelay child exited during the benchmark");
     },
   };
 }
