@@ -7,7 +7,9 @@
  * Every 10 s it prints accepted/s and refused/s (from /metrics), delivered/s and the
  * backlog (counted at the sink), the time from acceptance to arrival for both tenants,
  * RSS and the KV file's size; at the end the drain time, and lost and duplicated
- * deliveries counted at the sink.
+ * deliveries counted at the sink. BENCH_PROCESSES (default 1) runs that many processes on
+ * one KV file: the flood is split between them (one wrk each), the trickle alternates,
+ * the counters and the RSS column are their sums, and the peak RSS is given per process.
  */
 import { peakRssMb, rssMb, runWrk, startBenchService } from "./lib.ts";
 
@@ -16,6 +18,7 @@ const WINDOW_SECONDS = 10;
 const TRICKLE_PER_SECOND = 10;
 const CONNECTIONS = 50;
 const DRAIN_LIMIT_MS = 600_000;
+const PROCESSES = Number(Deno.env.get("BENCH_PROCESSES") ?? "1");
 
 /** What one tenant's deliveries did in one window. */
 interface Arrivals {
@@ -50,13 +53,17 @@ const sinkUrl = `http://127.0.0.1:${sink.addr.port}/hook`;
 const service = await startBenchService(sinkUrl, {
   CLIENT_IP_HEADER: "x-forwarded-for",
   RATE_LIMIT_MAX: "60",
-}, { otherTenant: "/y" });
+}, { otherTenant: "/y", processes: PROCESSES });
+const { origins, children } = service;
 const maxJobs = Number(Deno.env.get("BACKLOG_MAX_JOBS") ?? "50000");
 const orgMaxJobs = Math.floor(maxJobs * Number(Deno.env.get("BACKLOG_ORG_SHARE") ?? "0.5"));
 
 /** Accepted and refused submissions so far, from the service's /metrics. */
 async function counters() {
-  const text = await (await fetch(`${service.origin}/metrics`)).text();
+  const texts = await Promise.all(
+    origins.map(async (origin) => await (await fetch(`${origin}/metrics`)).text()),
+  );
+  const text = texts.join("\n");
   const sum = (name: string) =>
     text.split("\n").filter((line) => line.startsWith(name)).reduce(
       (sum, line) => sum + Number(line.slice(line.lastIndexOf(" ") + 1)),
@@ -95,7 +102,8 @@ const trickle = (async () => {
     visitor++;
     // Each from its own visitor's address, as behind the CDN.
     const address = `10.200.${Math.floor(visitor / 256) % 256}.${visitor % 256}`;
-    const response = await fetch(`${service.origin}/v1/f/${service.other!.publicKey}`, {
+    const origin = origins[visitor % origins.length];
+    const response = await fetch(`${origin}/v1/f/${service.other!.publicKey}`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-forwarded-for": address },
       body: JSON.stringify({ name: "Grace", message: "steady" }),
@@ -109,17 +117,24 @@ const trickle = (async () => {
 
 const body = JSON.stringify({ name: "Ada Lovelace", email: "ada@example.com", message: "flood" });
 const started = performance.now();
-const flood = runWrk(`${service.origin}/v1/f/${service.publicKey}`, {
-  connections: CONNECTIONS,
-  seconds: SECONDS,
-  body,
-  distinctClients: true,
-});
+const flood = Promise.all(origins.map((origin) =>
+  runWrk(`${origin}/v1/f/${service.publicKey}`, {
+    connections: Math.ceil(CONNECTIONS / PROCESSES),
+    seconds: SECONDS,
+    body,
+    distinctClients: true,
+  })
+)).then((runs) => ({
+  requestsPerSecond: runs.reduce((sum, run) => sum + run.requestsPerSecond, 0),
+  non2xx: runs.reduce((sum, run) => sum + run.non2xx, 0),
+  errors: runs.map((run) => run.errors).filter((e) => e !== null).join("; ") || null,
+}));
 let floodOver = false;
 flood.then(() => floodOver = true, () => floodOver = true);
 
 console.log(
-  `bench:sustained — wrk -c${CONNECTIONS} -d${SECONDS}s on tenant X's form (2 webhooks), ` +
+  `bench:sustained — ${PROCESSES} process(es) on one KV file; ` +
+    `wrk -c${CONNECTIONS} -d${SECONDS}s on tenant X's form (2 webhooks), ` +
     `tenant Y ${TRICKLE_PER_SECOND}/s (1 webhook); backlog bound ${maxJobs} jobs, ` +
     `${orgMaxJobs} per organization`,
 );
@@ -143,7 +158,10 @@ while (!floodOver) {
   const xAccepted = now.accepted - before.accepted - yAccepted;
   const refused = now.refused - before.refused - (y.refused - yBefore.refused);
   const backlog = 2 * (now.accepted - y.accepted) - total.x + (y.accepted - total.y);
-  const rss = await rssMb(service.child.pid);
+  const rss = (await Promise.all(children.map((child) => rssMb(child.pid)))).reduce(
+    (sum, mb) => sum + mb,
+    0,
+  );
   const delivered = (x.count + yWindow.count) / WINDOW_SECONDS;
   windows.push({ delivered, backlog, rss });
   const pair = (a: Arrivals) =>
@@ -175,7 +193,8 @@ while ((total.x < expected.x || total.y < expected.y) && Date.now() < deadline) 
 }
 const drainSeconds = (performance.now() - loadEnd) / 1000;
 const lost = expected.x - total.x + expected.y - total.y;
-const peakRss = await peakRssMb(service.child.pid);
+// Per process: the target is one process's.
+const peakRss = (await Promise.all(children.map((child) => peakRssMb(child.pid)))).join(" + ");
 await service.stop();
 await sink.shutdown();
 
