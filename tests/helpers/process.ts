@@ -94,3 +94,14 @@ export async function startServiceProcess(
     },
   };
 }
+
+/** The deliveries a service process logged as delivered, as webhook-ids (`<submissionId>.<destinationId>`). */
+export function deliveredBy(process: ServiceProcess): Set<string> {
+  const done = new Set<string>();
+  for (const line of process.lines) {
+    if (!line.includes('"msg":"delivery attempt"')) continue;
+    const entry = JSON.parse(line);
+    if (entry.result === "delivered") done.add(`${entry.submissionId}.${entry.destinationId}`);
+  }
+  return done;
+}

@@ -6,7 +6,7 @@
  * recorded it).
  */
 import assert from "node:assert/strict";
-import { type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
+import { deliveredBy, type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
 import { startWebhookSink } from "../helpers/sink.ts";
 import { countKeys } from "../helpers/kv.ts";
 import { startSmtpServer } from "../helpers/smtp_server.ts";
@@ -173,15 +173,7 @@ Deno.test("SIGKILL at three random points under load: every 202 delivered to eve
       list.push(arrival);
       byKey.set(arrival.key, list);
     }
-    const recordedBy = processes.map(({ process }) => {
-      const done = new Set<string>();
-      for (const line of process.lines) {
-        if (!line.includes('"msg":"delivery attempt"')) continue;
-        const entry = JSON.parse(line);
-        if (entry.result === "delivered") done.add(`${entry.submissionId}.${entry.destinationId}`);
-      }
-      return done;
-    });
+    const recordedBy = processes.map(({ process }) => deliveredBy(process));
     let interrupted = 0;
     const others: string[] = [];
     for (const [key, copies] of byKey) {

@@ -6,7 +6,7 @@
  * process is SIGKILLed under load, the other delivers every job it had accepted.
  */
 import assert from "node:assert/strict";
-import { type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
+import { deliveredBy, type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
 import { startWebhookSink, type WebhookSink } from "../helpers/sink.ts";
 import { countKeys } from "../helpers/kv.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -88,17 +88,6 @@ async function waitForAll(pair: Awaited<ReturnType<typeof startPair>>, accepted:
     watch.close();
   }
   return expected;
-}
-
-/** Delivered results a process logged, as webhook-ids. */
-function deliveredBy(process: ServiceProcess): Set<string> {
-  const done = new Set<string>();
-  for (const line of process.lines) {
-    if (!line.includes('"msg":"delivery attempt"')) continue;
-    const entry = JSON.parse(line);
-    if (entry.result === "delivered") done.add(`${entry.submissionId}.${entry.destinationId}`);
-  }
-  return done;
 }
 
 Deno.test("two processes on one KV file: submissions posted to both are each delivered once to every destination", async () => {
