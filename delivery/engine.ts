@@ -171,7 +171,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       // A full waiting list would turn every ref away (the sweep brings them in later):
       // during a burst that is every message, so do not read them.
       if (dispatcher.full()) return;
-      // Retries due before the next sweep were woken by a timer too, and may be done by now.
+      // Jobs this process accepted were woken directly and are mostly done by now.
       dispatcher.wake(refs().filter((ref) => !outcomes.finishedHere(ref)));
     })
     : null;

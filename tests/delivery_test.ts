@@ -2,10 +2,7 @@ import assert from "node:assert/strict";
 import { createConnectors } from "../connectors/mod.ts";
 import { BURST_PAUSE_MS } from "../delivery/dispatcher.ts";
 import { startDeliveryEngine } from "../delivery/engine.ts";
-import { decodeJob, type StoredJob } from "../store/job_record.ts";
-import { jobsPrefix } from "../store/keys.ts";
 import { createOrg } from "../store/orgs.ts";
-import { wakeMessage } from "../store/wake.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
 import { freePort } from "./helpers/ports.ts";
@@ -479,13 +476,6 @@ Deno.test("a backlog beyond the in-memory bound waits in KV and is all delivered
   }
 });
 
-/** Enqueues one queue wake-up per job in KV (as retries and redeliveries send them). */
-async function enqueueWakes(h: H) {
-  for await (const entry of h.service.db.kv.list<StoredJob>({ prefix: jobsPrefix() })) {
-    await h.service.db.kv.enqueue(wakeMessage([decodeJob(entry)]));
-  }
-}
-
 Deno.test("queue wake-ups past the in-memory bound are left to the sweep, and all delivered", async () => {
   // No interval sweep during the test: only the engine's own catch-up can bring them in.
   await using backlog = await startHangingBacklog();
@@ -493,11 +483,9 @@ Deno.test("queue wake-ups past the in-memory bound are left to the sweep, and al
   const engine = startEngine(h, { maxWaiting: 5, queues: true });
   try {
     assert.equal((await h.submit(form.publicKey, { first: true })).status, 202);
-    await enqueueWakes(h);
     await waitFor(() => sink.hits === 1, { message: "the first delivery started" });
-    // Every later job's wake-up finds the waiting list full.
+    // Every later submission's wake-up finds the waiting list full.
     for (let i = 0; i < 30; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
-    await enqueueWakes(h);
     await waitFor(() => engine.stats().waiting === 5, { message: "the waiting list filled" });
     assert.equal(sink.hits, 1);
     release();
