@@ -41,7 +41,7 @@ const envSchema = z.object({
   /** Share of the delivery slots one organization may hold (0 < share <= 1). */
   DELIVERY_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /** Delivery jobs due at most in one process (waiting or in progress); past it, 503. */
-  BACKLOG_MAX_JOBS: positiveInt.default(50_000),
+  BACKLOG_MAX_JOBS: positiveInt.default(20_000),
   /** Share of BACKLOG_MAX_JOBS one organization may fill (0 < share <= 1). */
   BACKLOG_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /** Seconds between sweeps for due jobs and expired leases. */

@@ -55,7 +55,7 @@ const service = await startBenchService(sinkUrl, {
   RATE_LIMIT_MAX: "60",
 }, { otherTenant: "/y", processes: PROCESSES });
 const { origins, children } = service;
-const maxJobs = Number(Deno.env.get("BACKLOG_MAX_JOBS") ?? "50000");
+const maxJobs = Number(Deno.env.get("BACKLOG_MAX_JOBS") ?? "20000");
 const orgMaxJobs = Math.floor(maxJobs * Number(Deno.env.get("BACKLOG_ORG_SHARE") ?? "0.5"));
 
 /** Accepted and refused submissions so far, from the service's /metrics. */
