@@ -58,9 +58,14 @@ const submissionsAccepted = new client.Counter({
   help: "Submissions accepted (202) and stored for delivery",
   labelNames: ["form_id"],
   registers: [registry],
+  collect: () => reportAccepted(),
 });
 const acceptedUnlabelled = submissionsAccepted.labels("");
 acceptedUnlabelled.inc(0);
+// Acceptances without labels are a plain count on the hot path, handed to the counter
+// when it is scraped (its collect).
+let acceptedCount = 0;
+let acceptedReported = 0;
 const submissionsRefused = new client.Counter({
   name: "formrelay_submissions_refused_total",
   help: "Submissions refused, by answer status and reason; honeypot ones were answered 202",
@@ -234,23 +239,30 @@ gauge(
 );
 
 /**
- * Counts an answer to `POST /v1/f/:publicKey` (called for every request; anything
- * else returns at once). The reason comes from the status, or the error text where a
- * status has several causes; browser form posts answered with a page have no error
- * text here, so their 400s count as "invalid".
+ * Counts a refusal of `POST /v1/f/:publicKey` (called for every request; anything else,
+ * and every answer below 400, returns at once: acceptances are counted by
+ * countAccepted). The reason comes from the status, or the error text where a status
+ * has several causes; browser form posts answered with a page have no error text here,
+ * so their 400s count as "invalid".
  */
 export function countIngestAnswer(c: Context): void {
-  if (c.req.method !== "POST" || !c.req.path.startsWith("/v1/f/")) return;
-  const noted = submissions.get(c.req.raw);
   const status = c.res.status;
-  if (status < 400 && noted !== undefined) {
-    if (noted.spam) refused("202", "honeypot");
-    else if (perForm) submissionsAccepted.labels(noted.formId).inc();
-    else acceptedUnlabelled.inc();
-    return;
-  }
+  if (status < 400 || c.req.method !== "POST" || !c.req.path.startsWith("/v1/f/")) return;
   const text = c.error?.message ?? "";
   refused(String(status), REASON_BY_ERROR[text] ?? REASON_BY_STATUS[status] ?? "other");
+}
+
+/** Counts a submission answered 202 (a honeypot one as refused with 202). */
+export function countAccepted(formId: string, spam: boolean): void {
+  if (spam) refused("202", "honeypot");
+  else if (perForm) submissionsAccepted.labels(formId).inc();
+  else acceptedCount++;
+}
+
+/** Hands the acceptances counted since the last scrape to the counter. */
+function reportAccepted() {
+  acceptedUnlabelled.inc(acceptedCount - acceptedReported);
+  acceptedReported = acceptedCount;
 }
 
 /** Counts a refusal (`by` 0: only makes its series exist). */
@@ -272,20 +284,9 @@ refused("503", "store_failed", 0);
 refused("503", "backlog", 0);
 refused("202", "honeypot", 0);
 
-/** Submissions being answered: what countIngestAnswer needs to know beyond the status. */
-const submissions = new WeakMap<Request, { formId: string; spam: boolean }>();
-
-/**
- * Notes a submission about to be stored (or dropped as spam): its form for the
- * counters, and its id on the request's span (the runtime's, with OTEL_DENO=true).
- */
-export function noteSubmission(
-  request: Request,
-  submission: { formId: string; submissionId: string },
-  spam: boolean,
-): void {
-  submissions.set(request, { formId: submission.formId, spam });
-  trace.getActiveSpan()?.setAttribute("formrelay.submission_id", submission.submissionId);
+/** Puts a submission's id on the request's span (the runtime's, with OTEL_DENO=true). */
+export function traceSubmission(submissionId: string): void {
+  trace.getActiveSpan()?.setAttribute("formrelay.submission_id", submissionId);
 }
 
 /** Label children bound once: looking a child up by its labels costs on every attempt. */

@@ -1,7 +1,7 @@
 import { type Context, Hono } from "hono";
 import { sealEnvelope, type SubmissionEnvelope } from "../delivery/envelope.ts";
 import { envelopeTtlMs } from "../delivery/retry.ts";
-import { noteSubmission } from "../metrics.ts";
+import { countAccepted, traceSubmission } from "../metrics.ts";
 import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
@@ -238,7 +238,7 @@ export function ingestRoutes(deps: AppDeps) {
         submittedAt: new Date(submittedAt).toISOString(),
       },
     };
-    noteSubmission(c.req.raw, envelope, isSpam);
+    traceSubmission(envelope.submissionId);
     request.reserved.count();
     // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
     const destinations = isSpam ? [] : target.destinations;
@@ -268,6 +268,7 @@ export function ingestRoutes(deps: AppDeps) {
       }
       deps.engine?.wakeStored(stored);
     }
+    countAccepted(form.id, isSpam);
     if (request.browserPost) {
       // The thank-you page is the form's own setting, never taken from the request.
       if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
