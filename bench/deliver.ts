@@ -24,6 +24,10 @@ const sinkUrl = `http://127.0.0.1:${sink.addr.port}/hook`;
 
 const service = await startBenchService(sinkUrl, {
   DELIVERY_CONCURRENCY: Deno.env.get("DELIVERY_CONCURRENCY") ?? "32",
+  // The whole batch is accepted before its deliveries are timed: the backlog bound (10 000
+  // jobs per organization by default) must hold its 2 × N jobs.
+  BACKLOG_MAX_JOBS: String(Math.max(20_000, 2 * N)),
+  BACKLOG_ORG_SHARE: "1",
 });
 const origin = service.origin;
 const destinations = service.destinationIds;
