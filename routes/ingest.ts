@@ -32,7 +32,7 @@ const BACKLOG_RETRY_AFTER_SECONDS = 10;
  * a second from 50 connections took the thread deliveries need (they fell to 160/s).
  * Held, each connection gets one refusal a second.
  */
-export const BACKLOG_REFUSAL_DELAY_MS = 1_000;
+const BACKLOG_REFUSAL_DELAY_MS = 1_000;
 /** The refusal when the backlog is full (metrics.ts counts it as "backlog" by this text). */
 const BACKLOG_FULL_MESSAGE = "Too many submissions waiting for delivery: try again later";
 /** Longest User-Agent and Referer kept in the envelope; longer ones are cut. */
@@ -150,7 +150,8 @@ export function ingestRoutes(deps: AppDeps) {
     try {
       // Refused before its body is read: a 202 is a promise to deliver, made only while
       // the backlog of this form's organization and of this process is under its bound.
-      const jobs = target.destinations.filter((destination) => !destination.held).length;
+      let jobs = 0;
+      for (const destination of target.destinations) if (!destination.held) jobs++;
       if (jobs > 0 && deps.engine !== null) {
         room = deps.engine.admission.admit(form.orgId, jobs);
         if (room === null) {

@@ -9,13 +9,7 @@ import assert from "node:assert/strict";
 import { type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
 import { startWebhookSink } from "../helpers/sink.ts";
 import { waitFor } from "../helpers/wait.ts";
-import {
-  adminClient,
-  createFormWith,
-  percentile,
-  prepareWorkspace,
-  submit,
-} from "./helpers/cluster.ts";
+import { percentile, prepareWorkspace, submit, twoTenantForms } from "./helpers/cluster.ts";
 
 const X_SUBMISSIONS = 40;
 const Y_SUBMISSIONS = 20;
@@ -46,14 +40,10 @@ Deno.test("a tenant whose destinations hang leaves the delivery slots another te
   try {
     service = await startServiceProcess(workspace.env, { stderr: "piped" });
     const origin = service.origin;
-    const [x, y] = workspace.orgs;
-    const formX = await createFormWith(adminClient(() => origin, x.tenantKey), "X", [
-      { type: "webhook", config: { url: `${hanging.url}/one` } },
-      { type: "webhook", config: { url: `${hanging.url}/two` } },
-    ]);
-    const formY = await createFormWith(adminClient(() => origin, y.tenantKey), "Y", [
-      { type: "webhook", config: { url: fast.url } },
-    ]);
+    const { formX, formY } = await twoTenantForms(origin, workspace.orgs, {
+      xSinkUrl: hanging.url,
+      ySinkUrl: fast.url,
+    });
 
     for (let i = 0; i < X_SUBMISSIONS; i++) {
       assert.equal((await submit(origin, formX.publicKey, { i })).status, 202);

@@ -9,13 +9,7 @@ import assert from "node:assert/strict";
 import { type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
 import { startWebhookSink } from "../helpers/sink.ts";
 import { waitFor } from "../helpers/wait.ts";
-import {
-  adminClient,
-  createFormWith,
-  percentile,
-  prepareWorkspace,
-  submit,
-} from "./helpers/cluster.ts";
+import { percentile, prepareWorkspace, submit, twoTenantForms } from "./helpers/cluster.ts";
 
 const FLOOD_MS = 8_000;
 const FLOOD_CLIENTS = 40;
@@ -47,14 +41,10 @@ Deno.test("a flood on one tenant's form is refused past its backlog share; anoth
   try {
     service = await startServiceProcess(workspace.env, { stderr: "piped" });
     const origin = service.origin;
-    const [x, y] = workspace.orgs;
-    const formX = await createFormWith(adminClient(() => origin, x.tenantKey), "X", [
-      { type: "webhook", config: { url: `${slow.url}/one` } },
-      { type: "webhook", config: { url: `${slow.url}/two` } },
-    ]);
-    const formY = await createFormWith(adminClient(() => origin, y.tenantKey), "Y", [
-      { type: "webhook", config: { url: fast.url } },
-    ]);
+    const { formX, formY } = await twoTenantForms(origin, workspace.orgs, {
+      xSinkUrl: slow.url,
+      ySinkUrl: fast.url,
+    });
 
     let address = 0;
     /** A visitor's own address, as the trusted proxy would set it. */

@@ -115,6 +115,26 @@ export async function createFormWith(
   return { formId: created.body.form.id, publicKey: created.body.form.publicKey, destinationIds };
 }
 
+/**
+ * The two tenants of the fairness and flood tests on a running service: tenant X's form
+ * with two webhooks (`xSinkUrl` + "/one" and "/two"), tenant Y's with one at `ySinkUrl`.
+ */
+export async function twoTenantForms(
+  origin: string,
+  orgs: Org[],
+  sinks: { xSinkUrl: string; ySinkUrl: string },
+) {
+  const [x, y] = orgs;
+  const formX = await createFormWith(adminClient(() => origin, x.tenantKey), "X", [
+    { type: "webhook", config: { url: `${sinks.xSinkUrl}/one` } },
+    { type: "webhook", config: { url: `${sinks.xSinkUrl}/two` } },
+  ]);
+  const formY = await createFormWith(adminClient(() => origin, y.tenantKey), "Y", [
+    { type: "webhook", config: { url: sinks.ySinkUrl } },
+  ]);
+  return { formX, formY };
+}
+
 /** Posts one JSON submission; the submission id on 202, else null (status in `status`). */
 export async function submit(
   origin: string,
