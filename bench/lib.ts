@@ -133,6 +133,15 @@ export async function runWrk(
   };
 }
 
+/**
+ * With BENCH_PROFILE_DIR set, the service's processes write a CPU profile there when
+ * they stop (open it in Chrome's DevTools; `deno run --cpu-prof`).
+ */
+function profileFlags(): string[] {
+  const dir = Deno.env.get("BENCH_PROFILE_DIR");
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
+}
+
 /** A free TCP port on loopback (shared with the tests; re-exported for the benchmarks). */
 export { freePort };
 
@@ -199,7 +208,7 @@ export async function startBenchService(
   const ports = new Set<number>();
   while (ports.size < (options.processes ?? 1)) ports.add(freePort());
   for (const port of ports) {
-    const child = spawnDeno([START_V8_FLAGS, MAIN], {
+    const child = spawnDeno([START_V8_FLAGS, ...profileFlags(), MAIN], {
       ...START_ENV,
       ...fullEnv,
       PORT: String(port),

@@ -15,10 +15,11 @@ import { countAttempt } from "../metrics.ts";
 import type { Db } from "../store/db.ts";
 import { listDueJobs, listenForWakes } from "../store/due_jobs.ts";
 import { sweepEnvelopeMarkers } from "../store/envelope_cleanup.ts";
-import { type JobRecord, type JobRef, type KnownJob, refKey } from "../store/job_record.ts";
+import { type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
 import { claimJob, claimKnownJob } from "../store/jobs.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
 import { type Admission, createAdmission } from "./admission.ts";
+import { createClaimHints } from "./claim_hints.ts";
 import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import { createOutcomeStep } from "./outcome.ts";
@@ -70,8 +71,11 @@ export interface DeliveryEngine {
 }
 
 const SWEEP_BATCH = 10_000;
-/** Freshly stored jobs remembered for claiming without a read (they hold their envelopes). */
-const MAX_STORED_HINTS = 4_000;
+/**
+ * Envelope bytes the claim hints may keep: the small submissions of a full default
+ * backlog (20 000 jobs, about 1 KB a submission) fit many times over.
+ */
+const MAX_HINT_BYTES = 32 * 1024 * 1024;
 
 /**
  * Runs delivery jobs: claims each with a versionstamp check, delivers through the
@@ -85,7 +89,10 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   // in beyond it from the sweep or the queue (a restart, other processes) waits in KV.
   const maxWaiting = config.backlog.maxJobs;
   // Jobs this process just wrote (see wakeStored), bounded: past it, claims read the job.
-  const stored = new Map<string, { known: KnownJob; firstChunk: Uint8Array<ArrayBuffer> }>();
+  const hints = createClaimHints({ maxHints: maxWaiting, maxBytes: MAX_HINT_BYTES });
+  // Jobs claimed here whose result is not being recorded yet, with their leases'
+  // versionstamps (a finishing sibling may leave the envelope's cleanup to them).
+  const claims = new Map<string, string>();
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const closing = new AbortController();
   const attempts = createJobAttempts(deps);
@@ -97,6 +104,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     envelopeTtlMs: envelopeTtlMs(config.retryScheduleMs, config.leaseMs),
     retainMs: config.failedRetentionMs,
     onAttempt: deps.onAttempt,
+    claimedHere: (ref) => claims.get(refKey(ref)),
     wakeLater(ref, delayMs) {
       const timer = setTimeout(() => {
         timers.delete(timer);
@@ -119,8 +127,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   /** Claims a woken job, attempts it, gives its slot back and records the result. */
   async function run(ref: JobRef, release: () => void) {
     const key = refKey(ref);
-    const hint = stored.get(key);
-    stored.delete(key);
+    const hint = hints.take(key);
     const options = { now: now(), leaseMs: config.leaseMs };
     const claimed =
       (hint
@@ -130,9 +137,11 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     if (claimed === null) return;
     const started = performance.now();
     let result;
+    claims.set(key, claimed.versionstamp);
     try {
       result = await attempts.attempt(claimed, closing.signal);
     } finally {
+      claims.delete(key);
       release();
     }
     // Shutting down is not the destination's fault: hand the job back at once.
@@ -184,14 +193,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       if (closing.signal.aborted) return;
       // Held jobs wait for their destination to be resumed.
       const jobs = submission.jobs.filter((known) => known.job.state !== "held");
-      const { firstChunk } = submission;
-      for (const known of jobs) {
-        // Behind a long backlog a hint would be dropped before its job's turn comes.
-        if (dispatcher.stats().waiting >= MAX_STORED_HINTS) break;
-        // Hints of jobs claimed elsewhere are never taken: start afresh when full.
-        if (stored.size >= MAX_STORED_HINTS) stored.clear();
-        stored.set(refKey(known.job), { known, firstChunk });
-      }
+      hints.remember(jobs, submission, dispatcher.stats().waiting);
       dispatcher.wake(jobs.map((known) => known.job));
     },
     sweep,

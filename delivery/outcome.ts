@@ -12,9 +12,14 @@
 import type { Config } from "../config.ts";
 import type { DeliveryError } from "../connectors/types.ts";
 import type { Db } from "../store/db.ts";
-import { deleteEnvelopeIfLast, type EnvelopeCleanup } from "../store/envelope_cleanup.ts";
+import {
+  type ClaimedSibling,
+  deleteEnvelopeIfLast,
+  type EnvelopeCleanup,
+} from "../store/envelope_cleanup.ts";
 import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
 import { finishJob, rescheduleJob } from "../store/jobs.ts";
+import type { JobKeyParts } from "../store/keys.ts";
 import { outcomeOf } from "../store/outcomes.ts";
 import { heldDueAt } from "../store/submissions.ts";
 import { wakeMessage } from "../store/wake.ts";
@@ -34,6 +39,11 @@ export interface OutcomeDeps {
   retainMs: number;
   /** Wakes a job again in this process after `delayMs` (retries due before the next sweep). */
   wakeLater(ref: JobRef, delayMs: number): void;
+  /**
+   * The lease versionstamp of a job this process has claimed and whose result it has
+   * not begun to record; undefined for any other job.
+   */
+  claimedHere(ref: JobKeyParts): string | undefined;
   /** Called after every recorded delivery or failure, retries included (destination health). */
   onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
 }
@@ -71,11 +81,16 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       updatedAt: now(),
     };
     // With retention a sibling's failure may keep the envelope: always check.
-    const cleanup = deps.retainMs > 0 ? "check" : envelopeCleanup(job);
+    let cleanup = deps.retainMs > 0 ? "check" : envelopeCleanup(job);
     const outcome = outcomeOf(job, status, result.detail ?? null);
-    if (!await finishJob(db, claimed, outcome, { cleanup, retainMs: deps.retainMs })) {
-      return { result: "lease lost" };
+    const retainMs = deps.retainMs;
+    let finished = await finishJob(db, claimed, outcome, { cleanup, retainMs });
+    if (!finished && typeof cleanup === "object") {
+      // A sibling it was left to changed (another process took it): check instead.
+      cleanup = "check";
+      finished = await finishJob(db, claimed, outcome, { cleanup, retainMs });
     }
+    if (!finished) return { result: "lease lost" };
     if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
     recentlyDone.add(refKey(job));
     if (cleanup === "check") await deleteEnvelopeIfLast(db, job, { retained: deps.retainMs > 0 });
@@ -107,15 +122,25 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
 
   /**
    * How the envelope is cleaned up when a job ends: deleted in its finishing commit
-   * when every sibling job already finished in this process, else checked right after
-   * the commit (the last sibling to commit deletes it).
+   * when every sibling job already finished in this process; left to the unfinished
+   * ones when this process holds each of them claimed (they clean up when they end:
+   * a submission's jobs usually run side by side, and this saves the check's read and
+   * commit); else checked right after the commit (the last sibling to commit deletes
+   * it). A job whose result is being recorded is not claimed any more, so of two
+   * siblings ending at once at most one leaves the envelope to the other.
    */
   function envelopeCleanup(job: JobRecord): EnvelopeCleanup {
     if (job.family === undefined) return "check";
-    const siblingsDone = job.family.every((destinationId) =>
-      destinationId === job.destinationId || recentlyDone.has(refKey({ ...job, destinationId }))
-    );
-    return siblingsDone ? "delete" : "check";
+    const leaveTo: ClaimedSibling[] = [];
+    for (const destinationId of job.family) {
+      if (destinationId === job.destinationId) continue;
+      const ref = { submittedAt: job.submittedAt, submissionId: job.submissionId, destinationId };
+      if (recentlyDone.has(refKey(ref))) continue;
+      const versionstamp = deps.claimedHere(ref);
+      if (versionstamp === undefined) return "check";
+      leaveTo.push({ ref, versionstamp });
+    }
+    return leaveTo.length === 0 ? "delete" : { leaveTo };
   }
 
   async function fail(claimed: ClaimedJob, failure: DeliveryError): Promise<OutcomeFields> {

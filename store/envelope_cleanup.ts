@@ -1,9 +1,11 @@
 /**
  * Envelope cleanup after a job ends: the envelope goes with the last job of its
  * submission (retained failed deliveries count as jobs: their envelope stays until
- * their retention ends, FAILED_RETENTION_HOURS). A finishing job either deletes it in its own commit or leaves a marker
- * and checks right after the commit whether any sibling is left; the marker outlives a
- * crash between the two, so the sweep can finish the check.
+ * their retention ends, FAILED_RETENTION_HOURS). A finishing job either deletes it in
+ * its own commit, leaves it to sibling jobs that this process holds claimed (they see
+ * to it when they end), or leaves a marker and checks right after the commit whether
+ * any sibling is left; the marker outlives a crash between the two, so the sweep can
+ * finish the check.
  *
  * @module
  */
@@ -14,6 +16,7 @@ import {
   envelopeCheckKey,
   envelopeCheckKeyParts,
   envelopeChecksPrefix,
+  jobKey,
   type JobKeyParts,
   jobsOfSubmissionPrefix,
   retainedOfSubmissionPrefix,
@@ -21,24 +24,40 @@ import {
 
 /**
  * What happens to the sealed envelope when a job ends: deleted in the same commit
- * (every sibling job is known to be finished), or marked for a check after the commit
- * (whether any sibling is left can only be known once this commit is in).
+ * (every sibling job is known to be finished); left to the unfinished siblings named,
+ * which the commit checks unchanged since this process claimed them (so one of them
+ * still has to end, and the last to end cleans up; if one changed, the commit fails);
+ * or marked for a check after the commit (whether any sibling is left can only be
+ * known once this commit is in).
  */
-export type EnvelopeCleanup = "delete" | "check";
+export type EnvelopeCleanup = "delete" | "check" | { leaveTo: ClaimedSibling[] };
+
+/** A sibling job as this process claimed it: its identity and its lease's versionstamp. */
+export interface ClaimedSibling {
+  ref: JobKeyParts;
+  versionstamp: string;
+}
 
 interface Marker {
   chunks: number;
   markedAt: number;
 }
 
-/** Adds a finishing job's cleanup to its commit: the envelope's deletion, or a marker. */
+/** Adds a finishing job's cleanup to its commit: the envelope's deletion, the siblings' checks, or a marker. */
 export function applyEnvelopeCleanup(
   op: Deno.AtomicOperation,
   job: JobKeyParts & Pick<JobRecord, "chunks">,
   cleanup: EnvelopeCleanup,
 ): void {
   if (cleanup === "delete") deleteChunks(op, job);
-  else op.set(envelopeCheckKey(job), { chunks: job.chunks, markedAt: Date.now() } satisfies Marker);
+  else if (cleanup !== "check") {
+    for (const { ref, versionstamp } of cleanup.leaveTo) {
+      op.check({ key: jobKey(ref), versionstamp });
+    }
+  } else {op.set(
+      envelopeCheckKey(job),
+      { chunks: job.chunks, markedAt: Date.now() } satisfies Marker,
+    );}
 }
 
 /** Whether any entry has the prefix. */

@@ -101,9 +101,11 @@ export async function rescheduleJob(
 
 /**
  * Ends a claimed job: deletes it and records its final outcome, and deletes the
- * envelope or leaves a marker for the check that follows (see envelope_cleanup.ts).
+ * envelope, leaves it to claimed siblings or leaves a marker for the check that
+ * follows (see envelope_cleanup.ts).
  * With `retainMs`, a failed job is kept that long as a retained record (its envelope
- * then stays: the cleanup check counts retained records). False when the lease was lost.
+ * then stays: the cleanup check counts retained records). False when the lease was
+ * lost, or a sibling the envelope was left to changed.
  */
 export async function finishJob(
   db: Db,
@@ -123,7 +125,7 @@ export async function finishJob(
       applyEnvelopeCleanup(op, job, cleanup);
     },
     mutations: 4 + (cleanup === "delete" ? job.chunks : 0),
-    checks: 1,
+    checks: 1 + (typeof cleanup === "object" ? cleanup.leaveTo.length : 0),
     bytes: 2 * JOB_BYTES,
   });
   return versionstamp !== null;

@@ -58,6 +58,43 @@ Deno.test("of two siblings checked after their commits, the last one deletes the
   assert.equal(await count(db.kv, "envelope_checks"), 0);
 });
 
+Deno.test("left to a claimed sibling, the envelope stays, no marker is written, and the sibling deletes it", async () => {
+  const { h, claimed } = await claimedSubmission(2);
+  await using _ = h;
+  const [a, b] = claimed;
+  const db = h.service.db;
+  const leaveTo = [{ ref: b.job, versionstamp: b.versionstamp }];
+  assert.ok(
+    await finishJob(db, a, outcomeOf(a.job, "delivered"), { cleanup: { leaveTo }, retainMs: 0 }),
+  );
+  assert.equal(await count(db.kv, "envelopes"), 1, "b has still to be delivered");
+  assert.equal(await count(db.kv, "envelope_checks"), 0);
+  assert.equal(await count(db.kv, "jobs"), 1);
+  assert.ok(
+    await finishJob(db, b, outcomeOf(b.job, "delivered"), { cleanup: "delete", retainMs: 0 }),
+  );
+  assert.equal(await count(db.kv, "envelopes"), 0);
+});
+
+Deno.test("left to a sibling that changed since its claim, the finish fails and changes nothing", async () => {
+  const { h, claimed } = await claimedSubmission(2);
+  await using _ = h;
+  const [a, b] = claimed;
+  const db = h.service.db;
+  // Another process ends b meanwhile: its check after the commit sees a still there.
+  assert.ok(
+    await finishJob(db, b, outcomeOf(b.job, "delivered"), { cleanup: "check", retainMs: 0 }),
+  );
+  await deleteEnvelopeIfLast(db, b.job, { retained: false });
+  const leaveTo = [{ ref: b.job, versionstamp: b.versionstamp }];
+  assert.equal(
+    await finishJob(db, a, outcomeOf(a.job, "delivered"), { cleanup: { leaveTo }, retainMs: 0 }),
+    false,
+  );
+  assert.equal(await count(db.kv, "jobs"), 1, "a is unchanged");
+  assert.equal(await count(db.kv, "envelopes"), 1);
+});
+
 Deno.test("a check cut short by a crash is finished by the sweep of envelope markers", async () => {
   const { h, claimed } = await claimedSubmission(1);
   await using _ = h;
