@@ -34,6 +34,8 @@ export interface ClaimHints {
   ): void;
   /** The hint of a job, once: it is forgotten as it is taken. */
   take(key: string): ClaimHint | undefined;
+  /** The versionstamp a hinted job was stored with, the hint left in place. */
+  versionstampOf(key: string): string | undefined;
   /** Hints held and the envelope bytes they keep. */
   stats(): { hints: number; bytes: number };
 }
@@ -67,6 +69,7 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
       bytes -= sizeOf(hint);
       return hint;
     },
+    versionstampOf: (key) => hints.get(key)?.known.versionstamp,
     stats: () => ({ hints: hints.size, bytes }),
   };
 }

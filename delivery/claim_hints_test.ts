@@ -16,10 +16,12 @@ Deno.test("a hint is taken once, with its job and envelope chunk", () => {
   const { jobs, submission } = storedSubmission("s1", ["d1", "d2"]);
   hints.remember(jobs, submission, 0);
   assert.deepEqual(hints.stats(), { hints: 2, bytes: 200 });
+  assert.equal(hints.versionstampOf("s1/d1"), jobs[0].versionstamp);
   const hint = hints.take("s1/d1");
   assert.equal(hint?.known, jobs[0]);
   assert.equal(hint?.firstChunk, submission.firstChunk);
   assert.equal(hints.take("s1/d1"), undefined);
+  assert.equal(hints.versionstampOf("s1/d1"), undefined);
   assert.deepEqual(hints.stats(), { hints: 1, bytes: 100 });
 });
 

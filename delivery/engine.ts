@@ -91,7 +91,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   // Jobs this process just wrote (see wakeStored), bounded: past it, claims read the job.
   const hints = createClaimHints({ maxHints: maxWaiting, maxBytes: MAX_HINT_BYTES });
   // Jobs claimed here whose result is not being recorded yet, with their leases'
-  // versionstamps (a finishing sibling may leave the envelope's cleanup to them).
+  // versionstamps (a finishing sibling may leave the envelope's cleanup to them, as
+  // to the jobs with hints).
   const claims = new Map<string, string>();
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const closing = new AbortController();
@@ -104,7 +105,10 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     envelopeTtlMs: envelopeTtlMs(config.retryScheduleMs, config.leaseMs),
     retainMs: config.failedRetentionMs,
     onAttempt: deps.onAttempt,
-    claimedHere: (ref) => claims.get(refKey(ref)),
+    heldHere(ref) {
+      const key = refKey(ref);
+      return claims.get(key) ?? hints.versionstampOf(key);
+    },
     wakeLater(ref, delayMs) {
       const timer = setTimeout(() => {
         timers.delete(timer);

@@ -40,10 +40,12 @@ export interface OutcomeDeps {
   /** Wakes a job again in this process after `delayMs` (retries due before the next sweep). */
   wakeLater(ref: JobRef, delayMs: number): void;
   /**
-   * The lease versionstamp of a job this process has claimed and whose result it has
-   * not begun to record; undefined for any other job.
+   * The versionstamp of a job this process holds unfinished, sure to end it unless
+   * someone else changes it first: claimed and its result not yet being recorded (the
+   * lease's versionstamp), or stored here and not yet claimed (with a claim hint).
+   * Undefined for any other job.
    */
-  claimedHere(ref: JobKeyParts): string | undefined;
+  heldHere(ref: JobKeyParts): string | undefined;
   /** Called after every recorded delivery or failure, retries included (destination health). */
   onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
 }
@@ -123,10 +125,10 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
   /**
    * How the envelope is cleaned up when a job ends: deleted in its finishing commit
    * when every sibling job already finished in this process; left to the unfinished
-   * ones when this process holds each of them claimed (they clean up when they end:
-   * a submission's jobs usually run side by side, and this saves the check's read and
-   * commit); else checked right after the commit (the last sibling to commit deletes
-   * it). A job whose result is being recorded is not claimed any more, so of two
+   * ones when this process holds each of them (see heldHere: they clean up when they
+   * end; a submission's jobs usually run side by side, and this saves the check's
+   * read and commit); else checked right after the commit (the last sibling to commit
+   * deletes it). A job whose result is being recorded is not held any more, so of two
    * siblings ending at once at most one leaves the envelope to the other.
    */
   function envelopeCleanup(job: JobRecord): EnvelopeCleanup {
@@ -136,7 +138,7 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       if (destinationId === job.destinationId) continue;
       const ref = { submittedAt: job.submittedAt, submissionId: job.submissionId, destinationId };
       if (recentlyDone.has(refKey(ref))) continue;
-      const versionstamp = deps.claimedHere(ref);
+      const versionstamp = deps.heldHere(ref);
       if (versionstamp === undefined) return "check";
       leaveTo.push({ ref, versionstamp });
     }

@@ -17,7 +17,7 @@ async function count(kv: Deno.Kv, prefix: string) {
 
 /**
  * A submission to two webhooks with both jobs claimed, and an outcome step whose
- * "claimed here" jobs are `claims`; `parts` counts the commits it asks for.
+ * "held here" jobs are `claims`; `parts` counts the commits it asks for.
  */
 async function twoClaimedJobs() {
   const h = await startHarness({}, { deliver: false });
@@ -53,7 +53,7 @@ async function twoClaimedJobs() {
     now: Date.now,
     envelopeTtlMs: 3_600_000,
     retainMs: 0,
-    claimedHere: (ref: JobKeyParts) => claims.get(refKey(ref)),
+    heldHere: (ref: JobKeyParts) => claims.get(refKey(ref)),
     wakeLater() {},
   });
   return { h, db, claimed, claims, counted, outcomes };

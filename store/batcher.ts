@@ -9,7 +9,7 @@
  * A merged commit evaluates every check against the state before it, so parts must
  * not check keys that other parts write, unless that is still right: the job
  * operations check their own job, and a finishing job may check a sibling that
- * this process holds claimed (envelope_cleanup.ts: if the sibling ends in the same
+ * this process holds unfinished (envelope_cleanup.ts: if the sibling ends in the same
  * commit, it ends with a check of its own that sees both gone).
  * A commit refused because another process sharing the KV file wrote first is tried
  * again as it is (kv_busy.ts).

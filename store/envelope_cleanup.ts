@@ -2,8 +2,8 @@
  * Envelope cleanup after a job ends: the envelope goes with the last job of its
  * submission (retained failed deliveries count as jobs: their envelope stays until
  * their retention ends, FAILED_RETENTION_HOURS). A finishing job either deletes it in
- * its own commit, leaves it to sibling jobs that this process holds claimed (they see
- * to it when they end), or leaves a marker and checks right after the commit whether
+ * its own commit, leaves it to sibling jobs that this process holds unfinished (they
+ * see to it when they end), or leaves a marker and checks right after the commit whether
  * any sibling is left; the marker outlives a crash between the two, so the sweep can
  * finish the check.
  *
@@ -25,14 +25,14 @@ import {
 /**
  * What happens to the sealed envelope when a job ends: deleted in the same commit
  * (every sibling job is known to be finished); left to the unfinished siblings named,
- * which the commit checks unchanged since this process claimed them (so one of them
- * still has to end, and the last to end cleans up; if one changed, the commit fails);
+ * which the commit checks unchanged since this process claimed or stored them (so they
+ * still have to end, and the last to end cleans up; if one changed, the commit fails);
  * or marked for a check after the commit (whether any sibling is left can only be
  * known once this commit is in).
  */
 export type EnvelopeCleanup = "delete" | "check" | { leaveTo: ClaimedSibling[] };
 
-/** A sibling job as this process claimed it: its identity and its lease's versionstamp. */
+/** A sibling job as this process holds it: its identity and the versionstamp it has. */
 export interface ClaimedSibling {
   ref: JobKeyParts;
   versionstamp: string;
