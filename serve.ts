@@ -12,7 +12,8 @@
  *   and after a response the next head must be complete within `keepAliveTimeoutMs`;
  * - at most `maxConnections` are open: past it a connection waiting for a request head
  *   is closed to make room, the oldest of the address that holds the most connections
- *   (so a flood from one address pays with its own connections, not a visitor's), and
+ *   among those with one waiting (so a flood from one address pays with its own
+ *   connections, not a visitor's, even when another address's are all busy), and
  *   when none is waiting the newcomer gets a 503 with `Retry-After` and is closed;
  * - a failing `accept` (EMFILE) is logged and retried once a descriptor is freed, never
  *   fatal; running out of descriptors also lowers the bound to what the process could
@@ -158,15 +159,21 @@ export function serveGuarded(
   }
 
   /**
-   * A waiting connection to close for room: the oldest of the address holding the most
-   * connections, else the oldest of all.
+   * A waiting connection to close for room: the oldest waiting one of the address
+   * holding the most connections that has one waiting (an address whose connections
+   * are all busy does not pass its turn to a lone visitor), else null.
    */
   function victim(): Connection | null {
-    let heaviest: Set<Connection> | null = null;
+    let chosen: Connection | null = null;
+    let chosenGroupSize = 0;
     for (const group of byAddress.values()) {
-      if (heaviest === null || group.size > heaviest.size) heaviest = group;
+      if (group.size <= chosenGroupSize) continue;
+      const waiting = firstWaiting(group);
+      if (waiting === null) continue;
+      chosen = waiting;
+      chosenGroupSize = group.size;
     }
-    return (heaviest && firstWaiting(heaviest)) ?? firstWaiting(connections);
+    return chosen;
   }
 
   const deadlines = setInterval(() => {

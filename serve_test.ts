@@ -124,6 +124,45 @@ Deno.test("serveGuarded at its bound takes room from the address holding the mos
   visitor.close();
 });
 
+Deno.test("serveGuarded at its bound passes over an address whose connections are all busy, not to a lone visitor", async () => {
+  const net = await import("node:net");
+  const { waitFor } = await import("./tests/helpers/wait.ts");
+  const release = Promise.withResolvers<void>();
+  await using server = start({ headersTimeoutMs: 10_000, maxConnections: 5 }, async (request) => {
+    if (new URL(request.url).pathname === "/busy") await release.promise;
+    return new Response("ok");
+  });
+  using _ = { [Symbol.dispose]: () => release.resolve() };
+  const visitor = await server.connect(); // 127.0.0.1, waiting longest
+  await waitFor(() => server.stats().connections === 1);
+  // Two busy connections from 127.0.0.2, then two idle ones from 127.0.0.3.
+  using busyClient = Deno.createHttpClient({ localAddress: "127.0.0.2", poolMaxIdlePerHost: 0 });
+  const busy = [0, 1].map(() =>
+    fetch(`http://127.0.0.1:${server.addr.port}/busy`, { client: busyClient }).then((r) => r.text())
+  );
+  await waitFor(() => server.stats().connections === 3 && server.stats().waiting === 1);
+  const closed: string[] = [];
+  const flood = ["first", "second"].map((name) => {
+    const socket = net.connect({
+      port: server.addr.port,
+      host: "127.0.0.1",
+      localAddress: "127.0.0.3",
+    });
+    socket.on("error", () => {});
+    socket.on("close", () => closed.push(name));
+    return socket;
+  });
+  await waitFor(() => server.stats().connections === 5);
+  const response = await fetch(`http://127.0.0.1:${server.addr.port}/`);
+  assert.equal(await response.text(), "ok");
+  await waitFor(() => closed.length === 1);
+  assert.deepEqual(closed, ["first"], "127.0.0.3 gave up its oldest, not the visitor");
+  release.resolve();
+  assert.deepEqual(await Promise.all(busy), ["ok", "ok"]);
+  flood.forEach((socket) => socket.destroy());
+  visitor.close();
+});
+
 Deno.test("serveGuarded at its bound with every connection busy answers 503 with Retry-After", async () => {
   const release = Promise.withResolvers<void>();
   const { waitFor } = await import("./tests/helpers/wait.ts");
