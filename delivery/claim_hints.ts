@@ -6,9 +6,10 @@
  * the commits on KV's one SQLite thread, and skipping it made `bench:deliver` about a
  * quarter faster when every job of its batch had a hint.
  *
- * Hints are bounded twice: in number (the jobs the dispatcher holds in memory, so no
- * hint is dropped before its job's turn) and in envelope bytes (a hint keeps its
- * envelope's buffer, up to hundreds of KB for a large submission).
+ * Hints are bounded twice: in number (at most the jobs the dispatcher holds in memory,
+ * so no hint is dropped before its job's turn; the engine sets the bound) and in
+ * envelope bytes (a hint keeps its envelope's buffer, up to hundreds of KB for a large
+ * submission).
  *
  * @module
  */
