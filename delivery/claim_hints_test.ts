@@ -4,25 +4,49 @@ import { createClaimHints } from "./claim_hints.ts";
 
 /** The known jobs of a submission to `destinations`, and its first chunk of `bytes`. */
 function storedSubmission(id: string, destinations: string[], bytes = 100) {
-  const jobs: KnownJob[] = destinations.map((destinationId) => ({
-    job: { submittedAt: 1, submissionId: id, destinationId } as JobRecord,
+  const family = destinations;
+  const jobs: KnownJob[] = destinations.map((destinationId, i) => ({
+    job: {
+      submissionId: id,
+      destinationId,
+      formId: "f1",
+      orgId: "o1",
+      type: i === 0 ? "webhook" : "smtp",
+      state: "pending",
+      attempts: 0,
+      dueAt: 1,
+      chunks: 1,
+      family,
+      lastError: null,
+      lastStatusCode: null,
+      submittedAt: 1,
+      updatedAt: 1,
+    } satisfies JobRecord,
     versionstamp: "00000000000000010000",
   }));
   return { jobs, submission: { firstChunk: new Uint8Array(bytes) } };
 }
 
-Deno.test("a hint is taken once, with its job and envelope chunk", () => {
+const ref = (submissionId: string, destinationId: string) => ({
+  submittedAt: 1,
+  submissionId,
+  destinationId,
+});
+
+Deno.test("a hint is taken once, with its job as stored and the envelope chunk", () => {
   const hints = createClaimHints({ maxHints: 10, maxBytes: 10_000 });
   const { jobs, submission } = storedSubmission("s1", ["d1", "d2"]);
   hints.remember(jobs, submission, 0);
-  assert.deepEqual(hints.stats(), { hints: 2, bytes: 200 });
-  assert.equal(hints.versionstampOf("s1/d1"), jobs[0].versionstamp);
-  const hint = hints.take("s1/d1");
-  assert.equal(hint?.known, jobs[0]);
+  assert.deepEqual(hints.stats(), { hints: 2, bytes: 100 }, "the envelope counted once");
+  assert.equal(hints.versionstampOf(ref("s1", "d2")), jobs[1].versionstamp);
+  const hint = hints.take(ref("s1", "d2"));
+  assert.deepEqual(hint?.known, jobs[1], "the job rebuilt as it was stored");
   assert.equal(hint?.firstChunk, submission.firstChunk);
-  assert.equal(hints.take("s1/d1"), undefined);
-  assert.equal(hints.versionstampOf("s1/d1"), undefined);
+  assert.equal(hints.take(ref("s1", "d2")), undefined);
+  assert.equal(hints.versionstampOf(ref("s1", "d2")), undefined);
   assert.deepEqual(hints.stats(), { hints: 1, bytes: 100 });
+  assert.deepEqual(hints.take(ref("s1", "d1"))?.known, jobs[0]);
+  assert.deepEqual(hints.stats(), { hints: 0, bytes: 0 });
 });
 
 Deno.test("no hint for a job behind a line as long as the bound: it would be dropped first", () => {
@@ -30,21 +54,21 @@ Deno.test("no hint for a job behind a line as long as the bound: it would be dro
   const { jobs, submission } = storedSubmission("s1", ["d1", "d2"]);
   hints.remember(jobs, submission, 2);
   assert.deepEqual(hints.stats(), { hints: 1, bytes: 100 });
-  assert.ok(hints.take("s1/d1"));
-  assert.equal(hints.take("s1/d2"), undefined);
+  assert.ok(hints.take(ref("s1", "d1")));
+  assert.equal(hints.take(ref("s1", "d2")), undefined);
 });
 
 Deno.test("hints start afresh when their number or their bytes would pass the bound", () => {
   const hints = createClaimHints({ maxHints: 4, maxBytes: 1_000 });
-  hints.remember(storedSubmission("s1", ["d1", "d2"]).jobs, { firstChunk: new Uint8Array(400) }, 0);
-  hints.remember(storedSubmission("s2", ["d1"]).jobs, { firstChunk: new Uint8Array(400) }, 0);
-  assert.deepEqual(hints.stats(), { hints: 1, bytes: 400 }, "1 200 bytes would pass 1 000");
-  assert.equal(hints.take("s1/d1"), undefined);
+  hints.remember(storedSubmission("s1", ["d1", "d2"]).jobs, { firstChunk: new Uint8Array(600) }, 0);
+  hints.remember(storedSubmission("s2", ["d1"]).jobs, { firstChunk: new Uint8Array(600) }, 0);
+  assert.deepEqual(hints.stats(), { hints: 1, bytes: 600 }, "1 200 bytes would pass 1 000");
+  assert.equal(hints.take(ref("s1", "d1")), undefined);
   const more = storedSubmission("s3", ["d1", "d2", "d3", "d4"], 10);
   hints.remember(more.jobs, more.submission, 0);
-  assert.equal(hints.stats().hints, 1, "s3's fourth hint found four and started afresh");
-  assert.equal(hints.take("s3/d1"), undefined);
-  assert.ok(hints.take("s3/d4"));
+  assert.deepEqual(hints.stats(), { hints: 4, bytes: 10 }, "five jobs would pass four");
+  assert.equal(hints.take(ref("s2", "d1")), undefined);
+  assert.ok(hints.take(ref("s3", "d4")));
 });
 
 Deno.test("an envelope larger than the byte bound gets no hint", () => {
