@@ -96,7 +96,9 @@ console.log(
   `accepted in ${((acceptEnd - acceptStart) / 1000).toFixed(1)} s; deliveries during acceptance ` +
     `${duringRate.toFixed(0)}/s; arrived ${total} of ${2 * N}`,
 );
-console.log(`steady-state deliveries after acceptance: ${steadyRate.toFixed(0)}/s (target ≥ 4 000)`);
+console.log(
+  `steady-state deliveries after acceptance: ${steadyRate.toFixed(0)}/s (target ≥ 4 000)`,
+);
 console.log(
   `idle latency, 202 → arrival (${latencies.length} deliveries): p50 ${
     percentile(latencies, 0.5).toFixed(1)
