@@ -13,9 +13,9 @@ import type { Config } from "../config.ts";
 import type { DeliveryError } from "../connectors/types.ts";
 import type { Db } from "../store/db.ts";
 import {
-  type ClaimedSibling,
   deleteEnvelopeIfLast,
   type EnvelopeCleanup,
+  type HeldSibling,
 } from "../store/envelope_cleanup.ts";
 import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
 import { finishJob, rescheduleJob } from "../store/jobs.ts";
@@ -133,7 +133,7 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
    */
   function envelopeCleanup(job: JobRecord): EnvelopeCleanup {
     if (job.family === undefined) return "check";
-    const leaveTo: ClaimedSibling[] = [];
+    const leaveTo: HeldSibling[] = [];
     for (const destinationId of job.family) {
       if (destinationId === job.destinationId) continue;
       const ref = { submittedAt: job.submittedAt, submissionId: job.submissionId, destinationId };

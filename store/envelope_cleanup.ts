@@ -30,10 +30,10 @@ import {
  * or marked for a check after the commit (whether any sibling is left can only be
  * known once this commit is in).
  */
-export type EnvelopeCleanup = "delete" | "check" | { leaveTo: ClaimedSibling[] };
+export type EnvelopeCleanup = "delete" | "check" | { leaveTo: HeldSibling[] };
 
 /** A sibling job as this process holds it: its identity and the versionstamp it has. */
-export interface ClaimedSibling {
+export interface HeldSibling {
   ref: JobKeyParts;
   versionstamp: string;
 }
@@ -43,21 +43,24 @@ interface Marker {
   markedAt: number;
 }
 
-/** Adds a finishing job's cleanup to its commit: the envelope's deletion, the siblings' checks, or a marker. */
+/**
+ * Adds a finishing job's cleanup to its commit: the envelope's deletion, the checks of
+ * the siblings it is left to, or a marker.
+ */
 export function applyEnvelopeCleanup(
   op: Deno.AtomicOperation,
   job: JobKeyParts & Pick<JobRecord, "chunks">,
   cleanup: EnvelopeCleanup,
 ): void {
-  if (cleanup === "delete") deleteChunks(op, job);
-  else if (cleanup !== "check") {
+  if (cleanup === "delete") {
+    deleteChunks(op, job);
+  } else if (cleanup === "check") {
+    op.set(envelopeCheckKey(job), { chunks: job.chunks, markedAt: Date.now() } satisfies Marker);
+  } else {
     for (const { ref, versionstamp } of cleanup.leaveTo) {
       op.check({ key: jobKey(ref), versionstamp });
     }
-  } else {op.set(
-      envelopeCheckKey(job),
-      { chunks: job.chunks, markedAt: Date.now() } satisfies Marker,
-    );}
+  }
 }
 
 /** Whether any entry has the prefix. */

@@ -101,8 +101,8 @@ export async function rescheduleJob(
 
 /**
  * Ends a claimed job: deletes it and records its final outcome, and deletes the
- * envelope, leaves it to claimed siblings or leaves a marker for the check that
- * follows (see envelope_cleanup.ts).
+ * envelope, leaves it to siblings this process holds, or leaves a marker for the
+ * check that follows (see envelope_cleanup.ts).
  * With `retainMs`, a failed job is kept that long as a retained record (its envelope
  * then stays: the cleanup check counts retained records). False when the lease was
  * lost, or a sibling the envelope was left to changed.
