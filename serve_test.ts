@@ -51,6 +51,19 @@ async function readUntilClosed(conn: Deno.Conn, withinMs: number): Promise<strin
   }
 }
 
+/** Idle connections from `localAddress`, one per name; `closed` names them as the server closes them. */
+async function idleFlood(port: number, localAddress: string, names: string[]) {
+  const net = await import("node:net");
+  const closed: string[] = [];
+  const sockets = names.map((name) => {
+    const socket = net.connect({ port, host: "127.0.0.1", localAddress });
+    socket.on("error", () => {});
+    socket.on("close", () => closed.push(name));
+    return socket;
+  });
+  return { closed, sockets };
+}
+
 Deno.test("serveGuarded closes a connection that sends no request head in time", async () => {
   await using server = start({ headersTimeoutMs: 200 });
   const conn = await server.connect();
@@ -98,22 +111,14 @@ Deno.test("serveGuarded at its bound closes the longest-waiting connection for a
 });
 
 Deno.test("serveGuarded at its bound takes room from the address holding the most connections", async () => {
-  const net = await import("node:net");
   const { waitFor } = await import("./tests/helpers/wait.ts");
   await using server = start({ headersTimeoutMs: 10_000, maxConnections: 3 });
   const visitor = await server.connect();
   await waitFor(() => server.stats().connections === 1);
-  const closed: string[] = [];
-  const flood = ["first", "second"].map((name) => {
-    const socket = net.connect({
-      port: server.addr.port,
-      host: "127.0.0.1",
-      localAddress: "127.0.0.2",
-    });
-    socket.on("error", () => {});
-    socket.on("close", () => closed.push(name));
-    return socket;
-  });
+  const { closed, sockets: flood } = await idleFlood(server.addr.port, "127.0.0.2", [
+    "first",
+    "second",
+  ]);
   await waitFor(() => server.stats().connections === 3);
   const response = await fetch(`http://127.0.0.1:${server.addr.port}/`);
   assert.equal(await response.text(), "ok");
@@ -125,7 +130,6 @@ Deno.test("serveGuarded at its bound takes room from the address holding the mos
 });
 
 Deno.test("serveGuarded at its bound passes over an address whose connections are all busy, not to a lone visitor", async () => {
-  const net = await import("node:net");
   const { waitFor } = await import("./tests/helpers/wait.ts");
   const release = Promise.withResolvers<void>();
   await using server = start({ headersTimeoutMs: 10_000, maxConnections: 5 }, async (request) => {
@@ -141,17 +145,10 @@ Deno.test("serveGuarded at its bound passes over an address whose connections ar
     fetch(`http://127.0.0.1:${server.addr.port}/busy`, { client: busyClient }).then((r) => r.text())
   );
   await waitFor(() => server.stats().connections === 3 && server.stats().waiting === 1);
-  const closed: string[] = [];
-  const flood = ["first", "second"].map((name) => {
-    const socket = net.connect({
-      port: server.addr.port,
-      host: "127.0.0.1",
-      localAddress: "127.0.0.3",
-    });
-    socket.on("error", () => {});
-    socket.on("close", () => closed.push(name));
-    return socket;
-  });
+  const { closed, sockets: flood } = await idleFlood(server.addr.port, "127.0.0.3", [
+    "first",
+    "second",
+  ]);
   await waitFor(() => server.stats().connections === 5);
   const response = await fetch(`http://127.0.0.1:${server.addr.port}/`);
   assert.equal(await response.text(), "ok");

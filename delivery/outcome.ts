@@ -82,10 +82,10 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       lastStatusCode: result.statusCode ?? null,
       updatedAt: now(),
     };
+    const { retainMs } = deps;
     // With retention a sibling's failure may keep the envelope: always check.
-    let cleanup = deps.retainMs > 0 ? "check" : envelopeCleanup(job);
+    let cleanup = retainMs > 0 ? "check" : envelopeCleanup(job);
     const outcome = outcomeOf(job, status, result.detail ?? null);
-    const retainMs = deps.retainMs;
     let finished = await finishJob(db, claimed, outcome, { cleanup, retainMs });
     if (!finished && typeof cleanup === "object") {
       // A sibling it was left to changed (another process took it): check instead.
@@ -95,7 +95,7 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
     if (!finished) return { result: "lease lost" };
     if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
     recentlyDone.add(refKey(job));
-    if (cleanup === "check") await deleteEnvelopeIfLast(db, job, { retained: deps.retainMs > 0 });
+    if (cleanup === "check") await deleteEnvelopeIfLast(db, job, { retained: retainMs > 0 });
     return { result: status, statusCode: job.lastStatusCode, error: job.lastError };
   }
 
