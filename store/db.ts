@@ -1,5 +1,5 @@
 /**
- * The store's handle: the KV, the at-rest sealer and the group committer, and the
+ * The store's handle: the KV, the at-rest sealer, the group committer and reader, and the
  * helpers every store module shares (read-check-commit retries, the health probe).
  *
  * @module
@@ -7,13 +7,15 @@
 import { type CommitBatcher, createCommitBatcher } from "./batcher.ts";
 import { healthKey } from "./keys.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
+import { createReadBatcher, type ReadBatcher } from "./read_batcher.ts";
 import type { Sealer } from "./sealing.ts";
 
-/** What every store function needs: the KV, the at-rest sealer and the group committer. */
+/** What every store function needs: the KV, the at-rest sealer, the group committer and reader. */
 export interface Db {
   kv: Deno.Kv;
   sealer: Sealer;
   batcher: CommitBatcher;
+  reader: ReadBatcher;
   /** Moves on with every form or destination write through this Db (see form_cache.ts). */
   formVersion: ChangeVersion;
 }
@@ -44,6 +46,7 @@ export function createDb(kv: Deno.Kv, sealer: Sealer, options = { queues: false 
     kv,
     sealer,
     batcher: createCommitBatcher(kv, options),
+    reader: createReadBatcher(kv),
     formVersion: createChangeVersion(),
   };
 }

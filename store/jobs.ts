@@ -1,7 +1,8 @@
 /**
  * Job leases: claiming a due job with an atomic versionstamp check (with or without
  * reading it first), putting it back for a retry, and ending it with its final outcome.
- * Every write goes through the group committer (db.batcher).
+ * Every write goes through the group committer (db.batcher), every read of a job to
+ * claim through the group reader (db.reader).
  *
  * @module
  */
@@ -30,7 +31,7 @@ export async function claimJob(
   options: { now: number; leaseMs: number },
 ): Promise<ClaimedJob | null> {
   // The job and the first envelope chunk in one read: the delivery needs both.
-  const [entry, firstChunk] = await db.kv.getMany<[StoredJob, Uint8Array<ArrayBuffer>]>([
+  const [entry, firstChunk] = await db.reader.getMany<[StoredJob, Uint8Array<ArrayBuffer>]>([
     jobKey(ref),
     envelopeChunkKey(ref.submittedAt, ref.submissionId, 0),
   ]);
