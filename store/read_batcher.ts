@@ -5,6 +5,8 @@
  * thread, so fewer of them is faster under load: with claim hints for a third of its
  * jobs, bench:deliver did 3 397-3 658 deliveries/s against 3 112-3 426 with a read per
  * job (four alternating runs each). An idle read goes at once.
+ *
+ * @module
  */
 
 /** KV's limit of keys in one getMany. */
