@@ -1,16 +1,11 @@
 /** Shared pieces of the benchmarks: child processes, wrk, RSS. Not tests. */
 import { freePort } from "../tests/helpers/ports.ts";
-import { START_ENV } from "../tests/helpers/process.ts";
+import { START_ENV, START_V8_FLAGS } from "../tests/helpers/process.ts";
 
 export const MAIN = new URL("../main.ts", import.meta.url).pathname;
 
-/**
- * The V8 flags `deno task start` runs with: a young generation of 8 MB semi-spaces keeps
- * RSS near 140 MB under load instead of 200 MB, at the same throughput; an old
- * generation that at most doubles between full collections keeps bench:sustained's
- * peak RSS near 230 MB instead of 330 MB (measured; see the README's "Facing the internet").
- */
-export const START_V8_FLAGS = "--v8-flags=--max-semi-space-size=8,--heap-growing-percent=100";
+/** The V8 flags `deno task start` runs with (shared with the tests; re-exported for the benchmarks). */
+export { START_V8_FLAGS };
 
 /** A child process started from a Deno script, with its pid for RSS readings. */
 export function spawnDeno(

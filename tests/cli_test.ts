@@ -220,8 +220,7 @@ Deno.test("create-org prints one JSON line and forms lists the org's forms witho
 });
 
 Deno.test("the children tests and benchmarks start run as `deno task start` does", async () => {
-  const { START_ENV } = await import("./helpers/process.ts");
-  const { START_V8_FLAGS } = await import("../bench/lib.ts");
+  const { START_ENV, START_V8_FLAGS } = await import("./helpers/process.ts");
   const tasks = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)))
     .tasks;
   for (const [name, value] of Object.entries(START_ENV)) {
