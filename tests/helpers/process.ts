@@ -43,14 +43,15 @@ async function readLines(stream: ReadableStream<Uint8Array>, onLine: (line: stri
 }
 
 /**
- * Starts main.ts with the given environment on a free port; resolves once it listens.
+ * Starts main.ts as `deno task start` does (START_ENV, START_V8_FLAGS), with the given
+ * environment, on a free port; resolves once it listens.
  * With `stderr: "piped"` the child's stderr is kept in `stderrLines` instead of shown.
  */
 export async function startServiceProcess(
   env: Record<string, string>,
   options: { stderr?: "inherit" | "piped"; fileDescriptorLimit?: number } = {},
 ): Promise<ServiceProcess> {
-  const deno = ["run", "-A", MAIN];
+  const deno = ["run", "-A", START_V8_FLAGS, MAIN];
   // prlimit sets the soft and hard limit, as `ulimit -n` does (Deno raises soft to hard).
   const limit = options.fileDescriptorLimit;
   const child = new Deno.Command(limit ? "prlimit" : Deno.execPath(), {
