@@ -216,11 +216,3 @@ export function environmentVariables(): { name: string; defaultValue: unknown }[
 export function isRemoteKvPath(path: string): boolean {
   return /^https?:\/\//.test(path);
 }
-
-/** Config for tests: defaults plus overrides, with an in-memory KV and private targets allowed. */
-export function testConfig(overrides: Partial<Config> = {}): Config {
-  return {
-    ...loadConfig({ KV_PATH: ":memory:", ALLOW_PRIVATE_DESTINATIONS: "true", LOG_LEVEL: "silent" }),
-    ...overrides,
-  };
-}

@@ -70,7 +70,7 @@ async function readAll(conn: Deno.Conn): Promise<string> {
 
 Deno.test("a body not complete within HTTP_BODY_TIMEOUT_MS is 408 and its connection closed", async () => {
   await using s = await setUp({
-    http: { ...(await import("../config.ts")).testConfig().http, bodyTimeoutMs: 300 },
+    http: { ...(await import("./helpers/config.ts")).testConfig().http, bodyTimeoutMs: 300 },
   });
   const conn = await startSlowPost(s.port, `/v1/f/${s.form.publicKey}`, { length: 131_000 });
   const answer = await readAll(conn);
@@ -80,7 +80,7 @@ Deno.test("a body not complete within HTTP_BODY_TIMEOUT_MS is 408 and its connec
 });
 
 Deno.test("past the body memory budget a new body is refused at once with 503 and Retry-After", async () => {
-  const base = (await import("../config.ts")).testConfig();
+  const base = (await import("./helpers/config.ts")).testConfig();
   await using s = await setUp({
     http: { ...base.http, bodyMemoryBytes: 262_144 },
     clientIpHeader: "x-forwarded-for",
