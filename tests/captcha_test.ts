@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
-import { freePort } from "./helpers/ports.ts";
+import { freePort } from "../tools/ports.ts";
 
 const SECRET = "0x0000000000000000000000000000000000000000";
 

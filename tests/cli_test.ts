@@ -218,14 +218,3 @@ Deno.test("create-org prints one JSON line and forms lists the org's forms witho
     await Deno.remove(dir, { recursive: true });
   }
 });
-
-Deno.test("the children tests and benchmarks start run as `deno task start` does", async () => {
-  const { START_ENV, START_V8_FLAGS } = await import("./helpers/process.ts");
-  const tasks = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)))
-    .tasks;
-  for (const [name, value] of Object.entries(START_ENV)) {
-    assert.ok(tasks.start.startsWith(`${name}=${value} `), `start sets ${name}`);
-    assert.ok(tasks.dev.includes(`${name}=${value} `), `dev sets ${name}`);
-  }
-  assert.ok(tasks.start.includes(START_V8_FLAGS));
-});

@@ -5,7 +5,7 @@ import { startDeliveryEngine } from "../delivery/engine.ts";
 import { createOrg } from "../store/orgs.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
-import { freePort } from "./helpers/ports.ts";
+import { freePort } from "../tools/ports.ts";
 import { type Received, startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
 

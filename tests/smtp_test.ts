@@ -10,7 +10,7 @@ import { DeliveryError, type DeliveryReceipt } from "../connectors/types.ts";
 import type { PlatformSmtp } from "../config.ts";
 import type { SubmissionEnvelope } from "../delivery/envelope.ts";
 import { testCertificates } from "./helpers/certs.ts";
-import { freePort } from "./helpers/ports.ts";
+import { freePort } from "../tools/ports.ts";
 import { startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";
 
 const USERNAME = "relay-üser";

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createOrg } from "../store/orgs.ts";
 import { type Harness, startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
-import { freePort } from "./helpers/ports.ts";
+import { freePort } from "../tools/ports.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { startSmtpServer } from "./helpers/smtp_server.ts";
 

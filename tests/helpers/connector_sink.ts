@@ -5,7 +5,7 @@
  * @module
  */
 import type { SubmissionEnvelope } from "../../delivery/envelope.ts";
-import { freePort } from "./ports.ts";
+import { freePort } from "../../tools/ports.ts";
 import assert from "node:assert/strict";
 import type { HttpConnectorDeps } from "../../connectors/http.ts";
 import { createHttpTransport } from "../../connectors/http_transport.ts";

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
-import { freePort } from "../helpers/ports.ts";
+import { freePort } from "../../tools/ports.ts";
 import { startSmtpServer } from "../helpers/smtp_server.ts";
 import { waitFor } from "../helpers/wait.ts";
 import {
