@@ -21,7 +21,7 @@ import { type DestinationRecord, openDestinationConfig } from "../store/destinat
 import { readSealedEnvelope } from "../store/envelope_chunks.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
-import { openEnvelope } from "./envelope.ts";
+import { openEnvelope } from "../store/envelope.ts";
 
 /** What an attempt came to: the connector's result, or held (the destination is paused). */
 export type AttemptResult = SendResult | { delivered: false; held: true };

@@ -1,5 +1,5 @@
 import { type Context, Hono } from "hono";
-import { sealEnvelope, type SubmissionEnvelope } from "../delivery/envelope.ts";
+import { sealEnvelope, type SubmissionEnvelope } from "../store/envelope.ts";
 import { envelopeTtlMs } from "../delivery/retry.ts";
 import { countAccepted, traceSubmission } from "../metrics.ts";
 import type { AppDeps } from "./env.ts";

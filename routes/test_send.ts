@@ -7,7 +7,7 @@
  */
 import { Hono } from "hono";
 import { checkConfig, sendEnvelope } from "../delivery/attempt.ts";
-import type { SubmissionEnvelope } from "../delivery/envelope.ts";
+import type { SubmissionEnvelope } from "../store/envelope.ts";
 import { describeError } from "../log.ts";
 import { getDestination } from "../store/destinations.ts";
 import type { FormRecord } from "../store/forms.ts";

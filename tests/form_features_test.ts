@@ -8,7 +8,7 @@ const BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/
 type H = Awaited<ReturnType<typeof startHarness>>;
 
 async function storedPayloads(h: H) {
-  const { openEnvelope } = await import("../delivery/envelope.ts");
+  const { openEnvelope } = await import("../store/envelope.ts");
   const payloads: unknown[] = [];
   for await (
     const entry of h.service.db.kv.list<Uint8Array<ArrayBuffer>>({ prefix: ["envelopes"] })

@@ -29,7 +29,7 @@ async function setUp(overrides = {}, formSettings: Record<string, unknown> = {})
 
 /** Decrypted envelopes of every stored submission. */
 async function storedEnvelopes(h: Awaited<ReturnType<typeof startHarness>>) {
-  const { openEnvelope } = await import("../delivery/envelope.ts");
+  const { openEnvelope } = await import("../store/envelope.ts");
   const { decodeJob } = await import("../store/job_record.ts");
   const { readSealedEnvelope } = await import("../store/envelope_chunks.ts");
   const envelopes = [];

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import PostalMime from "postal-mime";
-import type { SubmissionEnvelope } from "../../delivery/envelope.ts";
+import type { SubmissionEnvelope } from "../../store/envelope.ts";
 import {
   buildMessage,
   encodeHeaderText,

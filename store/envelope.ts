@@ -1,4 +1,4 @@
-import type { Sealer } from "../store/sealing.ts";
+import type { Sealer } from "./sealing.ts";
 
 /** The submission as delivered to every destination (spec section 2.4). */
 export interface SubmissionEnvelope {
