@@ -18,10 +18,9 @@ import type { DestinationType } from "../connectors/registry.ts";
 import { describeError } from "../log.ts";
 import type { Db } from "../store/db.ts";
 import { type DestinationRecord, openDestinationConfig } from "../store/destinations.ts";
-import { readSealedEnvelope } from "../store/envelope_chunks.ts";
+import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
-import { openEnvelope } from "../store/envelope.ts";
 
 /** What an attempt came to: the connector's result, or held (the destination is paused). */
 export type AttemptResult = SendResult | { delivered: false; held: true };

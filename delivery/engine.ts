@@ -23,7 +23,7 @@ import { createClaimHints } from "./claim_hints.ts";
 import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import { createOutcomeStep } from "./outcome.ts";
-import { envelopeTtlMs } from "./retry.ts";
+import { envelopeTtlMs } from "../store/envelope.ts";
 
 /** What the engine needs. */
 export interface EngineDeps {

@@ -1,6 +1,5 @@
 import { type Context, Hono } from "hono";
-import { sealEnvelope, type SubmissionEnvelope } from "../store/envelope.ts";
-import { envelopeTtlMs } from "../delivery/retry.ts";
+import { envelopeTtlMs, sealEnvelope, type SubmissionEnvelope } from "../store/envelope.ts";
 import { countAccepted, traceSubmission } from "../metrics.ts";
 import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";

@@ -8,7 +8,7 @@
  */
 import type { Db } from "./db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
-import { splitChunks } from "./envelope_chunks.ts";
+import { splitChunks } from "./envelope.ts";
 import { encodeJob, JOB_BYTES, type JobRecord, type KnownJob } from "./job_record.ts";
 import { envelopeChunkKey, jobKey, outcomeKey } from "./keys.ts";
 import { OUTCOME_TTL_MS, outcomeOf } from "./outcomes.ts";

@@ -31,7 +31,7 @@ async function setUp(overrides = {}, formSettings: Record<string, unknown> = {})
 async function storedEnvelopes(h: Awaited<ReturnType<typeof startHarness>>) {
   const { openEnvelope } = await import("../store/envelope.ts");
   const { decodeJob } = await import("../store/job_record.ts");
-  const { readSealedEnvelope } = await import("../store/envelope_chunks.ts");
+  const { readSealedEnvelope } = await import("../store/envelope.ts");
   const envelopes = [];
   const seen = new Set<string>();
   for await (const entry of h.service.db.kv.list<StoredJob>({ prefix: ["jobs"] })) {
