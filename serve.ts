@@ -26,9 +26,11 @@
  * @module
  */
 import type { Logger } from "./log.ts";
+import { addressKey } from "./routes/client_address.ts";
+import type { BodyWatch } from "./routes/http.ts";
 
-/** What a request handler is told about its connection. */
-export interface ConnectionInfo {
+/** What a request handler is told about its connection (and may tell the listener). */
+export interface ConnectionInfo extends BodyWatch {
   remoteAddr: Deno.NetAddr;
 }
 
@@ -80,7 +82,7 @@ const BUSY_ANSWER = new TextEncoder().encode(
 /** One accepted connection's state. */
 interface Connection {
   abort: AbortController;
-  /** The client's address (host), which groups its connections. */
+  /** The client's address (an IPv6 one by its /64), which groups its connections. */
   address: string;
   /** Requests under way (HTTP/2 may carry several). */
   busy: number;
@@ -88,6 +90,8 @@ interface Connection {
   waitingSince: number;
   /** The head deadline of the current wait (first request or keep-alive). */
   waitLimitMs: number;
+  /** When a route began reading the current request's body (null: none being read). */
+  bodySince: number | null;
   /** Served and closed: aborting it now would touch a closed resource. */
   done: boolean;
 }
@@ -105,18 +109,28 @@ export function canGuardConnections(): boolean {
   return serveOnConnection() !== null;
 }
 
-/** Connections the process may hold: three quarters of its descriptor limit, at most 10 000. */
-export function defaultMaxConnections(): number {
-  let limit = 1024;
+/** The descriptor limit assumed when the process's own cannot be read. */
+export const ASSUMED_DESCRIPTOR_LIMIT = 1024;
+
+/**
+ * The process's open-file limit from /proc/self/limits, or null where it cannot be
+ * read: not Linux, or without `--allow-all` (Deno 2 asks for all permissions to read
+ * /proc/self, so `deno task start`, with its narrower flags, cannot).
+ */
+export function descriptorLimit(): number | null {
   try {
     const line = Deno.readTextFileSync("/proc/self/limits").split("\n")
       .find((l) => l.startsWith("Max open files"));
     const soft = Number(line?.split(/\s{2,}/)[1]);
-    if (Number.isFinite(soft) && soft > 0) limit = soft;
+    return Number.isFinite(soft) && soft > 0 ? soft : null;
   } catch {
-    // Not Linux, or no permission: keep the common default.
+    return null;
   }
-  return Math.max(64, Math.min(10_000, Math.floor(limit * 0.75)));
+}
+
+/** Connections a process with `descriptors` may hold: three quarters, at most 10 000. */
+export function maxConnectionsFor(descriptors: number): number {
+  return Math.max(64, Math.min(10_000, Math.floor(descriptors * 0.75)));
 }
 
 /** Listens on `port` and serves `handler` on every connection, within `limits`. */
@@ -152,28 +166,44 @@ export function serveGuarded(
     }
   }
 
-  /** The first connection accepted of `group` that waits for a request head, if any. */
-  function firstWaiting(group: Iterable<Connection>): Connection | null {
-    for (const c of group) if (c.busy === 0 && !c.abort.signal.aborted) return c;
-    return null;
+  /**
+   * Since when a connection may be closed for room (null: not now): while it waits for
+   * a request head or its request's body is still arriving, not while a request is
+   * being worked on.
+   */
+  function evictableSince(c: Connection): number | null {
+    if (c.abort.signal.aborted) return null;
+    if (c.busy === 0) return c.waitingSince;
+    return c.bodySince;
   }
 
   /**
-   * A waiting connection to close for room: the oldest waiting one of the address
-   * holding the most connections that has one waiting (an address whose connections
-   * are all busy does not pass its turn to a lone visitor), else null.
+   * A connection to close for room for a newcomer from `address`: of the address
+   * holding the most connections among those with one that may be closed (an address
+   * whose connections are all busy does not pass its turn to a lone visitor), the one
+   * closable the longest. Null when there is none, or when that address holds no more
+   * than the newcomer's own: an address never takes room from one holding as few as it
+   * does, so addresses that hold a connection each stop trading them.
    */
-  function victim(): Connection | null {
+  function victim(address: string | null): Connection | null {
     let chosen: Connection | null = null;
-    let chosenGroupSize = 0;
+    let chosenSince = 0;
+    let chosenGroup: Set<Connection> | null = null;
     for (const group of byAddress.values()) {
-      if (group.size <= chosenGroupSize) continue;
-      const waiting = firstWaiting(group);
-      if (waiting === null) continue;
-      chosen = waiting;
-      chosenGroupSize = group.size;
+      if (chosenGroup !== null && group.size < chosenGroup.size) continue;
+      for (const c of group) {
+        const since = evictableSince(c);
+        if (since === null) continue;
+        if (chosenGroup === null || group.size > chosenGroup.size || since < chosenSince) {
+          chosen = c;
+          chosenSince = since;
+          chosenGroup = group;
+        }
+      }
     }
-    return chosen;
+    if (chosenGroup === null || address === null) return chosen;
+    const own = byAddress.get(address);
+    return own === chosenGroup || chosenGroup.size > (own?.size ?? 0) ? chosen : null;
   }
 
   const deadlines = setInterval(() => {
@@ -184,24 +214,32 @@ export function serveGuarded(
   }, DEADLINE_CHECK_MS);
 
   function serve(conn: Deno.Conn) {
+    const remoteAddr = conn.remoteAddr as Deno.NetAddr;
+    const address = addressKey(remoteAddr.hostname);
     if (connections.size >= bound) {
-      const room = victim();
+      const room = victim(address);
       if (room === null) {
         conn.write(BUSY_ANSWER).catch(() => {}).finally(() => conn.close());
         return;
       }
       close(room);
     }
-    const remoteAddr = conn.remoteAddr as Deno.NetAddr;
     const connection: Connection = {
       abort: new AbortController(),
-      address: remoteAddr.hostname,
+      address,
       busy: 0,
       waitingSince: performance.now(),
       waitLimitMs: limits.headersTimeoutMs,
+      bodySince: null,
       done: false,
     };
-    const info: ConnectionInfo = { remoteAddr };
+    const info: ConnectionInfo = {
+      remoteAddr,
+      readingBody() {
+        connection.bodySince = performance.now();
+        return () => connection.bodySince = null;
+      },
+    };
     const server = serveConnection(conn, connection.abort.signal, async (request) => {
       connection.busy++;
       try {
@@ -253,7 +291,7 @@ export function serveGuarded(
             bound,
           });
         }
-        const room = victim();
+        const room = victim(null);
         if (room !== null) close(room);
         await new Promise((resolve) => setTimeout(resolve, ACCEPT_RETRY_MS));
         continue;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createLogger } from "./log.ts";
 import { type ConnectionInfo, type ListenerLimits, serveGuarded } from "./serve.ts";
+import { readAll } from "./tests/helpers/slow_post.ts";
 
 const encoder = new TextEncoder();
 
@@ -14,7 +15,12 @@ function start(
   const server = serveGuarded({
     port: 0,
     hostname: "127.0.0.1",
-    limits: { headersTimeoutMs: 300, keepAliveTimeoutMs: 300, maxConnections: 100, ...limits },
+    limits: {
+      headersTimeoutMs: 300,
+      keepAliveTimeoutMs: 300,
+      maxConnections: 100,
+      ...limits,
+    },
     logger: createLogger("debug", (line) => logs.push(line)),
   }, handler);
   return Object.assign(server, {
@@ -25,31 +31,7 @@ function start(
 }
 
 /** Everything the server sends until it closes; fails if it is still open after `withinMs`. */
-async function readUntilClosed(conn: Deno.Conn, withinMs: number): Promise<string> {
-  let text = "";
-  const buffer = new Uint8Array(4096);
-  let late = false;
-  const timer = setTimeout(() => {
-    late = true;
-    conn.close();
-  }, withinMs);
-  try {
-    while (true) {
-      const n = await conn.read(buffer);
-      if (n === null) return text;
-      text += new TextDecoder().decode(buffer.subarray(0, n));
-    }
-  } catch (error) {
-    // A reset is the server closing with our bytes unread: closed all the same.
-    if (!late && error instanceof Deno.errors.ConnectionReset) return text;
-    throw new Error(`still open after ${withinMs} ms (${error}); got ${JSON.stringify(text)}`);
-  } finally {
-    clearTimeout(timer);
-    try {
-      conn.close();
-    } catch { /* closed by the server */ }
-  }
-}
+const readUntilClosed = readAll;
 
 /** Idle connections from `localAddress`, one per name; `closed` names them as the server closes them. */
 async function idleFlood(port: number, localAddress: string, names: string[]) {
