@@ -10,18 +10,24 @@
  *
  * - a new connection must complete its first request head within `headersTimeoutMs`,
  *   and after a response the next head must be complete within `keepAliveTimeoutMs`;
- * - at most `maxConnections` are open: past it a connection waiting for a request head
- *   is closed to make room, the oldest of the address that holds the most connections
- *   among those with one waiting (so a flood from one address pays with its own
- *   connections, not a visitor's, even when another address's are all busy), and
- *   when none is waiting the newcomer gets a 503 with `Retry-After` and is closed;
+ * - at most `maxConnections` are open: past it a connection is closed to make room, if
+ *   one waits for a request head or is still receiving its request's body (never one
+ *   whose request is being worked on): of the address holding the most connections, the
+ *   one in that state the longest (a flood from one address pays with its own
+ *   connections, not a visitor's). A newcomer never takes room from an address holding
+ *   no more connections than its own, and an address that just lost one for room may
+ *   not take one back for a while, so attackers holding one connection each do not
+ *   trade them with one another at a visitor's expense. With no room to take, the
+ *   newcomer gets a 503 with `Retry-After` and is closed. Addresses are grouped as the
+ *   rate limit groups them (an IPv6 address by its /64);
  * - a failing `accept` (EMFILE) is logged and retried once a descriptor is freed, never
  *   fatal; running out of descriptors also lowers the bound to what the process could
  *   hold, so that from then on newcomers take the room of waiting connections instead.
  *
  * Deadlines are checked by one timer for all connections, so a request costs two field
- * writes, not a timer of its own. Body deadlines and the bound on body memory belong to
- * the routes (routes/body_gate.ts).
+ * writes, not a timer of its own. Body deadlines, the minimum body rate and the bound on
+ * body memory belong to the routes (routes/http.ts, routes/body_gate.ts): a route tells
+ * the listener while it reads a body (`ConnectionInfo.readingBody`).
  *
  * @module
  */
@@ -69,6 +75,17 @@ const ACCEPT_RETRY_MS = 50;
 const DESCRIPTOR_RESERVE = 32;
 /** Warnings about failing accepts are logged at most this often. */
 const ACCEPT_WARN_EVERY_MS = 5000;
+
+/**
+ * How long an address that lost a connection for room is refused room in turn. Without
+ * it, addresses holding a connection each took them from one another as fast as they
+ * could reconnect (about 2 300 a second with 200 attacking addresses), so every
+ * connection, a visitor's too, lived only a few milliseconds; barred, a newcomer's
+ * address that has just lost one waits (503) instead.
+ */
+const EVICTED_BAR_MS = 2000;
+/** Barred addresses remembered at most (beyond it, an evicted address is not barred). */
+const MAX_BARRED = 10_000;
 
 /** How long shutdown lets requests under way finish before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 5000;
@@ -168,13 +185,35 @@ export function serveGuarded(
 
   /**
    * Since when a connection may be closed for room (null: not now): while it waits for
-   * a request head or its request's body is still arriving, not while a request is
+   * a request head or its request's body is still arriving, never while a request is
    * being worked on.
    */
   function evictableSince(c: Connection): number | null {
     if (c.abort.signal.aborted) return null;
     if (c.busy === 0) return c.waitingSince;
     return c.bodySince;
+  }
+
+  /** Addresses that lost a connection for room, until when they may not take one back. */
+  const barred = new Map<string, number>();
+
+  /** Closes `room` for a newcomer, and bars its address from taking room for a while. */
+  function evict(room: Connection) {
+    const now = performance.now();
+    if (barred.size >= MAX_BARRED) {
+      for (const [address, until] of barred) if (until <= now) barred.delete(address);
+    }
+    if (barred.size < MAX_BARRED) barred.set(room.address, now + EVICTED_BAR_MS);
+    close(room);
+  }
+
+  /** Whether newcomers from `address` may take room now. */
+  function mayTakeRoom(address: string): boolean {
+    const until = barred.get(address);
+    if (until === undefined) return true;
+    if (until > performance.now()) return false;
+    barred.delete(address);
+    return true;
   }
 
   /**
@@ -217,12 +256,12 @@ export function serveGuarded(
     const remoteAddr = conn.remoteAddr as Deno.NetAddr;
     const address = addressKey(remoteAddr.hostname);
     if (connections.size >= bound) {
-      const room = victim(address);
+      const room = mayTakeRoom(address) ? victim(address) : null;
       if (room === null) {
         conn.write(BUSY_ANSWER).catch(() => {}).finally(() => conn.close());
         return;
       }
-      close(room);
+      evict(room);
     }
     const connection: Connection = {
       abort: new AbortController(),

@@ -164,3 +164,36 @@ Deno.test("serveGuarded at its bound with every connection busy answers 503 with
   release.resolve();
   assert.deepEqual(await Promise.all(busy), ["late", "late"]);
 });
+
+Deno.test("serveGuarded at its bound refuses room for a while to an address that just lost a connection for room", async () => {
+  const { waitFor } = await import("./tests/helpers/wait.ts");
+  await using server = start({ headersTimeoutMs: 10_000, maxConnections: 2 });
+  const net = await import("node:net");
+  /** An idle connection from `localAddress`, with what it received and whether it closed. */
+  const open = (localAddress: string) => {
+    const socket = net.connect({ port: server.addr.port, host: "127.0.0.1", localAddress });
+    const seen = { data: "", closed: false };
+    socket.on("data", (chunk) => seen.data += chunk.toString());
+    socket.on("error", () => {});
+    socket.on("close", () => seen.closed = true);
+    return { socket, seen };
+  };
+  const first = open("127.0.0.2");
+  await waitFor(() => server.stats().connections === 1);
+  const second = open("127.0.0.3");
+  await waitFor(() => server.stats().connections === 2);
+  // A newcomer takes the room of the longest waiting, 127.0.0.2's.
+  const visitor = open("127.0.0.4");
+  await waitFor(() => first.seen.closed, { message: "127.0.0.2 lost its connection" });
+  // 127.0.0.2 comes back at once: refused, though 127.0.0.3 holds one as it did.
+  const back = open("127.0.0.2");
+  await waitFor(() => back.seen.closed, { message: "the returning address was refused" });
+  assert.match(back.seen.data, /^HTTP\/1\.1 503 /);
+  assert.equal(second.seen.closed, false);
+  assert.equal(visitor.seen.closed, false);
+  // Another address still may take room.
+  const other = open("127.0.0.5");
+  await waitFor(() => second.seen.closed, { message: "127.0.0.3 gave way to 127.0.0.5" });
+  assert.equal(other.seen.closed, false);
+  for (const { socket } of [second, visitor, other]) socket.destroy();
+});
