@@ -220,7 +220,7 @@ Deno.test("create-org prints one JSON line and forms lists the org's forms witho
 });
 
 Deno.test("the children tests and benchmarks start run as `deno task start` does", async () => {
-  const { START_ENV, START_V8_FLAGS } = await import("./helpers/process.ts");
+  const { START_ENV, START_PERMISSIONS, START_V8_FLAGS } = await import("./helpers/process.ts");
   const tasks = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)))
     .tasks;
   for (const [name, value] of Object.entries(START_ENV)) {
@@ -228,4 +228,8 @@ Deno.test("the children tests and benchmarks start run as `deno task start` does
     assert.ok(tasks.dev.includes(`${name}=${value} `), `dev sets ${name}`);
   }
   assert.ok(tasks.start.includes(START_V8_FLAGS));
+  assert.ok(
+    tasks.start.includes(` ${START_PERMISSIONS.join(" ")} main.ts`),
+    "start grants START_PERMISSIONS",
+  );
 });

@@ -93,7 +93,7 @@ function slowBodyFrom(port: number, path: string, localAddress: string) {
 }
 
 Deno.test("at the connection bound a connection whose body is still arriving gives way to a newcomer", async () => {
-  await using s = await setUp({ rateLimit: { max: 0, windowMs: 60_000 } }, 4);
+  await using s = await setUp({ rateLimit: { max: 0, windowMs: 60_000 } }, { maxConnections: 4 });
   const path = `/v1/f/${s.form.publicKey}`;
   // Four addresses each hold one connection, their bodies arriving (slowly): the bound.
   const slow = [2, 3, 4, 5].map((n) => slowBodyFrom(s.port, path, `127.0.0.${n}`));

@@ -28,6 +28,14 @@ export const START_ENV: Readonly<Record<string, string>> = { MALLOC_TRIM_THRESHO
  */
 export const START_V8_FLAGS = "--v8-flags=--max-semi-space-size=8,--heap-growing-percent=100";
 
+/** The permissions `deno task start` grants (narrower than the tests' usual `-A`). */
+export const START_PERMISSIONS: readonly string[] = [
+  "--allow-net",
+  "--allow-env",
+  "--allow-read",
+  "--allow-write",
+];
+
 /** Calls `onLine` for every line of a byte stream; settles at its end. */
 async function readLines(stream: ReadableStream<Uint8Array>, onLine: (line: string) => void) {
   let buffer = "";
@@ -46,12 +54,20 @@ async function readLines(stream: ReadableStream<Uint8Array>, onLine: (line: stri
  * Starts main.ts as `deno task start` does (START_ENV, START_V8_FLAGS), with the given
  * environment, on a free port; resolves once it listens.
  * With `stderr: "piped"` the child's stderr is kept in `stderrLines` instead of shown.
+ * `fileDescriptorLimit` runs it under prlimit (soft and hard); `permissions: "start"`
+ * with the start task's permissions instead of `-A`.
  */
 export async function startServiceProcess(
   env: Record<string, string>,
-  options: { stderr?: "inherit" | "piped"; fileDescriptorLimit?: number } = {},
+  options: {
+    stderr?: "inherit" | "piped";
+    fileDescriptorLimit?: number;
+    /** "start": the start task's own permissions (START_PERMISSIONS) instead of `-A`. */
+    permissions?: "all" | "start";
+  } = {},
 ): Promise<ServiceProcess> {
-  const deno = ["run", "-A", START_V8_FLAGS, MAIN];
+  const permissions = options.permissions === "start" ? START_PERMISSIONS : ["-A"];
+  const deno = ["run", ...permissions, START_V8_FLAGS, MAIN];
   // prlimit sets the soft and hard limit, as `ulimit -n` does (Deno raises soft to hard).
   const limit = options.fileDescriptorLimit;
   const child = new Deno.Command(limit ? "prlimit" : Deno.execPath(), {

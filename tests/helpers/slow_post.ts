@@ -70,16 +70,18 @@ export async function readAll(conn: Deno.Conn, withinMs = 30_000): Promise<strin
 }
 
 /**
- * A harness (no delivery) with one form of one webhook destination, served by a guarded
- * listener on loopback with short keep-alive; `http` overrides parts of Config["http"].
+ * A harness (no delivery unless `deliver`) with one form of one webhook destination,
+ * served by a guarded listener on loopback with short keep-alive; `http` overrides
+ * parts of Config["http"].
  */
 export async function startGuardedHarness(
   overrides: { http?: Partial<Config["http"]> } & Partial<Omit<Config, "http">> = {},
-  maxConnections = 1000,
+  options: { maxConnections?: number; deliver?: boolean } = {},
 ) {
+  const maxConnections = options.maxConnections ?? 1000;
   const base = testConfig();
   const h = await startHarness({ ...overrides, http: { ...base.http, ...overrides.http } }, {
-    deliver: false,
+    deliver: options.deliver ?? false,
   });
   const form = await h.createForm();
   const destinationId = await h.addDestination(form.id, {
