@@ -17,6 +17,7 @@
 import type { Context } from "hono";
 import type { Config } from "../config.ts";
 import { ApiError, type BodyRoom } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** Room reserved for one body; release it once the body's data is no longer held. */
 export interface BodyLease extends BodyRoom {
@@ -84,7 +85,7 @@ export function createBodyGate(budget: BodyBudget): BodyGate {
   function refuse(c: Context): never {
     c.header("Retry-After", String(RETRY_AFTER_SECONDS));
     c.header("Connection", "close");
-    throw new ApiError(503, "Server busy: try again later", { retryAfter: RETRY_AFTER_SECONDS });
+    throw new ApiError(ERRORS.serverBusy, { retryAfter: RETRY_AFTER_SECONDS });
   }
 
   return {

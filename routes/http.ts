@@ -1,18 +1,25 @@
 import { concatBytes } from "../bytes.ts";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import type { ErrorSpec, RefusalReason } from "./errors.ts";
+import { ERRORS } from "./errors.ts";
 
 /** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
 export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
-/** An error answer with the contract's body `{ ok: false, error, ...details }`. */
+/**
+ * An error answer of the catalogue (routes/errors.ts) with the contract's body
+ * `{ ok: false, error, ...details }`.
+ */
 export class ApiError extends HTTPException {
   readonly details: Record<string, unknown>;
-  constructor(status: ContentfulStatusCode, error: string, details: Record<string, unknown> = {}) {
-    super(status, { message: error });
+  /** Why a submission was refused, for metrics (the catalogue's reason). */
+  readonly reason: RefusalReason | undefined;
+  constructor(error: ErrorSpec, details: Record<string, unknown> = {}) {
+    super(error.status, { message: error.text });
     this.details = details;
+    this.reason = error.reason;
   }
 }
 
@@ -33,7 +40,7 @@ export function validationIssues(error: z.ZodError, prefix: PropertyKey[] = []) 
 export function validate<T>(schema: z.ZodType<T>, input: unknown, prefix: PropertyKey[] = []): T {
   const result = schema.safeParse(input);
   if (!result.success) {
-    throw new ApiError(400, "Validation error", { issues: validationIssues(result.error, prefix) });
+    throw new ApiError(ERRORS.validation, { issues: validationIssues(result.error, prefix) });
   }
   return result.data;
 }
@@ -54,33 +61,31 @@ type BodyEnv = { Variables: { bodyTiming: BodyTiming } };
 /** Admin request bodies: JSON only, at most 64 KB. */
 export const ADMIN_BODY_LIMIT = 64 * 1024;
 
-const ADMIN_TOO_LARGE = "Payload too large (max 64KB)";
-
 /** Reads an admin JSON body: 415 for another type, 413 over the limit, 400 for bad JSON. */
 export async function readJsonBody<E extends BodyEnv>(c: Context<E>): Promise<unknown> {
   const type = c.req.header("content-type") ?? "";
   if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw new ApiError(415, "Unsupported content type: use application/json");
+    throw new ApiError(ERRORS.adminContentType);
   }
   const bytes = await readAdminBody(c);
   try {
     return JSON.parse(strictUtf8.decode(bytes));
   } catch {
-    throw new ApiError(400, "Invalid JSON body");
+    throw new ApiError(ERRORS.invalidJsonBody);
   }
 }
 
 /** An admin body, whatever its type, within ADMIN_BODY_LIMIT and the body timing. */
 async function readAdminBody<E extends BodyEnv>(c: Context<E>): Promise<Uint8Array> {
   const declared = declaredLength(c);
-  if (declared !== null && declared > ADMIN_BODY_LIMIT) throw new ApiError(413, ADMIN_TOO_LARGE);
+  if (declared !== null && declared > ADMIN_BODY_LIMIT) throw new ApiError(ERRORS.adminTooLarge);
   const bytes = await readBodyWithin(c, {
     limit: ADMIN_BODY_LIMIT,
     timing: c.var.bodyTiming,
     // A client that hangs up before its declared length is a bad request, not our error.
-    hangUp: () => new ApiError(400, "Invalid JSON body"),
+    hangUp: () => new ApiError(ERRORS.invalidJsonBody),
   });
-  if (bytes === null) throw new ApiError(413, ADMIN_TOO_LARGE);
+  if (bytes === null) throw new ApiError(ERRORS.adminTooLarge);
   return bytes;
 }
 
@@ -130,7 +135,7 @@ export async function readCapped(
 export function refuseOtherMethods(router: Hono<any>, ...paths: string[]): void {
   for (const path of paths) {
     router.all(path, () => {
-      throw new ApiError(405, "Method not allowed");
+      throw new ApiError(ERRORS.methodNotAllowed);
     });
   }
 }
@@ -248,7 +253,7 @@ export async function readBodyWithin(
     // The connection goes (the runtime closes it after this answer), which also ends
     // the read still pending.
     c.header("Connection", "close");
-    throw new ApiError(408, "Request body not received in time");
+    throw new ApiError(ERRORS.bodyTimeout);
   } finally {
     listenerDone?.();
     roomDone?.();
@@ -267,7 +272,7 @@ export async function readEmptyBody<E extends BodyEnv>(c: Context<E>): Promise<v
   if (c.req.header("content-type") === undefined) {
     // Without a type, under the same deadline and cap as any other body.
     if ((await readAdminBody(c)).length === 0) return;
-    throw new ApiError(415, "Unsupported content type: use application/json");
+    throw new ApiError(ERRORS.adminContentType);
   }
   await readValidJson(c, emptyBody);
 }
