@@ -107,7 +107,7 @@ export function declaredLength(c: Context): number | null {
  * Reads a body stream up to `limit` bytes; null as soon as it goes over, without
  * buffering the rest (the stream is cancelled).
  */
-export async function readCapped(
+async function readCapped(
   body: ReadableStream<Uint8Array<ArrayBuffer>> | null,
   limit: number,
   progress: { received: number } = { received: 0 },
