@@ -6,7 +6,7 @@ import { pingKv } from "./store/db.ts";
 import { tenantAuth } from "./routes/auth.ts";
 import { deliveryRoutes } from "./routes/deliveries.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
-import type { AdminEnv, AppDeps } from "./routes/env.ts";
+import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
 import { ingestRoutes } from "./routes/ingest.ts";
 import { ERRORS } from "./routes/errors.ts";
@@ -56,8 +56,9 @@ export function createApp(deps: AppDeps): Hono {
 
   const admin = new Hono<AdminEnv>();
   admin.use(tenantAuth(db));
+  const bodyTiming = bodyTimingOf(deps.config);
   admin.use(async (c, next) => {
-    c.set("bodyTimeoutMs", deps.config.http.bodyTimeoutMs);
+    c.set("bodyTiming", bodyTiming);
     await next();
   });
   admin.route("/", keyRoutes(deps));

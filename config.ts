@@ -19,10 +19,16 @@ const envSchema = z.object({
   HTTP_HEADERS_TIMEOUT_MS: positiveInt.default(10_000),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(5_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt.default(10_000),
+  /** From this long after a body's read began, it must average HTTP_BODY_MIN_RATE. */
+  HTTP_BODY_GRACE_MS: positiveInt.default(2_000),
+  /** Bytes a second a body must average once its grace has passed; 0: no minimum. */
+  HTTP_BODY_MIN_RATE: z.coerce.number().int().min(0).default(500),
   /** Open connections at most; unset: three quarters of the descriptor limit, at most 10 000. */
   HTTP_MAX_CONNECTIONS: positiveInt.optional(),
   /** Declared bytes of request bodies being read and processed at once. */
   HTTP_BODY_MEMORY_BYTES: positiveInt.min(262_144).default(8 * 1024 * 1024),
+  /** Declared bytes of bodies one client address (an IPv6 /64) may hold in that budget. */
+  HTTP_BODY_CLIENT_BYTES: positiveInt.min(131_072).default(4 * 131_072),
   PLATFORM_SMTP_HOST: z.string().min(1).optional(),
   PLATFORM_SMTP_PORT: z.coerce.number().int().min(1).max(65535).optional(),
   PLATFORM_SMTP_SECURE_TRANSPORT: secureTransport.default("starttls"),
@@ -103,9 +109,15 @@ export interface Config {
     headersTimeoutMs: number;
     keepAliveTimeoutMs: number;
     bodyTimeoutMs: number;
+    /** A body's grace before it must keep its minimum rate. */
+    bodyGraceMs: number;
+    /** Bytes a second a body must average after its grace (0: no minimum). */
+    bodyMinBytesPerSecond: number;
     /** null: derived from the process's descriptor limit at start-up. */
     maxConnections: number | null;
     bodyMemoryBytes: number;
+    /** The share of bodyMemoryBytes one client may hold (at most half of it). */
+    bodyClientBytes: number;
   };
   platformSmtp: PlatformSmtp | null;
   smtpHeloName: string;
@@ -175,8 +187,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
       keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
       bodyTimeoutMs: e.HTTP_BODY_TIMEOUT_MS,
+      bodyGraceMs: e.HTTP_BODY_GRACE_MS,
+      bodyMinBytesPerSecond: e.HTTP_BODY_MIN_RATE,
       maxConnections: e.HTTP_MAX_CONNECTIONS ?? null,
       bodyMemoryBytes: e.HTTP_BODY_MEMORY_BYTES,
+      bodyClientBytes: Math.min(e.HTTP_BODY_CLIENT_BYTES, Math.floor(e.HTTP_BODY_MEMORY_BYTES / 2)),
     },
     platformSmtp: givenPlatform.length === 0 ? null : {
       host: e.PLATFORM_SMTP_HOST!,

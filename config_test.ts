@@ -13,8 +13,11 @@ Deno.test("loadConfig applies the contract's defaults", () => {
     headersTimeoutMs: 10_000,
     keepAliveTimeoutMs: 5_000,
     bodyTimeoutMs: 10_000,
+    bodyGraceMs: 2_000,
+    bodyMinBytesPerSecond: 500,
     maxConnections: null,
     bodyMemoryBytes: 8 * 1024 * 1024,
+    bodyClientBytes: 4 * 131_072,
   });
   assert.equal(config.platformSmtp, null);
   assert.equal(config.allowPrivateDestinations, false);

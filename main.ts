@@ -1,5 +1,11 @@
 import { type Config, ConfigError, loadConfig } from "./config.ts";
-import { canGuardConnections, defaultMaxConnections, serveGuarded } from "./serve.ts";
+import {
+  ASSUMED_DESCRIPTOR_LIMIT,
+  canGuardConnections,
+  descriptorLimit,
+  maxConnectionsFor,
+  serveGuarded,
+} from "./serve.ts";
 import { observeServer } from "./metrics.ts";
 import { startService } from "./service.ts";
 
@@ -43,10 +49,20 @@ if (onDeploy || !canGuardConnections()) {
   }, service.app.fetch);
   shutdown = () => server.shutdown();
 } else {
+  const descriptors = config.http.maxConnections === null ? descriptorLimit() : null;
+  if (config.http.maxConnections === null && descriptors === null) {
+    const assumed = maxConnectionsFor(ASSUMED_DESCRIPTOR_LIMIT);
+    logger.warn(
+      `cannot read the descriptor limit (it needs --allow-all): at most ${assumed} connections, ` +
+        "as for 1 024 descriptors; set HTTP_MAX_CONNECTIONS to three quarters of `ulimit -Hn`",
+      { maxConnections: assumed },
+    );
+  }
   const limits = {
     headersTimeoutMs: config.http.headersTimeoutMs,
     keepAliveTimeoutMs: config.http.keepAliveTimeoutMs,
-    maxConnections: config.http.maxConnections ?? defaultMaxConnections(),
+    maxConnections: config.http.maxConnections ??
+      maxConnectionsFor(descriptors ?? ASSUMED_DESCRIPTOR_LIMIT),
   };
   const server = serveGuarded({ port: config.port, limits, logger }, service.app.fetch);
   observeServer(server);

@@ -93,7 +93,7 @@ export async function startService(
       : undefined,
   });
   const writer = createSubmissionWriter(db, { retainMs: config.failedRetentionMs });
-  const bodyGate = createBodyGate(config.http.bodyMemoryBytes);
+  const bodyGate = createBodyGate(config.http);
   let delivering = engine !== null;
   const backlog = createBacklogReader(db, { limit: config.readyMaxBacklog });
   const observed = { backlog, delivering: () => delivering };

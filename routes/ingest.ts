@@ -8,7 +8,8 @@ import { createRateLimiter, type RateSlot } from "../store/rate_limit.ts";
 import type { BodyLease } from "./body_gate.ts";
 import { verifyCaptcha } from "./captcha.ts";
 import { clientAddress } from "./client_address.ts";
-import { ApiError, readBodyWithin, refuseOtherMethods } from "./http.ts";
+import { ApiError, declaredLength, readBodyWithin, refuseOtherMethods } from "./http.ts";
+import { bodyTimingOf } from "./env.ts";
 import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "./ingest_body.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
 import { ERRORS, submissionTypeError } from "./errors.ts";
@@ -66,6 +67,7 @@ export function ingestRoutes(deps: AppDeps) {
   const ttlMs = envelopeTtlMs(config.retryScheduleMs, config.leaseMs);
   const targets = createIngestTargets(db, { ttlMs: TARGET_CACHE_MS });
   const rateLimiter = createRateLimiter(db, config.rateLimit);
+  const bodyTiming = bodyTimingOf(config);
   const addressRule = {
     header: config.clientIpHeader,
     trustedProxyHops: config.trustedProxyHops,
@@ -110,7 +112,7 @@ export function ingestRoutes(deps: AppDeps) {
     contentType: string,
     browserPost: boolean,
   ) {
-    const declaredLength = declaredLengthOf(c);
+    const declared = declaredLength(c);
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
     const target = await lookUp(publicKey);
@@ -119,7 +121,7 @@ export function ingestRoutes(deps: AppDeps) {
     const allow = allowedOrigin(form, originOf(originHeader));
     setCorsHeaders(c, allow);
 
-    if (declaredLength !== null && declaredLength > MAX_SUBMISSION_BYTES) {
+    if (declared !== null && declared > MAX_SUBMISSION_BYTES) {
       throw new ApiError(ERRORS.submissionTooLarge);
     }
     if (kind === null) throw new ApiError(submissionTypeError(config.ingestContentTypes));
@@ -138,23 +140,8 @@ export function ingestRoutes(deps: AppDeps) {
       throw new ApiError(ERRORS.rateLimited, { retryAfter: reserved.retryAfter });
     }
     let lease: BodyLease | null = null;
-    let room: (() => void) | null = null;
     try {
-      // Refused before its body is read: a 202 is a promise to deliver, made only while
-      // the backlog of this form's organization and of this process is under its bound.
-      let jobs = 0;
-      for (const destination of target.destinations) if (!destination.held) jobs++;
-      if (jobs > 0 && deps.engine !== null) {
-        room = deps.engine.admission.admit(form.orgId, jobs);
-        if (room === null) {
-          await new Promise((resolve) => setTimeout(resolve, BACKLOG_REFUSAL_DELAY_MS));
-          c.header("Retry-After", String(BACKLOG_RETRY_AFTER_SECONDS));
-          throw new ApiError(ERRORS.backlogFull, {
-            retryAfter: BACKLOG_RETRY_AFTER_SECONDS,
-          });
-        }
-      }
-      lease = deps.bodyGate.admit(c, client.key, declaredLength ?? MAX_SUBMISSION_BYTES);
+      lease = deps.bodyGate.admit(c, client.key, declared ?? MAX_SUBMISSION_BYTES);
       return await store(c, {
         target,
         kind,
@@ -163,12 +150,34 @@ export function ingestRoutes(deps: AppDeps) {
         ip: client.ip,
         origin: originOf(originHeader),
         reserved,
+        lease,
       });
     } finally {
       lease?.release();
-      room?.();
       reserved.release();
     }
+  }
+
+  /**
+   * Reserves backlog room for a submission whose body is complete: a 202 is a promise
+   * to deliver, made only while the backlog of its organization and of this process is
+   * under its bound. Reserved only now, so bodies still arriving (slow ones too) hold
+   * no room another organization's submissions need. Returns its release, or null
+   * when the submission makes no jobs here.
+   */
+  async function admitJobs(
+    c: Context<IngestEnv>,
+    orgId: string,
+    destinations: IngestTarget["destinations"],
+  ): Promise<(() => void) | null> {
+    let jobs = 0;
+    for (const destination of destinations) if (!destination.held) jobs++;
+    if (jobs === 0 || deps.engine === null) return null;
+    const room = deps.engine.admission.admit(orgId, jobs);
+    if (room !== null) return room;
+    await new Promise((resolve) => setTimeout(resolve, BACKLOG_REFUSAL_DELAY_MS));
+    c.header("Retry-After", String(BACKLOG_RETRY_AFTER_SECONDS));
+    throw new ApiError(ERRORS.backlogFull, { retryAfter: BACKLOG_RETRY_AFTER_SECONDS });
   }
 
   /** Reads, parses and checks the body of an admitted request, and stores the submission. */
@@ -183,6 +192,7 @@ export function ingestRoutes(deps: AppDeps) {
       /** The request's origin as scheme://host[:port], null when absent or not one. */
       origin: string | null;
       reserved: RateSlot;
+      lease: BodyLease;
     },
   ) {
     const { target, kind, contentType, ip } = request;
@@ -190,10 +200,15 @@ export function ingestRoutes(deps: AppDeps) {
     const invalid = kind === "json" ? ERRORS.invalidJsonPayload : ERRORS.invalidFormPayload;
     const bytes = await readBodyWithin(c, {
       limit: MAX_SUBMISSION_BYTES,
-      declaredLength: declaredLengthOf(c),
-      timeoutMs: config.http.bodyTimeoutMs,
+      timing: bodyTiming,
       // A client that hangs up before its declared length is a bad request, not our error.
       hangUp: () => new ApiError(invalid, { detail: "The body ended before it was complete" }),
+      room: request.lease,
+    }).catch((error) => {
+      // A body late, too slow or cut off uses the client's slot: holding a body open
+      // until its deadline costs the attacker what a submission costs.
+      request.reserved.count();
+      throw error;
     });
     if (bytes === null) throw new ApiError(ERRORS.submissionTooLarge);
     if (bytes.length === 0) throw new ApiError(invalid, { detail: "Empty body" });
@@ -217,65 +232,76 @@ export function ingestRoutes(deps: AppDeps) {
       }
     }
 
-    const submittedAt = Date.now();
-    const envelope: SubmissionEnvelope = {
-      submissionId: crypto.randomUUID(),
-      formId: form.id,
-      formName: form.name,
-      payload,
-      metadata: {
-        origin: request.origin,
-        ip,
-        userAgent: c.req.header("user-agent")?.slice(0, MAX_METADATA_CHARS) ?? null,
-        referer: c.req.header("referer")?.slice(0, MAX_METADATA_CHARS) ?? null,
-        submittedAt: new Date(submittedAt).toISOString(),
-      },
-    };
-    traceSubmission(envelope.submissionId);
-    request.reserved.count();
     // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
     const destinations = isSpam ? [] : target.destinations;
-    if (destinations.length > 0) {
-      let stored;
-      // Counted from here, not from the start: a client slow to send its body is not load.
-      deps.ingestLoad.enter(form.orgId);
-      try {
-        stored = await writer.write({
-          submissionId: envelope.submissionId,
-          formId: form.id,
-          orgId: form.orgId,
-          sealedEnvelope: await sealEnvelope(db.sealer, envelope),
-          destinations,
-          submittedAt,
-          envelopeTtlMs: ttlMs,
-        });
-      } catch (error) {
-        logger.error("submission not stored", {
-          formId: form.id,
-          submissionId: envelope.submissionId,
-          error: error instanceof Error ? error.message : String(error),
-        });
-        throw new ApiError(ERRORS.storeFailed);
-      } finally {
-        deps.ingestLoad.leave(form.orgId);
+    const room = await admitJobs(c, form.orgId, destinations);
+    try {
+      const submittedAt = Date.now();
+      const envelope: SubmissionEnvelope = {
+        submissionId: crypto.randomUUID(),
+        formId: form.id,
+        formName: form.name,
+        payload,
+        metadata: {
+          origin: request.origin,
+          ip,
+          userAgent: c.req.header("user-agent")?.slice(0, MAX_METADATA_CHARS) ?? null,
+          referer: c.req.header("referer")?.slice(0, MAX_METADATA_CHARS) ?? null,
+          submittedAt: new Date(submittedAt).toISOString(),
+        },
+      };
+      traceSubmission(envelope.submissionId);
+      request.reserved.count();
+      if (destinations.length > 0) {
+        await storeEnvelope(envelope, { form, destinations, submittedAt });
       }
-      deps.engine?.wakeStored(stored);
+      countAccepted(form.id, isSpam);
+      if (request.browserPost) {
+        // The thank-you page is the form's own setting, never taken from the request.
+        if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
+        return c.html(thankYouPage(), 202);
+      }
+      return c.json({ ok: true, submissionId: envelope.submissionId }, 202);
+    } finally {
+      room?.();
     }
-    countAccepted(form.id, isSpam);
-    if (request.browserPost) {
-      // The thank-you page is the form's own setting, never taken from the request.
-      if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
-      return c.html(thankYouPage(), 202);
+  }
+
+  /** Seals and stores an accepted submission with its jobs, and wakes them. */
+  async function storeEnvelope(
+    envelope: SubmissionEnvelope,
+    { form, destinations, submittedAt }: {
+      form: FormRecord;
+      destinations: IngestTarget["destinations"];
+      submittedAt: number;
+    },
+  ) {
+    let stored;
+    // Counted from here, not from the start: a client slow to send its body is not load.
+    deps.ingestLoad.enter(form.orgId);
+    try {
+      stored = await writer.write({
+        submissionId: envelope.submissionId,
+        formId: form.id,
+        orgId: form.orgId,
+        sealedEnvelope: await sealEnvelope(db.sealer, envelope),
+        destinations,
+        submittedAt,
+        envelopeTtlMs: ttlMs,
+      });
+    } catch (error) {
+      logger.error("submission not stored", {
+        formId: form.id,
+        submissionId: envelope.submissionId,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      throw new ApiError(ERRORS.storeFailed);
+    } finally {
+      deps.ingestLoad.leave(form.orgId);
     }
-    return c.json({ ok: true, submissionId: envelope.submissionId }, 202);
+    deps.engine?.wakeStored(stored);
   }
 
   refuseOtherMethods(router, "/:publicKey");
   return router;
-}
-
-/** The request's Content-Length, null when it has none (chunked). */
-function declaredLengthOf(c: Context): number | null {
-  const header = c.req.header("content-length");
-  return header === undefined ? null : Number(header);
 }

@@ -1,7 +1,8 @@
 /**
  * What operators ask of a running process: `GET /metrics` (Prometheus text format,
  * behind a bearer token when METRICS_TOKEN is set) and `GET /readyz` (whether this
- * process can accept and deliver). `/healthz` stays in app.ts: the cheap liveness check.
+ * process can accept and deliver; its KV write is made at most once a second, and its
+ * backlog read at most every five, however many ask). `/healthz` stays in app.ts: the cheap liveness check.
  *
  * @module
  */
@@ -22,6 +23,34 @@ async function digest(text: string): Promise<Uint8Array> {
 
 /** One readiness check's answer: null when it passed, else what failed. */
 type Check = Promise<string | null>;
+
+/**
+ * How long the KV write check's answer stands. `/readyz` needs no credentials; checked
+ * on every request, a flood of probes was a flood of KV writes competing with
+ * submissions' commits. Cached, a flood costs one write a second.
+ */
+export const READY_KV_CACHE_MS = 1000;
+
+/**
+ * `check` run at most once at a time, its answer kept for `ttlMs` after it settles:
+ * callers meanwhile share the run under way or the kept answer.
+ */
+export function cachedCheck(
+  check: () => Check,
+  ttlMs: number,
+  now: () => number = performance.now.bind(performance),
+): () => Check {
+  let last: { answer: Check; settledAt: number | null } | null = null;
+  return () => {
+    if (last !== null && (last.settledAt === null || now() - last.settledAt < ttlMs)) {
+      return last.answer;
+    }
+    const run = { answer: check(), settledAt: null as number | null };
+    run.answer.finally(() => run.settledAt = now()).catch(() => {});
+    last = run;
+    return run.answer;
+  };
+}
 
 /** `GET /metrics` and `GET /readyz`. */
 export function observeRoutes(deps: AppDeps) {
@@ -45,7 +74,7 @@ export function observeRoutes(deps: AppDeps) {
 
   /** Each readiness check by name; they run together. */
   const checks: Record<string, () => Check> = {
-    async kv() {
+    kv: cachedCheck(async () => {
       try {
         await probeKvWrite(db);
         return null;
@@ -53,7 +82,7 @@ export function observeRoutes(deps: AppDeps) {
         logger.error("readiness: KV write failed", { error: describeError(error) });
         return "KV is not writable";
       }
-    },
+    }, READY_KV_CACHE_MS),
     delivery: () => Promise.resolve(delivering() ? null : "Delivery engine is not running"),
     async backlog() {
       try {

@@ -6,67 +6,15 @@
  */
 import assert from "node:assert/strict";
 import type { Config } from "../config.ts";
-import { serveGuarded } from "../serve.ts";
 import { startHarness } from "./helpers/harness.ts";
+import { readAll, startGuardedHarness, startSlowPost } from "./helpers/slow_post.ts";
 import { waitFor } from "./helpers/wait.ts";
 
 const encoder = new TextEncoder();
 
-async function setUp(overrides: Partial<Config> = {}) {
-  const h = await startHarness(overrides, { deliver: false });
-  const form = await h.createForm();
-  await h.addDestination(form.id, {
-    type: "webhook",
-    config: { url: "https://hooks.example.com/in" },
-  });
-  const server = serveGuarded({
-    port: 0,
-    hostname: "127.0.0.1",
-    limits: { headersTimeoutMs: 5000, keepAliveTimeoutMs: 500, maxConnections: 1000 },
-    logger: h.service.logger,
-  }, h.service.app.fetch);
-  return {
-    h,
-    form,
-    port: server.addr.port,
-    async [Symbol.asyncDispose]() {
-      await server.shutdown();
-      await h.close();
-    },
-  };
-}
-
-/** Opens a connection and sends a POST head declaring `length` bytes of JSON, plus `start`. */
-async function startSlowPost(
-  port: number,
-  path: string,
-  options: { length: number; start?: string; forwardedFor?: string },
-) {
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-  const forwarded = options.forwardedFor ? `x-forwarded-for: ${options.forwardedFor}\r\n` : "";
-  await conn.write(encoder.encode(
-    `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n${forwarded}` +
-      `content-length: ${options.length}\r\n\r\n${options.start ?? "["}`,
-  ));
-  return conn;
-}
-
-/** What the server sends until it closes the connection (the test fails by its own time-out). */
-async function readAll(conn: Deno.Conn): Promise<string> {
-  let text = "";
-  const buffer = new Uint8Array(4096);
-  try {
-    while (true) {
-      const n = await conn.read(buffer);
-      if (n === null) return text;
-      text += new TextDecoder().decode(buffer.subarray(0, n));
-    }
-  } finally {
-    try {
-      conn.close();
-    } catch { /* closed */ }
-  }
-}
+/** The harness behind a guarded listener; `http` overrides are merged into the defaults. */
+const setUp = (overrides: Partial<Config> = {}) =>
+  startGuardedHarness({ ...overrides, http: overrides.http });
 
 Deno.test("a body not complete within HTTP_BODY_TIMEOUT_MS is 408 and its connection closed", async () => {
   await using s = await setUp({
@@ -79,15 +27,15 @@ Deno.test("a body not complete within HTTP_BODY_TIMEOUT_MS is 408 and its connec
   assert.match(answer, /"error":"Request body not received in time"/);
 });
 
-Deno.test("past the body memory budget a new body is refused at once with 503 and Retry-After", async () => {
+Deno.test("past the body memory budget a newcomer takes the room of the oldest body still arriving", async () => {
   const base = (await import("./helpers/config.ts")).testConfig();
   await using s = await setUp({
-    http: { ...base.http, bodyMemoryBytes: 262_144 },
+    // Room for two 128 KB bodies, one per client.
+    http: { ...base.http, bodyMemoryBytes: 262_144, bodyClientBytes: 131_072 },
     clientIpHeader: "x-forwarded-for",
     rateLimit: { max: 0, windowMs: 60_000 },
   });
   const path = `/v1/f/${s.form.publicKey}`;
-  // One client may hold half the budget: one 128 KB body.
   const first = await startSlowPost(s.port, path, { length: 131_000 });
   const post = (ip: string) =>
     fetch(`http://127.0.0.1:${s.port}${path}`, {
@@ -95,13 +43,14 @@ Deno.test("past the body memory budget a new body is refused at once with 503 an
       headers: { "content-type": "application/json", "x-forwarded-for": ip },
       body: JSON.stringify({ pad: "x".repeat(130_000) }),
     });
-  // The slow body has no forwarded header: its client is 127.0.0.1, which holds its half.
+  // The slow body has no forwarded header: its client is 127.0.0.1, which holds its share.
   await waitFor(() => s.h.service.bodyGate.stats().bytes === 131_000, {
     message: "the slow body is admitted",
   });
   const sameClient = await post("127.0.0.1");
   assert.equal(sameClient.status, 503, "its client has no room left");
-  await sameClient.body?.cancel();
+  assert.equal(sameClient.headers.get("retry-after"), "1");
+  assert.equal((await sameClient.json()).error, "Server busy: try again later");
   const other = await post("198.51.100.2");
   assert.equal(other.status, 202, "another client still has room");
   await other.body?.cancel();
@@ -110,11 +59,11 @@ Deno.test("past the body memory budget a new body is refused at once with 503 an
     forwardedFor: "198.51.100.9",
   });
   await waitFor(() => s.h.service.bodyGate.stats().bytes === 262_000);
-  const refused = await post("198.51.100.3");
-  assert.equal(refused.status, 503);
-  assert.equal(refused.headers.get("retry-after"), "1");
-  assert.equal((await refused.json()).error, "Server busy: try again later");
-  first.close();
+  // The budget is full of bodies still arriving: the oldest gives way (408) to a newcomer.
+  const newcomer = await post("198.51.100.3");
+  assert.equal(newcomer.status, 202);
+  await newcomer.body?.cancel();
+  assert.match(await readAll(first), /^HTTP\/1\.1 408 /);
   second.close();
 });
 

@@ -514,7 +514,7 @@ Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
     writer: createSubmissionWriter(db),
     engine: null,
     ingestLoad: createIngestLoad(),
-    bodyGate: createBodyGate(h.config.http.bodyMemoryBytes),
+    bodyGate: createBodyGate(h.config.http),
   });
   const response = await app.request(`/v1/f/${form.publicKey}`, {
     method: "POST",

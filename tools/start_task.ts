@@ -13,6 +13,8 @@ export interface StartTask {
   env: Readonly<Record<string, string>>;
   /** Its `--v8-flags=…` argument, whole. */
   v8Flags: string;
+  /** The permissions it grants (`--allow-…`), narrower than the tests' usual `-A`. */
+  permissions: readonly string[];
 }
 
 /** Parses a task's command: `NAME=value … deno run --v8-flags=… … main.ts`. */
@@ -29,7 +31,8 @@ export function parseStartTask(command: string): StartTask {
   }
   const v8Flags = words.find((word) => word.startsWith("--v8-flags="));
   if (v8Flags === undefined) throw new Error(`Expected --v8-flags in the task: ${command}`);
-  return { env, v8Flags };
+  const permissions = words.filter((word) => word.startsWith("--allow-"));
+  return { env, v8Flags, permissions };
 }
 
 /** The settings of deno.json's `start` task. */

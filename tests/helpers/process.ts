@@ -33,12 +33,20 @@ async function readLines(stream: ReadableStream<Uint8Array>, onLine: (line: stri
  * deno.json: tools/start_task.ts), with the given
  * environment, on a free port; resolves once it listens.
  * With `stderr: "piped"` the child's stderr is kept in `stderrLines` instead of shown.
+ * `fileDescriptorLimit` runs it under prlimit (soft and hard); `permissions: "start"`
+ * with the start task's permissions instead of `-A`.
  */
 export async function startServiceProcess(
   env: Record<string, string>,
-  options: { stderr?: "inherit" | "piped"; fileDescriptorLimit?: number } = {},
+  options: {
+    stderr?: "inherit" | "piped";
+    fileDescriptorLimit?: number;
+    /** "start": the start task's own permissions (START_TASK.permissions) instead of `-A`. */
+    permissions?: "all" | "start";
+  } = {},
 ): Promise<ServiceProcess> {
-  const deno = ["run", "-A", START_TASK.v8Flags, MAIN];
+  const permissions = options.permissions === "start" ? START_TASK.permissions : ["-A"];
+  const deno = ["run", ...permissions, START_TASK.v8Flags, MAIN];
   // prlimit sets the soft and hard limit, as `ulimit -n` does (Deno raises soft to hard).
   const limit = options.fileDescriptorLimit;
   const child = new Deno.Command(limit ? "prlimit" : Deno.execPath(), {
