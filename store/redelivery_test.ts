@@ -80,7 +80,7 @@ Deno.test("resume and redelivery read their destination's jobs only: flat as oth
     const measured = { ...db, kv: counting };
 
     /** KV reads of a by-name redelivery (found under way), a since redelivery and a resume. */
-    async function readsOfCalls() {
+    const readsOfCalls = async () => {
       const reads: number[] = [];
       for (
         const selection of [
@@ -99,7 +99,7 @@ Deno.test("resume and redelivery read their destination's jobs only: flat as oth
         reads.push(counts.read);
       }
       return reads;
-    }
+    };
 
     for (let i = 0; i < 50; i++) await submit(theirs, theirDestinations, false);
     const before = await readsOfCalls();
