@@ -21,6 +21,7 @@ import { destinationCreateSchema, destinationPatchSchema } from "./destinations.
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
 import { unsupportedTypeMessage } from "./ingest_body.ts";
+import { TOO_MANY } from "./limits.ts";
 
 /** The config schema of each destination type, as its connector validates it. */
 const CONFIG_SCHEMAS: Record<DestinationType, z.ZodType> = {
@@ -155,6 +156,8 @@ const configBodyErrors = {
   413: [...jsonBodyErrors[413], "Destination config too large (max 40KB)"],
 } satisfies OperationSpec["errors"];
 const FORM_404 = { 404: ["Form not found"] } satisfies OperationSpec["errors"];
+/** Operations that touch delivery jobs: ADMIN_OPERATIONS_PER_ORG. */
+const OPERATION_429 = { 429: [TOO_MANY.operations] } satisfies OperationSpec["errors"];
 const DEST_404 = {
   404: ["Form not found", "Destination not found"],
 } satisfies OperationSpec["errors"];
@@ -285,7 +288,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, destination: destinationSchema }),
         },
       },
-      errors: { ...configBodyErrors, ...DEST_404 },
+      errors: { ...configBodyErrors, ...DEST_404, ...OPERATION_429 },
     },
     {
       method: "delete",
@@ -294,7 +297,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       tag: "Admin: destinations",
       admin: true,
       answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
-      errors: DEST_404,
+      errors: { ...DEST_404, ...OPERATION_429 },
     },
     {
       method: "post",
@@ -309,7 +312,11 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, result: testSendResultSchema }),
         },
       },
-      errors: { ...jsonBodyErrors, ...DEST_404 },
+      errors: {
+        ...jsonBodyErrors,
+        ...DEST_404,
+        429: [TOO_MANY.testSendUnderWay, TOO_MANY.testSends, TOO_MANY.outbound],
+      },
     },
     {
       method: "post",
@@ -328,7 +335,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           }),
         },
       },
-      errors: { ...jsonBodyErrors, ...DEST_404 },
+      errors: { ...jsonBodyErrors, ...DEST_404, ...OPERATION_429 },
     },
     {
       method: "post",
@@ -352,6 +359,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
         ...jsonBodyErrors,
         ...DEST_404,
         409: [REDELIVERY_CONFLICTS.disabled, REDELIVERY_CONFLICTS.paused],
+        ...OPERATION_429,
       },
     },
     {
@@ -377,6 +385,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           REDELIVERY_CONFLICTS.gone,
           REDELIVERY_CONFLICTS.notRetained,
         ],
+        ...OPERATION_429,
       },
     },
     {

@@ -1,0 +1,36 @@
+import assert from "node:assert/strict";
+import { testConfig } from "../config.ts";
+import { outcomeViews, webhook } from "./helpers/deliveries.ts";
+import { startHarness } from "./helpers/harness.ts";
+import { startWebhookSink } from "./helpers/sink.ts";
+import { waitFor } from "./helpers/wait.ts";
+
+Deno.test("deliveries past the organization's outbound budget are deferred, then all delivered once", async () => {
+  const base = testConfig();
+  await using h = await startHarness({
+    outbound: { ...base.outbound, windowMs: 1000, hostRequests: 2 },
+  });
+  await using sink = startWebhookSink();
+  const form = await h.createForm();
+  await h.addDestination(form.id, webhook(sink.url));
+  const ids = [];
+  for (let i = 0; i < 6; i++) {
+    const response = await h.submit(form.publicKey, { n: i });
+    assert.equal(response.status, 202);
+    ids.push((await response.json()).submissionId);
+  }
+  await waitFor(async () => {
+    const outcomes = await outcomeViews(h, form.id);
+    return outcomes.length === 6 && outcomes.every((o) => o.status === "delivered");
+  }, { message: "all six delivered", timeoutMs: 20_000 });
+  assert.equal(sink.hits, 6, "each once");
+  assert.deepEqual(
+    sink.received.map((r) => r.json!.submissionId).sort(),
+    ids.sort(),
+  );
+  const deferred = h.logs.filter((line) => line.includes('"result":"deferred"'));
+  assert.ok(deferred.length > 0, "some were deferred");
+  assert.ok(deferred.every((line) => line.includes("request limit for")));
+  // A deferral is not an attempt.
+  for (const outcome of await outcomeViews(h, form.id)) assert.equal(outcome.attempts, 1);
+});
