@@ -227,8 +227,9 @@ Deno.test("SMTP Variant B sends multipart/alternative through the platform relay
   assert.notEqual(first.messageId, other.messageId);
   assert.match(first.messageId ?? "", /@formrelay\.example>$/);
 
+  // The display name is formrelay's for the form, never the form's name (platformSenderName).
   assert.deepEqual(first.from, {
-    name: 'Café <Kontakt> & "Co"',
+    name: "Form form1 via formrelay",
     address: "notify@formrelay.example",
   });
   assert.deepEqual(first.replyTo, [{ name: "", address: "ada@example.org" }]);
@@ -504,7 +505,7 @@ Deno.test("SMTP CR/LF in form name, subject template or payload email cannot inj
     variantB.subject,
     "Hi Bcc: victim3@evil.example X-Injected: yes Contact Bcc: victim1@evil.example",
   );
-  assert.equal(variantB.from?.name, "Contact Bcc: victim1@evil.example");
+  assert.equal(variantB.from?.name, "Form form1 via formrelay");
 });
 
 Deno.test("SMTP idle sessions are reused for the next message and ended by close()", async () => {

@@ -174,7 +174,11 @@ Deno.test("buildMessage Variant B has plain and HTML parts, Reply-To line and me
     destinationId: "dest",
   });
   const email = await PostalMime.parse(message.data);
-  assert.deepEqual(email.from, { name: "Newsletter", address: "notify@platform.example" });
+  // The display name is the service's, for the form: not the form's name (platformSenderName).
+  assert.deepEqual(email.from, {
+    name: "Form form9 via formrelay",
+    address: "notify@platform.example",
+  });
   assert.deepEqual(email.replyTo, [{ name: "", address: "reader@example.org" }]);
   const headers = new Map(email.headers.map((h) => [h.key, h.value]));
   assert.equal(headers.get("x-formrelay-form-id"), "form-9");
@@ -186,4 +190,22 @@ Deno.test("buildMessage Variant B has plain and HTML parts, Reply-To line and me
   );
   assert.match(email.html ?? "", /<th[^>]*>Reply-To<\/th><td>reader@example\.org<\/td>/);
   assert.match(email.html ?? "", /<pre>\{\n {2}&quot;email&quot;/);
+});
+
+Deno.test("buildMessage Variant B never puts the tenant's form name in the From display name", async () => {
+  const formId = "3f2a9c1e-8b7d-4c6a-9e5f-0a1b2c3d4e5f";
+  const message = buildMessage({ ...envelope, formId, formName: "PayPal Security Team" }, {
+    layout: "alternative",
+    from: "forms@platform.example",
+    to: ["victim@example.org"],
+    subjectTemplate: "Form submission: {{formName}}",
+    destinationId: "dest",
+  });
+  const email = await PostalMime.parse(message.data);
+  assert.deepEqual(email.from, {
+    name: "Form 3f2a9c1e via formrelay",
+    address: "forms@platform.example",
+  });
+  const from = message.data.split("\r\n").find((line) => line.startsWith("From:"));
+  assert.doesNotMatch(from ?? "", /PayPal/);
 });
