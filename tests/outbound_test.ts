@@ -34,3 +34,36 @@ Deno.test("deliveries past the organization's outbound budget are deferred, then
   // A deferral is not an attempt.
   for (const outcome of await outcomeViews(h, form.id)) assert.equal(outcome.attempts, 1);
 });
+
+Deno.test("a multipart submission of control characters does not grow sixfold per destination", async () => {
+  await using h = await startHarness();
+  await using sink = startWebhookSink();
+  const form = await h.createForm();
+  for (let i = 0; i < 3; i++) await h.addDestination(form.id, webhook(sink.url));
+  const boundary = "xyz";
+  const controls = "\x01\x02\x1b\x7f".repeat(30_000); // 120 000 bytes, DEL included
+  const body = [
+    `--${boundary}`,
+    'Content-Disposition: form-data; name="message"',
+    "",
+    `keep\ttabs\r\nand lines${controls}`,
+    `--${boundary}--`,
+    "",
+  ].join("\r\n");
+  const response = await h.request(`/v1/f/${form.publicKey}`, {
+    method: "POST",
+    headers: { "content-type": `multipart/form-data; boundary=${boundary}` },
+    body,
+  });
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  await waitFor(() => sink.received.length === 3, { message: "three deliveries" });
+  const sent = sink.received.reduce((sum, r) => sum + r.body.length, 0);
+  // Only DEL (0x7f, one byte in JSON) is left of the control characters.
+  const payload = sink.received[0].json!.payload as Record<string, string>;
+  assert.equal(payload.message, `keep\ttabs\r\nand lines${"\x7f".repeat(30_000)}`);
+  assert.ok(
+    sent < 3 * 32_000,
+    `${sent} bytes sent for a ${body.length}-byte body to 3 destinations`,
+  );
+});
