@@ -8,7 +8,7 @@
  */
 import { redactUrls, urlOrigin } from "../redact.ts";
 import { VERSION } from "../version.ts";
-import type { HttpTransport } from "./http_transport.ts";
+import { type HttpTransport, reasonPhrase } from "./http_transport.ts";
 import { blameOfHttpStatus, DeliveryError, type DeliveryReceipt } from "./types.ts";
 
 /** `User-Agent` of every delivery request. */
@@ -81,7 +81,7 @@ export async function settleResponse(
   const status = response.status;
   if (status >= 200 && status < 300) return { statusCode: status };
   const transient = status === 408 || status === 429 || status >= 500;
-  const statusLine = `${status} ${response.statusText}`.trim();
+  const statusLine = `${status} ${reasonPhrase(response.statusText)}`.trim();
   const note = detail === undefined ? "" : ` (${detail})`;
   throw new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": ${statusLine}${note}`, {
     permanent: !transient,

@@ -586,9 +586,47 @@ Deno.test("SMTP a refused connection is a transient failure", async () => {
     const error = await deliveryError(deliver(connector, config));
     assert.equal(error.permanent, false);
     assert.equal(error.blame, "destination");
-    assert.match(error.message, /^Cannot deliver to "127\.0\.0\.1:\d+": connection failed: /);
+    assert.match(error.message, /^Cannot deliver to "127\.0\.0\.1:\d+": no SMTP service answered$/);
   } finally {
     connector.close();
+  }
+});
+
+Deno.test("SMTP a closed port, a silent service and a service that is not SMTP fail with one text", async () => {
+  const closed = freePort();
+  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const http = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const serving = [
+    (async () => {
+      for await (const conn of silent) held.push(conn);
+    })(),
+    (async () => {
+      for await (const conn of http) {
+        await conn.write(new TextEncoder().encode("HTTP/1.1 400 Bad Request\r\n\r\n"));
+        conn.close();
+      }
+    })(),
+  ];
+  const connector = connectorFor({ timeoutMs: 300 });
+  try {
+    const texts = [];
+    for (const port of [closed, silent.addr.port, http.addr.port]) {
+      const error = await deliveryError(
+        deliver(connector, relayConfig({ port }, { host: "127.0.0.1" })),
+      );
+      texts.push(error.message.replace(/:\d+"/, ':PORT"'));
+    }
+    assert.deepEqual(
+      texts,
+      Array(3).fill('Cannot deliver to "127.0.0.1:PORT": no SMTP service answered'),
+    );
+  } finally {
+    connector.close();
+    silent.close();
+    http.close();
+    for (const conn of held) conn.close();
+    await Promise.allSettled(serving);
   }
 });
 
