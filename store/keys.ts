@@ -19,6 +19,7 @@
  *   `retained_by_destination/<destinationId>/<submissionId>` (value: submittedAt) index
  *   both by destination, written in the same commit as the record, so a tenant's
  *   resume or redelivery reads its destination's entries, not everyone's.
+ *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
  *
@@ -185,6 +186,12 @@ export const retainedByDestinationKey = (
 export const retainedByDestinationPrefix = (
   destinationId: string,
 ): ["retained_by_destination", string] => ["retained_by_destination", destinationId];
+
+/** Set once the by-destination indexes cover records of earlier versions (destination_index.ts). */
+export const indexMarkerKey = (): ["index_versions", "by_destination"] => [
+  "index_versions",
+  "by_destination",
+];
 
 /** The job identity a by-destination index entry (jobs or retained) names. */
 export function jobKeyPartsOfIndexEntry(

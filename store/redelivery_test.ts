@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
 import { createDb } from "./db.ts";
+import { indexUnindexedRecords } from "./destination_index.ts";
+import { encodeJob, type JobRecord } from "./job_record.ts";
+import { jobByDestinationKey, jobKey, retainedByDestinationKey, retainedKey } from "./keys.ts";
 import { parseDeliveryId, redeliver } from "./redelivery.ts";
 import { createSealer } from "./sealing.ts";
 import { createSubmissionWriter } from "./submissions.ts";
@@ -112,6 +115,38 @@ Deno.test("resume and redelivery read their destination's jobs only: flat as oth
     );
     // By name: one read of each index; since and resume: our 3 index entries and 3 jobs.
     assert.deepEqual(before, [2, 6, 6]);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("jobs and retained records of earlier versions get their by-destination index once", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    const job: JobRecord = {
+      submissionId: crypto.randomUUID(),
+      destinationId: crypto.randomUUID(),
+      formId: "f",
+      orgId: "o",
+      type: "webhook",
+      state: "held",
+      attempts: 0,
+      dueAt: 0,
+      chunks: 1,
+      lastError: null,
+      lastStatusCode: null,
+      submittedAt: 1234,
+      updatedAt: 1234,
+    };
+    const retained = { ...job, submissionId: crypto.randomUUID() };
+    await kv.set(jobKey(job), encodeJob(job));
+    await kv.set(retainedKey(retained), encodeJob(retained));
+    assert.equal(await indexUnindexedRecords(db), 2);
+    assert.equal((await kv.get(jobByDestinationKey(job))).value, 1234);
+    assert.equal((await kv.get(retainedByDestinationKey(retained))).value, 1234);
+    await kv.delete(jobByDestinationKey(job));
+    assert.equal(await indexUnindexedRecords(db), 0, "once per KV");
   } finally {
     kv.close();
   }
