@@ -434,3 +434,30 @@ Deno.test("a test send past the organization's outbound budget for a host is 429
   );
   assert.equal(sink.hits, 2);
 });
+
+Deno.test("POST .../test reads the same for a closed port and a port that does not speak HTTP", async () => {
+  await using h = await startHarness();
+  const ssh = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const serving = (async () => {
+    for await (const conn of ssh) {
+      await conn.write(new TextEncoder().encode("SSH-2.0-OpenSSH_9.6\r\n")).catch(() => {});
+      conn.close();
+    }
+  })();
+  try {
+    const form = await h.createForm();
+    const errors = [];
+    for (const port of [closedPort(), ssh.addr.port]) {
+      const destId = await h.addDestination(form.id, webhook(`http://127.0.0.1:${port}/hook`));
+      const result = await testSend(h, form.id, destId);
+      errors.push(result.error?.replace(/:\d+"/, ':PORT"'));
+    }
+    assert.deepEqual(
+      errors,
+      Array(2).fill('Cannot deliver to "http://127.0.0.1:PORT": no HTTP service answered'),
+    );
+  } finally {
+    ssh.close();
+    await serving.catch(() => {});
+  }
+});
