@@ -34,7 +34,7 @@ export async function indexUnindexedRecords(db: Db): Promise<number> {
       // A record that changed meanwhile (claimed, put back) is read again; one that went needs none.
       for (let attempt = 0; attempt < 5 && entry.versionstamp !== null; attempt++) {
         const op = db.kv.atomic().check(entry).check({ key, versionstamp: null })
-          .set(key, job.submittedAt);
+          .set(key, 0);
         if ((await retryWhileBusy(() => op.commit())).ok) {
           written++;
           break;

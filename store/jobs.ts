@@ -134,7 +134,7 @@ export async function finishJob(
       if (retain) {
         const expireIn = options.retainMs;
         op.set(retainedKey(job), encodeJob(job), { expireIn })
-          .set(retainedByDestinationKey(job), job.submittedAt, { expireIn });
+          .set(retainedByDestinationKey(job), 0, { expireIn });
       }
       applyEnvelopeCleanup(op, job, cleanup);
     },

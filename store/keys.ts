@@ -15,10 +15,10 @@
  *   `deliveries/<formId>/<submittedAt>/<submissionId>/<destinationId>` outcomes;
  *   `retained/<submittedAt>/<submissionId>/<destinationId>` failed deliveries whose
  *   envelope is kept for redelivery (FAILED_RETENTION_HOURS, redelivery.ts);
- *   `jobs_by_destination/<destinationId>/<submissionId>` and
- *   `retained_by_destination/<destinationId>/<submissionId>` (value: submittedAt) index
- *   both by destination, written in the same commit as the record, so a tenant's
- *   resume or redelivery reads its destination's entries, not everyone's.
+ *   `jobs_by_destination/<destinationId>/<submittedAt>/<submissionId>` and
+ *   `retained_by_destination/<destinationId>/<submittedAt>/<submissionId>` index both
+ *   by destination, written in the same commit as the record, so a tenant's resume or
+ *   redelivery reads its destination's entries, not everyone's.
  *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
@@ -161,12 +161,18 @@ export const retainedOfSubmissionPrefix = (
   submissionId: string,
 ): ["retained", number, string] => ["retained", submittedAt, submissionId];
 
-/** Index entry of an unfinished job by destination; its value is the job's submittedAt. */
+/**
+ * Index entry of an unfinished job by destination (its value is unused). Within a
+ * destination, entries lead with the acceptance time, so new ones append at the end of
+ * its range, as job keys do (keyed by submission id they landed on random pages and
+ * made each submission's commit about three times dearer).
+ */
 export const jobByDestinationKey = (
   ref: JobKeyParts,
-): ["jobs_by_destination", string, string] => [
+): ["jobs_by_destination", string, number, string] => [
   "jobs_by_destination",
   ref.destinationId,
+  ref.submittedAt,
   ref.submissionId,
 ];
 /** Prefix of a destination's unfinished jobs index. */
@@ -174,12 +180,13 @@ export const jobsByDestinationPrefix = (
   destinationId: string,
 ): ["jobs_by_destination", string] => ["jobs_by_destination", destinationId];
 
-/** Index entry of a retained failed delivery by destination; its value is submittedAt. */
+/** Index entry of a retained failed delivery by destination (laid out as jobByDestinationKey). */
 export const retainedByDestinationKey = (
   ref: JobKeyParts,
-): ["retained_by_destination", string, string] => [
+): ["retained_by_destination", string, number, string] => [
   "retained_by_destination",
   ref.destinationId,
+  ref.submittedAt,
   ref.submissionId,
 ];
 /** Prefix of a destination's retained failed deliveries index. */
@@ -193,12 +200,12 @@ export const indexMarkerKey = (): ["index_versions", "by_destination"] => [
   "by_destination",
 ];
 
-/** The job identity a by-destination index entry (jobs or retained) names. */
-export function jobKeyPartsOfIndexEntry(
-  entry: { key: Deno.KvKey; value: number },
-): JobKeyParts {
-  const [, destinationId, submissionId] = entry.key as ReturnType<typeof jobByDestinationKey>;
-  return { submittedAt: entry.value, submissionId, destinationId };
+/** The job identity a by-destination index key (jobs or retained) names. */
+export function jobKeyPartsOfIndexKey(key: Deno.KvKey): JobKeyParts {
+  const [, destinationId, submittedAt, submissionId] = key as ReturnType<
+    typeof jobByDestinationKey
+  >;
+  return { submittedAt, submissionId, destinationId };
 }
 
 /** A delivery outcome, listed per form newest first. */

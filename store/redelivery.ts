@@ -4,9 +4,9 @@
  * a destination's since a time. A delivery is named by `<submissionId>.<destinationId>`
  * (the webhook's `webhook-id`); one delivery asked for by name is attempted even while
  * its destination is paused (a probe before resuming it). Held jobs and retained
- * records are found through their by-destination indexes (keys.ts), by key for one
- * delivery: a call reads its own destination's entries, however many jobs other
- * tenants have.
+ * records are found through their by-destination indexes (keys.ts): a call reads its
+ * own destination's entries (from `since` on; for one delivery, up to it), however many
+ * jobs other tenants have.
  *
  * @module
  */
@@ -16,7 +16,7 @@ import {
   jobByDestinationKey,
   jobKey,
   type JobKeyParts,
-  jobKeyPartsOfIndexEntry,
+  jobKeyPartsOfIndexKey,
   jobsByDestinationPrefix,
   retainedByDestinationKey,
   retainedByDestinationPrefix,
@@ -79,44 +79,35 @@ const refOf = (job: JobRecord): JobRef => ({
 /** A record kind with its by-destination index. */
 interface Indexed {
   recordKey(ref: JobKeyParts): Deno.KvKey;
-  indexKey(ref: JobKeyParts): Deno.KvKey;
   indexPrefix(destinationId: string): Deno.KvKey;
 }
-const JOBS: Indexed = {
-  recordKey: jobKey,
-  indexKey: jobByDestinationKey,
-  indexPrefix: jobsByDestinationPrefix,
-};
-const RETAINED: Indexed = {
-  recordKey: retainedKey,
-  indexKey: retainedByDestinationKey,
-  indexPrefix: retainedByDestinationPrefix,
-};
+const JOBS: Indexed = { recordKey: jobKey, indexPrefix: jobsByDestinationPrefix };
+const RETAINED: Indexed = { recordKey: retainedKey, indexPrefix: retainedByDestinationPrefix };
 
 /** `getMany` takes at most this many keys. */
 const GET_MANY_MAX = 10;
 
 /**
- * The records of the selection, found through the destination's index: one by key (a
- * delivery asked for by name) or the destination's entries; never another's.
+ * The records of the selection, found through the destination's index (oldest first,
+ * from `since` on): one delivery asked for by name, or all of them; never another
+ * destination's.
  */
 async function* matching(db: Db, kind: Indexed, selection: RedeliverySelection) {
   const { destinationId, submissionId, since } = selection;
-  const refs: JobKeyParts[] = [];
-  if (submissionId !== undefined) {
-    const entry = await db.kv.get<number>(
-      kind.indexKey({ destinationId, submissionId, submittedAt: 0 }),
-    );
-    if (entry.value !== null) {
-      refs.push(jobKeyPartsOfIndexEntry({ key: entry.key, value: entry.value }));
-    }
-  } else {
-    const iter = db.kv.list<number>({ prefix: kind.indexPrefix(destinationId) }, {
+  const prefix = kind.indexPrefix(destinationId);
+  const iter = db.kv.list(
+    { prefix, ...(since === undefined ? {} : { start: [...prefix, since] }) },
+    {
       batchSize: 500,
-    });
-    for await (const entry of iter) {
-      const ref = jobKeyPartsOfIndexEntry(entry);
-      if (since === undefined || ref.submittedAt >= since) refs.push(ref);
+    },
+  );
+  const refs: JobKeyParts[] = [];
+  for await (const entry of iter) {
+    const ref = jobKeyPartsOfIndexKey(entry.key);
+    if (submissionId === undefined) refs.push(ref);
+    else if (ref.submissionId === submissionId) {
+      refs.push(ref);
+      break;
     }
   }
   for (let i = 0; i < refs.length; i += GET_MANY_MAX) {
@@ -184,7 +175,7 @@ export async function redeliver(db: Db, selection: RedeliverySelection): Promise
           .delete(retainedKey(job))
           .delete(retainedByDestinationKey(job))
           .set(jobKey(next), encodeJob(next))
-          .set(jobByDestinationKey(next), next.submittedAt),
+          .set(jobByDestinationKey(next), 0),
       mutations: 4,
       checks: 2,
       bytes: JOB_BYTES,

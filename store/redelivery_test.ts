@@ -113,8 +113,9 @@ Deno.test("resume and redelivery read their destination's jobs only: flat as oth
       before,
       "reads per call with 100 and with 1 000 jobs of another tenant",
     );
-    // By name: one read of each index; since and resume: our 3 index entries and 3 jobs.
-    assert.deepEqual(before, [2, 6, 6]);
+    // By name (unknown): our 3 index entries; since and resume: our 3 index entries and
+    // 3 jobs (and no retained ones).
+    assert.deepEqual(before, [3, 6, 6]);
   } finally {
     kv.close();
   }
@@ -143,8 +144,8 @@ Deno.test("jobs and retained records of earlier versions get their by-destinatio
     await kv.set(jobKey(job), encodeJob(job));
     await kv.set(retainedKey(retained), encodeJob(retained));
     assert.equal(await indexUnindexedRecords(db), 2);
-    assert.equal((await kv.get(jobByDestinationKey(job))).value, 1234);
-    assert.equal((await kv.get(retainedByDestinationKey(retained))).value, 1234);
+    assert.notEqual((await kv.get(jobByDestinationKey(job))).versionstamp, null);
+    assert.notEqual((await kv.get(retainedByDestinationKey(retained))).versionstamp, null);
     await kv.delete(jobByDestinationKey(job));
     assert.equal(await indexUnindexedRecords(db), 0, "once per KV");
   } finally {

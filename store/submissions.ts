@@ -78,7 +78,7 @@ export function createSubmissionWriter(
             op.set(key, chunk, { expireIn });
           });
           for (const job of jobs) {
-            op.set(jobKey(job), encodeJob(job)).set(jobByDestinationKey(job), job.submittedAt);
+            op.set(jobKey(job), encodeJob(job)).set(jobByDestinationKey(job), 0);
           }
           for (const job of held) {
             op.set(outcomeKey(job), outcomeOf(job, "held"), { expireIn: OUTCOME_TTL_MS });
