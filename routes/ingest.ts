@@ -10,14 +10,9 @@ import type { BodyLease } from "./body_gate.ts";
 import { verifyCaptcha } from "./captcha.ts";
 import { clientAddress } from "./client_address.ts";
 import { ApiError, readBodyWithin, refuseOtherMethods } from "./http.ts";
-import {
-  type BodyKind,
-  bodyKind,
-  parsePayload,
-  takeHoneypot,
-  unsupportedTypeMessage,
-} from "./ingest_body.ts";
+import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "./ingest_body.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
+import { ERRORS, submissionTypeError } from "./errors.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
@@ -33,8 +28,6 @@ const BACKLOG_RETRY_AFTER_SECONDS = 10;
  * Held, each connection gets one refusal a second.
  */
 const BACKLOG_REFUSAL_DELAY_MS = 1_000;
-/** The refusal when the backlog is full (metrics.ts counts it as "backlog" by this text). */
-const BACKLOG_FULL_MESSAGE = "Too many submissions waiting for delivery: try again later";
 /** Longest User-Agent and Referer kept in the envelope; longer ones are cut. */
 export const MAX_METADATA_CHARS = 1024;
 
@@ -91,8 +84,8 @@ export function ingestRoutes(deps: AppDeps) {
     const allow = allowedOrigin(form, originOf(c.req.header("origin")));
     setCorsHeaders(c, allow);
     // Thrown, the error keeps the CORS headers set above (app.onError answers on this context).
-    if (form === null) throw new ApiError(404, "Form endpoint not found or disabled");
-    if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
+    if (form === null) throw new ApiError(ERRORS.formEndpointNotFound);
+    if (allow === null) throw new ApiError(ERRORS.originNotAllowed);
     c.header("Access-Control-Allow-Methods", "POST");
     c.header("Access-Control-Allow-Headers", "Content-Type, x-captcha-token");
     c.header("Access-Control-Max-Age", "86400");
@@ -128,13 +121,13 @@ export function ingestRoutes(deps: AppDeps) {
     setCorsHeaders(c, allow);
 
     if (declaredLength !== null && declaredLength > MAX_SUBMISSION_BYTES) {
-      throw new ApiError(413, "Payload too large (max 128KB)");
+      throw new ApiError(ERRORS.submissionTooLarge);
     }
-    if (kind === null) throw new ApiError(415, unsupportedTypeMessage(config.ingestContentTypes));
+    if (kind === null) throw new ApiError(submissionTypeError(config.ingestContentTypes));
     if (target === null || form === null) {
-      throw new ApiError(404, "Form endpoint not found or disabled");
+      throw new ApiError(ERRORS.formEndpointNotFound);
     }
-    if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
+    if (allow === null) throw new ApiError(ERRORS.originNotAllowed);
     const client = clientAddress(
       addressRule,
       addressRule.header === null ? undefined : c.req.header(addressRule.header),
@@ -143,7 +136,7 @@ export function ingestRoutes(deps: AppDeps) {
     const reserved = await rateLimiter.reserve(form.id, client.key);
     if ("retryAfter" in reserved) {
       c.header("Retry-After", String(reserved.retryAfter));
-      throw new ApiError(429, "Too many submissions", { retryAfter: reserved.retryAfter });
+      throw new ApiError(ERRORS.rateLimited, { retryAfter: reserved.retryAfter });
     }
     let lease: BodyLease | null = null;
     let room: (() => void) | null = null;
@@ -157,7 +150,7 @@ export function ingestRoutes(deps: AppDeps) {
         if (room === null) {
           await new Promise((resolve) => setTimeout(resolve, BACKLOG_REFUSAL_DELAY_MS));
           c.header("Retry-After", String(BACKLOG_RETRY_AFTER_SECONDS));
-          throw new ApiError(503, BACKLOG_FULL_MESSAGE, {
+          throw new ApiError(ERRORS.backlogFull, {
             retryAfter: BACKLOG_RETRY_AFTER_SECONDS,
           });
         }
@@ -195,16 +188,16 @@ export function ingestRoutes(deps: AppDeps) {
   ) {
     const { target, kind, contentType, ip } = request;
     const { form } = target;
-    const invalid = kind === "json" ? "Invalid JSON payload" : "Invalid form payload";
+    const invalid = kind === "json" ? ERRORS.invalidJsonPayload : ERRORS.invalidFormPayload;
     const bytes = await readBodyWithin(c, {
       limit: MAX_SUBMISSION_BYTES,
       declaredLength: declaredLengthOf(c),
       timeoutMs: config.http.bodyTimeoutMs,
       // A client that hangs up before its declared length is a bad request, not our error.
-      hangUp: () => new ApiError(400, invalid, { detail: "The body ended before it was complete" }),
+      hangUp: () => new ApiError(invalid, { detail: "The body ended before it was complete" }),
     });
-    if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
-    if (bytes.length === 0) throw new ApiError(400, invalid, { detail: "Empty body" });
+    if (bytes === null) throw new ApiError(ERRORS.submissionTooLarge);
+    if (bytes.length === 0) throw new ApiError(invalid, { detail: "Empty body" });
     const payload = await parsePayload(kind, bytes, {
       contentType,
       variant: config.ingestContentTypes,
@@ -213,7 +206,7 @@ export function ingestRoutes(deps: AppDeps) {
 
     if (form.verifyCaptcha) {
       const token = c.req.header("x-captcha-token");
-      if (!token) throw new ApiError(400, "Captcha token is required");
+      if (!token) throw new ApiError(ERRORS.captchaRequired);
       const secret = await openCaptchaSecret(db, form);
       const valid = secret !== null && token.length <= 10_000 &&
         await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip });
@@ -221,7 +214,7 @@ export function ingestRoutes(deps: AppDeps) {
         // A failed verification uses the client's slot: one that keeps failing is
         // limited like one that keeps submitting, and the provider is not called for it.
         request.reserved.count();
-        throw new ApiError(400, "Invalid captcha token");
+        throw new ApiError(ERRORS.captchaInvalid);
       }
     }
 
@@ -263,7 +256,7 @@ export function ingestRoutes(deps: AppDeps) {
           submissionId: envelope.submissionId,
           error: error instanceof Error ? error.message : String(error),
         });
-        throw new ApiError(503, "Submission could not be stored: try again");
+        throw new ApiError(ERRORS.storeFailed);
       } finally {
         deps.ingestLoad.leave(form.orgId);
       }

@@ -1,5 +1,6 @@
 /**
- * The admin API's 429 answers: the texts, the answer itself (with `Retry-After`), and the
+ * The admin API's 429 answers (their texts are in routes/errors.ts): the answer itself
+ * (with `Retry-After`), and the
  * per-organization limit of operations that touch delivery jobs (resume, redelivery,
  * changing or deleting a destination).
  *
@@ -8,15 +9,8 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";
 import type { AdminEnv } from "./env.ts";
+import { ERRORS, type ErrorSpec } from "./errors.ts";
 import { ApiError } from "./http.ts";
-
-/** The 429 texts of the admin API (also in the API description). */
-export const TOO_MANY = {
-  operations: "Too many requests: try again later",
-  testSendUnderWay: "A test send to this destination is already under way",
-  testSends: "Too many test sends: try again later",
-  outbound: "Outbound limit reached: try again later",
-} as const;
 
 /**
  * Throws `429` with `Retry-After` (whole seconds, at least 1) and `retryAfter` in the body;
@@ -24,14 +18,14 @@ export const TOO_MANY = {
  */
 export function tooManyRequests(
   c: Context,
-  error: string,
+  error: ErrorSpec,
   options: { retryAfterMs: number; detail?: string },
 ): never {
   const retryAfter = Math.max(1, Math.ceil(options.retryAfterMs / 1000));
   c.header("Retry-After", String(retryAfter));
   const details: Record<string, unknown> = { retryAfter };
   if (options.detail !== undefined) details.detail = options.detail;
-  throw new ApiError(429, error, details);
+  throw new ApiError(error, details);
 }
 
 /** Operations per organization per minute (0: no limit); past it `429` with Retry-After. */
@@ -41,7 +35,7 @@ export function organizationOperationLimit(perMinute: number): MiddlewareHandler
     const orgId = c.get("orgId");
     const now = Date.now();
     const waitMs = buckets.waitMs(orgId, 1, now);
-    if (waitMs > 0) tooManyRequests(c, TOO_MANY.operations, { retryAfterMs: waitMs });
+    if (waitMs > 0) tooManyRequests(c, ERRORS.tooManyOperations, { retryAfterMs: waitMs });
     buckets.take(orgId, 1, now);
     await next();
   };

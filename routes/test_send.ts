@@ -15,8 +15,9 @@ import { type Destination, getDestination } from "../store/destinations.ts";
 import type { FormRecord } from "../store/forms.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
-import { TOO_MANY, tooManyRequests } from "./limits.ts";
+import { tooManyRequests } from "./limits.ts";
 import { ApiError, readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** The payload of every test submission. */
 const TEST_PAYLOAD = {
@@ -72,14 +73,14 @@ export function testSendRoutes(deps: AppDeps) {
   /** Takes a test send's place in the limits, or answers 429. */
   function admit(c: Context<AdminEnv>, orgId: string, destinationId: string) {
     if (underWay.has(destinationId)) {
-      tooManyRequests(c, TOO_MANY.testSendUnderWay, { retryAfterMs: 1000 });
+      tooManyRequests(c, ERRORS.testSendUnderWay, { retryAfterMs: 1000 });
     }
     const now = Date.now();
     const waitMs = Math.max(
       perDestination.waitMs(destinationId, 1, now),
       perOrg.waitMs(orgId, 1, now),
     );
-    if (waitMs > 0) tooManyRequests(c, TOO_MANY.testSends, { retryAfterMs: waitMs });
+    if (waitMs > 0) tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: waitMs });
     perDestination.take(destinationId, 1, now);
     perOrg.take(orgId, 1, now);
   }
@@ -88,7 +89,7 @@ export function testSendRoutes(deps: AppDeps) {
     const orgId = c.get("orgId");
     const form = await requireForm(db, orgId, c.req.param("id"));
     const destination = await getDestination(db, form.id, c.req.param("destId"));
-    if (destination === null) throw new ApiError(404, "Destination not found");
+    if (destination === null) throw new ApiError(ERRORS.destinationNotFound);
     await readEmptyBody(c);
     admit(c, orgId, destination.id);
     underWay.add(destination.id);
@@ -132,7 +133,7 @@ export function testSendRoutes(deps: AppDeps) {
       });
       const answer = await outbound.take(request, Date.now());
       if (!answer.ok) {
-        tooManyRequests(c, TOO_MANY.outbound, {
+        tooManyRequests(c, ERRORS.outboundLimit, {
           retryAfterMs: answer.retryAt - Date.now(),
           detail: answer.reason,
         });
