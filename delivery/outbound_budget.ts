@@ -83,13 +83,20 @@ export function createOutboundBudget(
       if (relayRecipients > 0) {
         shares.push([relayMinute, orgId, relayRecipients, "the platform relay's limit per minute"]);
       }
-      let waitMs = 0;
-      let reason = "";
-      for (const [buckets, key, amount, what] of shares) {
-        const wait = buckets.waitMs(key, amount, now);
-        if (wait > waitMs) [waitMs, reason] = [wait, what];
+      const refusing = shares.filter(([buckets, key, amount]) =>
+        buckets.waitMs(key, amount, now) > 0
+      );
+      if (refusing.length > 0) {
+        // A turn of its own in each budget refusing it, so deferred jobs come back spread
+        // out at the budget's rate rather than all together to be deferred again.
+        let waitMs = 0;
+        let reason = "";
+        for (const [buckets, key, amount, what] of refusing) {
+          const turn = buckets.turnMs(key, amount, now);
+          if (turn > waitMs) [waitMs, reason] = [turn, what];
+        }
+        return { ok: false, retryAt: now + waitMs, reason: `${reason} is reached` };
       }
-      if (waitMs > 0) return { ok: false, retryAt: now + waitMs, reason: `${reason} is reached` };
       // Taken before the day's count is read, so concurrent requests cannot all pass here.
       for (const [buckets, key, amount] of shares) buckets.take(key, amount, now);
       if (relayRecipients > 0 && perDay > 0) {

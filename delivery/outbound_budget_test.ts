@@ -22,6 +22,14 @@ Deno.test("a token bucket refuses past its capacity with the wait until it refil
   assert.equal(createTokenBuckets({ capacity: 0, windowMs: 1 }).waitMs("a", 1e9, 0), 0, "0: none");
 });
 
+Deno.test("requests refused together get turns one after another at the bucket's rate", () => {
+  const buckets = createTokenBuckets({ capacity: 2, windowMs: 2000 });
+  buckets.take("a", 2, 0);
+  assert.deepEqual([0, 0, 0].map(() => buckets.turnMs("a", 1, 0)), [1000, 2000, 3000]);
+  assert.equal(buckets.turnMs("b", 1, 0), 0, "another key's turns are its own");
+  assert.equal(buckets.turnMs("a", 1, 5000), 0, "past turns are forgotten: room now");
+});
+
 async function budgetOn(overrides: Parameters<typeof testConfig>[0]) {
   const kv = await Deno.openKv(":memory:");
   const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));

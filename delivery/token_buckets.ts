@@ -6,6 +6,7 @@
  * larger than the whole capacity (a 128 KB envelope against a small byte budget) goes
  * through and leaves the bucket in debt, so nothing waits for a budget it can never fit.
  * Full buckets are forgotten, so memory follows the keys active within a window.
+ * Requests refused are given turns one after another at the bucket's rate (turnMs).
  *
  * @module
  */
@@ -18,6 +19,13 @@ export interface TokenBuckets {
   take(key: string, amount: number, now: number): void;
   /** Gives back what a take took, when the request it was for did not happen. */
   giveBack(key: string, amount: number, now: number): void;
+  /**
+   * For a request refused now: milliseconds until a turn of its own, after the turns
+   * already given to requests refused before it, at the bucket's rate. So many requests
+   * refused at once come back one after another, not all at the moment the bucket has
+   * room for one.
+   */
+  turnMs(key: string, amount: number, now: number): number;
 }
 
 /** Keys kept at most before full buckets are dropped (each is a few dozen bytes). */
@@ -28,6 +36,8 @@ export function createTokenBuckets(options: { capacity: number; windowMs: number
   const { capacity, windowMs } = options;
   const perMs = capacity / windowMs;
   const buckets = new Map<string, { tokens: number; at: number }>();
+  /** The last turn given per key (epoch ms); past ones are dropped. */
+  const turns = new Map<string, number>();
 
   function level(key: string, now: number): number {
     const bucket = buckets.get(key);
@@ -48,13 +58,15 @@ export function createTokenBuckets(options: { capacity: number; windowMs: number
     buckets.set(key, { tokens, at: now });
   }
 
+  function waitMs(key: string, amount: number, now: number): number {
+    if (capacity === 0) return 0;
+    const tokens = level(key, now);
+    if (tokens >= amount || tokens >= capacity) return 0;
+    return Math.ceil((Math.min(amount, capacity) - tokens) / perMs);
+  }
+
   return {
-    waitMs(key, amount, now) {
-      if (capacity === 0) return 0;
-      const tokens = level(key, now);
-      if (tokens >= amount || tokens >= capacity) return 0;
-      return Math.ceil((Math.min(amount, capacity) - tokens) / perMs);
-    },
+    waitMs,
     take(key, amount, now) {
       if (capacity === 0) return;
       set(key, level(key, now) - amount, now);
@@ -62,6 +74,18 @@ export function createTokenBuckets(options: { capacity: number; windowMs: number
     giveBack(key, amount, now) {
       if (capacity === 0) return;
       set(key, level(key, now) + amount, now);
+    },
+    turnMs(key, amount, now) {
+      if (capacity === 0) return 0;
+      const wait = waitMs(key, amount, now);
+      if (wait === 0) return 0;
+      const last = turns.get(key) ?? 0;
+      const turn = Math.max(now + wait, last + Math.min(amount, capacity) / perMs);
+      if (turns.size >= MAX_KEYS && !turns.has(key)) {
+        for (const [k, t] of turns) if (t <= now) turns.delete(k);
+      }
+      turns.set(key, turn);
+      return Math.ceil(turn - now);
     },
   };
 }
