@@ -370,6 +370,13 @@ Deno.test("test sends are limited per organization across destinations, paused a
   for (const destId of order) statuses.push((await testSendStatus(h, form.id, destId)).status);
   assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429, 429, 429]);
   assert.equal(sink.hits, 4);
+  // Delivered test sends change nothing: the paused one stays paused, the disabled disabled.
+  const listed = await (await h.admin("GET", `/forms/${form.id}/destinations`)).json();
+  const byId = new Map(
+    listed.destinations.map((d: { id: string }) => [d.id, d] as const),
+  ) as Map<string, { health: { state: string }; isEnabled: boolean }>;
+  assert.equal(byId.get(paused)?.health.state, "paused");
+  assert.equal(byId.get(disabled)?.isEnabled, false);
 
   // Another organization has its own budget.
   const other = await createOrg(h.service.db, "Other org");
