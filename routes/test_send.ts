@@ -1,7 +1,9 @@
 /**
  * Test send: delivers a sample submission to one destination at once and reports what
  * happened, so a tenant can check SMTP credentials or a script URL before relying on
- * them (disabled destinations included). Nothing is stored: no job, outcome or envelope.
+ * them (disabled and paused destinations included). Nothing is stored: no job, outcome,
+ * envelope or health. A test send is outbound traffic a tenant triggers at will, so it
+ * is bounded like deliveries and more (see testSendRoutes).
  *
  * @module
  */
