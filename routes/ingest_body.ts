@@ -81,7 +81,7 @@ function jsonDepth(bytes: Uint8Array): number {
 /**
  * Control characters but tab, line feed and carriage return. A form field typed by a
  * person has none, and JSON writes each as six bytes (`\u0001`): 128 KB of them made a
- * 768 KB envelope for every destination.
+ * 786 KB envelope for every destination.
  */
 // deno-lint-ignore no-control-regex -- control characters are what is matched here
 const FIELD_CONTROLS = /[\x00-\x08\x0b\x0c\x0e-\x1f]/g;
