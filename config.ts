@@ -83,7 +83,7 @@ const envSchema = z.object({
   /** Outbound requests per organization and target host per window; 0: no limit. */
   OUTBOUND_HOST_REQUESTS: nonNegativeInt.default(6000),
   /** Outbound bytes per organization and target host per window; 0: no limit. */
-  OUTBOUND_HOST_BYTES: nonNegativeInt.default(8 * 1024 * 1024),
+  OUTBOUND_HOST_BYTES: nonNegativeInt.default(32 * 1024 * 1024),
   METRICS_TOKEN: z.string().min(16, "Expected at least 16 characters").optional(),
   METRICS_PER_FORM: boolean.default(false),
   READY_MAX_BACKLOG: positiveInt.default(10_000),
