@@ -12,10 +12,19 @@ import { ingestRoutes } from "./routes/ingest.ts";
 import { ERRORS } from "./routes/errors.ts";
 import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
+import { organizationOperationLimit } from "./routes/limits.ts";
 import { openApiRoutes } from "./routes/openapi.ts";
 import { countIngestAnswer } from "./metrics.ts";
 import { observeRoutes } from "./routes/observe.ts";
 import { testSendRoutes } from "./routes/test_send.ts";
+
+/** Admin paths limited by ADMIN_OPERATIONS_PER_ORG: each change there touches delivery jobs. */
+const LIMITED_OPERATIONS = [
+  "/forms/:id/destinations/:destId",
+  "/forms/:id/destinations/:destId/resume",
+  "/forms/:id/destinations/:destId/redeliver",
+  "/forms/:id/deliveries/:deliveryId/redeliver",
+];
 
 /** A request path as logged: long ones cut, so a hostile URL cannot flood the log. */
 function loggedPath(path: string): string {
@@ -61,6 +70,9 @@ export function createApp(deps: AppDeps): Hono {
     c.set("bodyTiming", bodyTiming);
     await next();
   });
+  // Operations that touch delivery jobs are limited per organization (routes/limits.ts).
+  const operations = organizationOperationLimit(deps.config.adminOperationsPerOrg);
+  for (const path of LIMITED_OPERATIONS) admin.use(path, operations);
   admin.route("/", keyRoutes(deps));
   admin.route("/", formRoutes(deps));
   admin.route("/", destinationRoutes(deps));

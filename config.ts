@@ -2,6 +2,7 @@ import { z } from "zod";
 
 const boolean = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 const positiveInt = z.coerce.number().int().positive();
+const nonNegativeInt = z.coerce.number().int().min(0);
 const secureTransport = z.enum(["off", "starttls", "on"]);
 
 /** Every environment variable the service reads, with its default. */
@@ -35,6 +36,12 @@ const envSchema = z.object({
   PLATFORM_SMTP_USERNAME: z.string().min(1).optional(),
   PLATFORM_SMTP_PASSWORD: z.string().min(1).optional(),
   PLATFORM_SMTP_FROM_EMAIL: z.email().optional(),
+  /** Most recipients of one Variant B (platform relay) destination. */
+  PLATFORM_SMTP_MAX_RECIPIENTS: positiveInt.max(1000).default(5),
+  /** Platform relay recipients per organization per minute (test sends included); 0: no limit. */
+  PLATFORM_SMTP_ORG_PER_MINUTE: nonNegativeInt.default(30),
+  /** Platform relay recipients per organization per UTC day (test sends included); 0: no limit. */
+  PLATFORM_SMTP_ORG_PER_DAY: nonNegativeInt.default(1000),
   SMTP_HELO_NAME: z.string().regex(/^[A-Za-z0-9.-]+$/, "Expected a host name").default(
     "localhost",
   ),
@@ -67,6 +74,22 @@ const envSchema = z.object({
   DESTINATION_PAUSE_AFTER_HOURS: z.coerce.number().min(0).default(24),
   /** Hours a failed submission's sealed data is kept for redelivery; 0 (default) not at all. */
   FAILED_RETENTION_HOURS: z.coerce.number().min(0).max(24 * 30).default(0),
+  /** Test sends per destination per minute; 0: no limit. */
+  TEST_SENDS_PER_DESTINATION: nonNegativeInt.default(6),
+  /** Test sends per organization per minute; 0: no limit. */
+  TEST_SENDS_PER_ORG: nonNegativeInt.default(20),
+  /** Resumes, redeliveries, destination changes and deletions per organization per minute; 0: no limit. */
+  ADMIN_OPERATIONS_PER_ORG: nonNegativeInt.default(60),
+  /** The window of the outbound budgets below, in seconds. */
+  OUTBOUND_WINDOW_SECONDS: positiveInt.default(60),
+  /** Outbound requests (deliveries and test sends) per organization per window; 0: no limit. */
+  OUTBOUND_ORG_REQUESTS: nonNegativeInt.default(30_000),
+  /** Outbound bytes per organization per window; 0: no limit. */
+  OUTBOUND_ORG_BYTES: nonNegativeInt.default(64 * 1024 * 1024),
+  /** Outbound requests per organization and target host per window; 0: no limit. */
+  OUTBOUND_HOST_REQUESTS: nonNegativeInt.default(6000),
+  /** Outbound bytes per organization and target host per window; 0: no limit. */
+  OUTBOUND_HOST_BYTES: nonNegativeInt.default(32 * 1024 * 1024),
   METRICS_TOKEN: z.string().min(16, "Expected at least 16 characters").optional(),
   METRICS_PER_FORM: boolean.default(false),
   READY_MAX_BACKLOG: positiveInt.default(10_000),
@@ -120,6 +143,20 @@ export interface Config {
     bodyClientBytes: number;
   };
   platformSmtp: PlatformSmtp | null;
+  /** Caps of the platform relay: recipients per destination, recipients per org per minute and per UTC day (0: none). */
+  relayLimits: { maxRecipients: number; orgPerMinute: number; orgPerDay: number };
+  /** Test sends per destination and per organization per minute (0: no limit). */
+  testSendLimits: { perDestination: number; perOrg: number };
+  /** Resumes, redeliveries and destination changes per organization per minute (0: no limit). */
+  adminOperationsPerOrg: number;
+  /** Outbound requests and bytes per organization, and per organization and host, per window (0: none). */
+  outbound: {
+    windowMs: number;
+    orgRequests: number;
+    orgBytes: number;
+    hostRequests: number;
+    hostBytes: number;
+  };
   smtpHeloName: string;
   allowPrivateDestinations: boolean;
   /** 32-byte key, base64; null = generate or load beside the local KV file. */
@@ -200,6 +237,23 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       username: e.PLATFORM_SMTP_USERNAME!,
       password: e.PLATFORM_SMTP_PASSWORD!,
       fromEmail: e.PLATFORM_SMTP_FROM_EMAIL!,
+    },
+    relayLimits: {
+      maxRecipients: e.PLATFORM_SMTP_MAX_RECIPIENTS,
+      orgPerMinute: e.PLATFORM_SMTP_ORG_PER_MINUTE,
+      orgPerDay: e.PLATFORM_SMTP_ORG_PER_DAY,
+    },
+    testSendLimits: {
+      perDestination: e.TEST_SENDS_PER_DESTINATION,
+      perOrg: e.TEST_SENDS_PER_ORG,
+    },
+    adminOperationsPerOrg: e.ADMIN_OPERATIONS_PER_ORG,
+    outbound: {
+      windowMs: e.OUTBOUND_WINDOW_SECONDS * 1000,
+      orgRequests: e.OUTBOUND_ORG_REQUESTS,
+      orgBytes: e.OUTBOUND_ORG_BYTES,
+      hostRequests: e.OUTBOUND_HOST_REQUESTS,
+      hostBytes: e.OUTBOUND_HOST_BYTES,
     },
     smtpHeloName: e.SMTP_HELO_NAME,
     allowPrivateDestinations: e.ALLOW_PRIVATE_DESTINATIONS,

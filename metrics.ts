@@ -38,8 +38,18 @@ for (const error of Object.values(ERRORS) as ErrorSpec[]) {
   }
 }
 
-/** Delivery attempt outcomes as labelled ("held" is a job kept back while its destination is paused). */
-const DELIVERY_OUTCOMES = ["delivered", "retry", "failed", "held", "lease_lost"] as const;
+/**
+ * Delivery attempt outcomes as labelled ("held" is a job kept back while its destination is
+ * paused, "deferred" one kept back by its organization's outbound budget).
+ */
+const DELIVERY_OUTCOMES = [
+  "delivered",
+  "retry",
+  "failed",
+  "held",
+  "deferred",
+  "lease_lost",
+] as const;
 
 const tracer = trace.getTracer("formrelay");
 let perForm = false;

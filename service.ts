@@ -11,10 +11,12 @@ import { type Config, isRemoteKvPath } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createIngestLoad } from "./delivery/ingest_load.ts";
+import { createOutboundBudget } from "./delivery/outbound_budget.ts";
 import { type BodyGate, createBodyGate } from "./routes/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
 import { recordHealth } from "./store/destination_health.ts";
+import { indexUnindexedRecords } from "./store/destination_index.ts";
 import { observeService } from "./metrics.ts";
 import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
@@ -58,7 +60,12 @@ export async function startService(
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
   const queues = options.queues ?? kvHasQueues(config.kvPath);
   const db = await openDb(config.kvPath, await createSealer(sealingKey), { queues });
+  // Once per KV: jobs stored by versions before the by-destination indexes get theirs.
+  const indexed = await indexUnindexedRecords(db);
+  if (indexed > 0) logger.info("indexed earlier jobs by destination", { count: indexed });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
+  // One budget for deliveries and test sends alike.
+  const outbound = createOutboundBudget(db, config);
   const ingestLoad = createIngestLoad();
   // Destinations this process found healthy: their deliveries skip the health read.
   const healthyDestinations = new Map<string, number>();
@@ -68,6 +75,7 @@ export async function startService(
     config,
     logger,
     queues,
+    outbound,
     ingestBurstMs: ingestLoad.burstMs,
     // Failing by its own fault for DESTINATION_PAUSE_AFTER_HOURS pauses a destination (0:
     // never). The outcome is already recorded, so a failure here is logged, not the delivery's.
@@ -109,6 +117,7 @@ export async function startService(
     engine,
     ingestLoad,
     bodyGate,
+    outbound,
     ...observed,
   });
   return {

@@ -184,6 +184,12 @@ export async function startBenchService(
     KV_PATH: `${dir}/formrelay.kv`,
     ALLOW_PRIVATE_DESTINATIONS: "true",
     RATE_LIMIT_MAX: "0",
+    // The benchmarks measure the engine: every delivery goes to one local sink of one
+    // organization, exactly what the outbound budget exists to hold back (OUTBOUND_*).
+    OUTBOUND_HOST_REQUESTS: "0",
+    OUTBOUND_HOST_BYTES: "0",
+    OUTBOUND_ORG_REQUESTS: "0",
+    OUTBOUND_ORG_BYTES: "0",
     LOG_LEVEL: "info",
     ...env,
   };

@@ -22,6 +22,7 @@ import { type Admission, createAdmission } from "./admission.ts";
 import { createClaimHints } from "./claim_hints.ts";
 import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
+import type { OutboundBudget } from "./outbound_budget.ts";
 import { createOutcomeStep } from "./outcome.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 
@@ -45,6 +46,8 @@ export interface EngineDeps {
   now?: () => number;
   /** How long acceptance for an organization has been saturated, null when it is not (see DispatcherOptions.burstMs). */
   ingestBurstMs?: (orgId: string) => number | null;
+  /** Organizations' outbound budgets; past them a delivery is deferred. None: no limit. */
+  outbound?: OutboundBudget;
   /** Called after every recorded delivery or failure (destination health hooks in here). */
   onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
 }

@@ -9,6 +9,7 @@ import type { BodyTiming } from "./http.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
+import type { OutboundBudget } from "../delivery/outbound_budget.ts";
 import type { Logger } from "../log.ts";
 import type { BacklogReader } from "../store/backlog.ts";
 import type { Db } from "../store/db.ts";
@@ -28,6 +29,8 @@ export interface AppDeps {
   ingestLoad: IngestLoad;
   /** The budget of request bodies being read and processed at once. */
   bodyGate: BodyGate;
+  /** Organizations' outbound budgets, shared with the delivery engine (default: one of its own). */
+  outbound?: OutboundBudget;
   /** The backlog `/metrics` and `/readyz` read (default: a reader of their own). */
   backlog?: BacklogReader;
   /** Whether this process's delivery engine runs (default: whether it has one). */

@@ -111,6 +111,15 @@ export const ERRORS = {
       "on this service (FAILED_RETENTION_HOURS=0)",
   },
 
+  // Admin API limits (routes/limits.ts): 429 with Retry-After and `retryAfter`.
+  tooManyOperations: { status: 429, text: "Too many requests: try again later" },
+  testSendUnderWay: {
+    status: 429,
+    text: "A test send to this destination is already under way",
+  },
+  tooManyTestSends: { status: 429, text: "Too many test sends: try again later" },
+  outboundLimit: { status: 429, text: "Outbound limit reached: try again later" },
+
   // Service endpoints.
   kvNotAnswering: { status: 503, text: "KV is not answering" },
   notReady: { status: 503, text: "Not ready" },

@@ -162,6 +162,8 @@ const jsonBodyErrors = [
 const configBodyErrors = [...jsonBodyErrors, ERRORS.configTooLarge];
 const FORM_404 = [ERRORS.formNotFound];
 const DEST_404 = [ERRORS.formNotFound, ERRORS.destinationNotFound];
+/** Operations that touch delivery jobs: ADMIN_OPERATIONS_PER_ORG (routes/limits.ts). */
+const OPERATION_429 = [ERRORS.tooManyOperations];
 
 /** Every operation of the API, in the order the document lists them. */
 export function operations(ingestContentTypes: Config["ingestContentTypes"]): OperationSpec[] {
@@ -289,7 +291,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, destination: destinationSchema }),
         },
       },
-      errors: [...configBodyErrors, ...DEST_404],
+      errors: [...configBodyErrors, ...DEST_404, ...OPERATION_429],
     },
     {
       method: "delete",
@@ -298,7 +300,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       tag: "Admin: destinations",
       admin: true,
       answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
-      errors: DEST_404,
+      errors: [...DEST_404, ...OPERATION_429],
     },
     {
       method: "post",
@@ -313,7 +315,13 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, result: testSendResultSchema }),
         },
       },
-      errors: [...jsonBodyErrors, ...DEST_404],
+      errors: [
+        ...jsonBodyErrors,
+        ...DEST_404,
+        ERRORS.testSendUnderWay,
+        ERRORS.tooManyTestSends,
+        ERRORS.outboundLimit,
+      ],
     },
     {
       method: "post",
@@ -332,7 +340,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           }),
         },
       },
-      errors: [...jsonBodyErrors, ...DEST_404],
+      errors: [...jsonBodyErrors, ...DEST_404, ...OPERATION_429],
     },
     {
       method: "post",
@@ -357,6 +365,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
         ...DEST_404,
         ERRORS.redeliveryDisabled,
         ERRORS.redeliveryPaused,
+        ...OPERATION_429,
       ],
     },
     {
@@ -381,6 +390,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
         ERRORS.redeliveryUnderWay,
         ERRORS.redeliveryGone,
         ERRORS.redeliveryNotRetained,
+        ...OPERATION_429,
       ],
     },
     {

@@ -307,6 +307,9 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         /Type the stored secrets again/,
       );
       await page.getByLabel("Headers").fill("X-Token: def");
+      // The list shows the URL's query value as ******** too: it is typed again.
+      assert.match(await page.getByLabel("URL", { exact: true }).inputValue(), /\?token=\*{8}$/);
+      await page.getByLabel("URL", { exact: true }).fill(`${sink.url}?token=s3cret`);
       await page.getByRole("button", { name: "Save" }).click();
       await page.locator("form.editor").waitFor({ state: "detached" });
       await card.getByRole("button", { name: "Disable" }).click();

@@ -227,8 +227,9 @@ Deno.test("SMTP Variant B sends multipart/alternative through the platform relay
   assert.notEqual(first.messageId, other.messageId);
   assert.match(first.messageId ?? "", /@formrelay\.example>$/);
 
+  // The display name is formrelay's for the form, never the form's name (platformSenderName).
   assert.deepEqual(first.from, {
-    name: 'Café <Kontakt> & "Co"',
+    name: "Form form1 via formrelay",
     address: "notify@formrelay.example",
   });
   assert.deepEqual(first.replyTo, [{ name: "", address: "ada@example.org" }]);
@@ -583,7 +584,7 @@ Deno.test("SMTP CR/LF in form name, subject template or payload email cannot inj
     variantB.subject,
     "Hi Bcc: victim3@evil.example X-Injected: yes Contact Bcc: victim1@evil.example",
   );
-  assert.equal(variantB.from?.name, "Contact Bcc: victim1@evil.example");
+  assert.equal(variantB.from?.name, "Form form1 via formrelay");
 });
 
 Deno.test("SMTP idle sessions are reused for the next message and ended by close()", async () => {
@@ -664,9 +665,47 @@ Deno.test("SMTP a refused connection is a transient failure", async () => {
     const error = await deliveryError(deliver(connector, config));
     assert.equal(error.permanent, false);
     assert.equal(error.blame, "destination");
-    assert.match(error.message, /^Cannot deliver to "127\.0\.0\.1:\d+": connection failed: /);
+    assert.match(error.message, /^Cannot deliver to "127\.0\.0\.1:\d+": no SMTP service answered$/);
   } finally {
     connector.close();
+  }
+});
+
+Deno.test("SMTP a closed port, a silent service and a service that is not SMTP fail with one text", async () => {
+  const closed = freePort();
+  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const http = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const serving = [
+    (async () => {
+      for await (const conn of silent) held.push(conn);
+    })(),
+    (async () => {
+      for await (const conn of http) {
+        await conn.write(new TextEncoder().encode("HTTP/1.1 400 Bad Request\r\n\r\n"));
+        conn.close();
+      }
+    })(),
+  ];
+  const connector = connectorFor({ timeoutMs: 300 });
+  try {
+    const texts = [];
+    for (const port of [closed, silent.addr.port, http.addr.port]) {
+      const error = await deliveryError(
+        deliver(connector, relayConfig({ port }, { host: "127.0.0.1" })),
+      );
+      texts.push(error.message.replace(/:\d+"/, ':PORT"'));
+    }
+    assert.deepEqual(
+      texts,
+      Array(3).fill('Cannot deliver to "127.0.0.1:PORT": no SMTP service answered'),
+    );
+  } finally {
+    connector.close();
+    silent.close();
+    http.close();
+    for (const conn of held) conn.close();
+    await Promise.allSettled(serving);
   }
 });
 

@@ -149,6 +149,8 @@ export class SmtpConnection {
   /** True between a 354 and the reply to the final dot: QUIT would be message text. */
   #inData = false;
   #stage = "the greeting";
+  /** An SMTP greeting (any reply) came: failures before it are told apart by nobody. */
+  #greeted = false;
 
   private constructor(conn: Deno.Conn, timeouts: SmtpTimeouts) {
     this.#conn = conn;
@@ -163,7 +165,9 @@ export class SmtpConnection {
   static async open(relay: SmtpRelay, options: SmtpOpenOptions): Promise<SmtpConnection> {
     const { timeouts, signal } = options;
     const connectMs = Math.min(timeouts.connectMs, options.deadline - Date.now());
-    const conn = await connectWithin(relay, options, connectMs);
+    const conn = await connectWithin(relay, options, connectMs).catch((error) => {
+      throw noSmtpService(error);
+    });
     const connection = new SmtpConnection(conn, timeouts);
     try {
       connection.use({ deadline: options.deadline, signal });
@@ -180,7 +184,7 @@ export class SmtpConnection {
       return connection;
     } catch (error) {
       connection.close();
-      throw error;
+      throw connection.#greeted ? error : noSmtpService(error);
     }
   }
 
@@ -322,6 +326,7 @@ export class SmtpConnection {
   async #handshake(relay: SmtpRelay, options: SmtpOpenOptions): Promise<void> {
     this.#stage = "the greeting";
     const greeting = await this.#readReply(this.#timeouts.greetingMs);
+    this.#greeted = true;
     if (greeting.code !== 220) throw replyError("greeting refused", greeting);
     await this.#ehlo(options.heloName);
     if (relay.secureTransport === "starttls") {
@@ -665,6 +670,21 @@ function replyError(
 
 export function describeRejected(rejected: RejectedRecipient[]): string {
   return rejected.map((r) => `${r.address} (${r.reply.code})`).join(", ");
+}
+
+/**
+ * One text for every failure before an SMTP greeting: a refused connection, a time-out,
+ * a TLS failure and a service that is not SMTP read the same, so a test send cannot be
+ * used to scan which ports of a host are open. A cancellation stays what it is.
+ */
+function noSmtpService(error: unknown): unknown {
+  if (error instanceof SmtpError && error.kind === "aborted") return error;
+  return new SmtpError("no SMTP service answered", {
+    kind: "network",
+    permanent: false,
+    beforeTransaction: true,
+    cause: error,
+  });
 }
 
 function networkError(what: string, error: unknown): SmtpError {

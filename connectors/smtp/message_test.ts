@@ -165,16 +165,25 @@ Deno.test("buildMessage Variant A is text/plain with the labelled lines, CRLF on
   );
 });
 
-Deno.test("buildMessage Variant B has plain and HTML parts, Reply-To line and metadata headers", async () => {
-  const message = buildMessage(envelope, {
+/** A Variant B message of `sample` from notify@platform.example. */
+function variantB(sample: SubmissionEnvelope) {
+  return buildMessage(sample, {
     layout: "alternative",
     from: "notify@platform.example",
     to: ["inbox@customer.example"],
     subjectTemplate: "Form submission: {{formName}}",
     destinationId: "dest",
   });
+}
+
+Deno.test("buildMessage Variant B has plain and HTML parts, Reply-To line and metadata headers", async () => {
+  const message = variantB(envelope);
   const email = await PostalMime.parse(message.data);
-  assert.deepEqual(email.from, { name: "Newsletter", address: "notify@platform.example" });
+  // The display name is the service's, for the form: not the form's name (platformSenderName).
+  assert.deepEqual(email.from, {
+    name: "Form form9 via formrelay",
+    address: "notify@platform.example",
+  });
   assert.deepEqual(email.replyTo, [{ name: "", address: "reader@example.org" }]);
   const headers = new Map(email.headers.map((h) => [h.key, h.value]));
   assert.equal(headers.get("x-formrelay-form-id"), "form-9");
@@ -186,4 +195,16 @@ Deno.test("buildMessage Variant B has plain and HTML parts, Reply-To line and me
   );
   assert.match(email.html ?? "", /<th[^>]*>Reply-To<\/th><td>reader@example\.org<\/td>/);
   assert.match(email.html ?? "", /<pre>\{\n {2}&quot;email&quot;/);
+});
+
+Deno.test("buildMessage Variant B never puts the tenant's form name in the From display name", async () => {
+  const formId = "3f2a9c1e-8b7d-4c6a-9e5f-0a1b2c3d4e5f";
+  const message = variantB({ ...envelope, formId, formName: "PayPal Security Team" });
+  const email = await PostalMime.parse(message.data);
+  assert.deepEqual(email.from, {
+    name: "Form 3f2a9c1e via formrelay",
+    address: "notify@platform.example",
+  });
+  const from = message.data.split("\r\n").find((line) => line.startsWith("From:"));
+  assert.doesNotMatch(from ?? "", /PayPal/);
 });
