@@ -5,6 +5,7 @@ import { describeError } from "./log.ts";
 import { pingKv } from "./store/db.ts";
 import { tenantAuth } from "./routes/auth.ts";
 import { deliveryRoutes } from "./routes/deliveries.ts";
+import { deploymentRoutes } from "./routes/deployment.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
 import type { AdminEnv, AppDeps } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
@@ -64,6 +65,7 @@ export function createApp(deps: AppDeps): Hono {
   admin.route("/", destinationRoutes(deps));
   admin.route("/", testSendRoutes(deps));
   admin.route("/", deliveryRoutes(deps));
+  admin.route("/", deploymentRoutes(deps));
   app.route("/v1/admin", admin);
   app.route("/v1/f", ingestRoutes(deps));
   app.route("/", openApiRoutes(deps.config));

@@ -7,7 +7,7 @@ import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter, type RateSlot } from "../store/rate_limit.ts";
 import type { BodyLease } from "./body_gate.ts";
-import { verifyCaptcha } from "./captcha.ts";
+import { takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
 import { clientAddress } from "./client_address.ts";
 import { ApiError, readBodyWithin, refuseOtherMethods } from "./http.ts";
 import {
@@ -212,8 +212,8 @@ export function ingestRoutes(deps: AppDeps) {
     const isSpam = form.honeypotField !== null && takeHoneypot(payload, form.honeypotField);
 
     if (form.verifyCaptcha) {
-      const token = c.req.header("x-captcha-token");
-      if (!token) throw new ApiError(400, "Captcha token is required");
+      const token = takeCaptchaToken(payload, c.req.header("x-captcha-token"));
+      if (token === null) throw new ApiError(400, "Captcha token is required");
       const secret = await openCaptchaSecret(db, form);
       const valid = secret !== null && token.length <= 10_000 &&
         await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip });

@@ -177,6 +177,34 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       errors: {},
     },
     {
+      method: "get",
+      path: "/v1/admin/deployment",
+      summary: "What this deployment offers: captcha provider, platform email relay, body types",
+      tag: "Service",
+      admin: true,
+      answers: {
+        200: {
+          description: "The deployment's settings a tenant's choices depend on",
+          schema: z.strictObject({
+            ok,
+            captcha: z.strictObject({
+              id: z.enum(["hcaptcha", "turnstile", "recaptcha", "other"]),
+              name: z.string(),
+              verifyHost: z.string(),
+            }).meta({ description: "The provider CAPTCHA_VERIFY_URL belongs to" }),
+            platformRelay: z.boolean().meta({
+              description: "Whether email destinations may use the platform relay (Variant B)",
+            }),
+            ingestContentTypes: z.enum(["any", "json"]),
+            privateDestinations: z.boolean().meta({
+              description: "ALLOW_PRIVATE_DESTINATIONS: loopback and private addresses allowed",
+            }),
+          }),
+        },
+      },
+      errors: {},
+    },
+    {
       method: "post",
       path: "/v1/admin/forms",
       summary: "Create a form",

@@ -105,6 +105,7 @@ Deno.test("the answers the app gives match the description", async () => {
 
   const { form } = await admin("POST", "/forms", { name: "Contact", honeypotField: "_gotcha" });
   await admin("GET", "/forms");
+  await admin("GET", "/deployment");
   await admin("GET", `/forms/${form.id}`);
   await admin("PATCH", `/forms/${form.id}`, { allowedOrigins: ["https://example.com/"] });
   const { destination } = await admin("POST", `/forms/${form.id}/destinations`, {

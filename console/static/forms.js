@@ -1,5 +1,5 @@
 /** Forms: the list, the settings of one (create and edit) and its deletion. */
-import { api, apiOk } from "./api.js";
+import { api, apiOk, deployment } from "./api.js";
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
 
 /** The list of forms. */
@@ -79,7 +79,10 @@ export async function loadForm(id) {
 
 /** Settings of a form; `id` null creates one. */
 export async function formSettingsView(id) {
-  const form = id === null ? null : await loadForm(id);
+  const [form, { captcha }] = await Promise.all([
+    id === null ? null : loadForm(id),
+    deployment(),
+  ]);
   const input = (props) => h("input", props);
   const name = input({ type: "text", value: form?.name ?? "", required: true, maxlength: 200 });
   const origins = h("textarea", { rows: 3 });
@@ -145,8 +148,10 @@ export async function formSettingsView(id) {
       input: redirectUrl,
     }),
     field({
-      label: "Require a captcha (hCaptcha, reCAPTCHA or Turnstile)",
+      label: `Require a captcha (${captcha.name})`,
       path: "verifyCaptcha",
+      hint: `This service checks captcha tokens with ${captcha.name} (${captcha.verifyHost}): ` +
+        "use a site key and secret from there. The snippet page shows the widget to add.",
       input: verifyCaptcha,
     }),
     field({
@@ -154,7 +159,7 @@ export async function formSettingsView(id) {
       path: "captchaSecret",
       hint: form?.hasCaptchaSecret
         ? "A secret is stored (never shown). Leave empty to keep it."
-        : "The site secret of your captcha provider.",
+        : `The secret key of your site at ${captcha.name}.`,
       input: captchaSecret,
     }),
     field({ label: "Enabled (accepts submissions)", path: "enabled", input: enabled }),
