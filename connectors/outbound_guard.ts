@@ -158,9 +158,18 @@ export async function checkDestinationHost(
   return addresses;
 }
 
+/**
+ * What a refusal of a blocked address adds: the way forward for someone trying formrelay
+ * with a receiver on their own machine, and that it is not for production.
+ */
+export const PRIVATE_DESTINATIONS_HINT = " (local and private addresses are allowed only with " +
+  "ALLOW_PRIVATE_DESTINATIONS=true, meant for development: `deno task dev` sets it)";
+
 function notAllowed(host: string, reason: string): DeliveryError {
   const subject = reason.startsWith("resolves") ? reason : `is ${reason}`;
-  return new DeliveryError(`Destination address is not allowed: "${host}" ${subject}`, {
+  // An invalid name is no private address: the setting would not help it.
+  const hint = reason === "not a valid host name" ? "" : PRIVATE_DESTINATIONS_HINT;
+  return new DeliveryError(`Destination address is not allowed: "${host}" ${subject}${hint}`, {
     permanent: true,
   });
 }
