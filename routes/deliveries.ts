@@ -15,6 +15,8 @@ import {
   type Redelivery,
   type RedeliverySelection,
 } from "../store/redelivery.ts";
+import { sendNow } from "../store/send_now.ts";
+import type { DeliveryOutcome } from "../store/outcomes.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
@@ -37,9 +39,26 @@ export const REDELIVERY_CONFLICTS = {
     "on this service (FAILED_RETENTION_HOURS=0)",
 } as const;
 
+/** The 409 answers of `POST …/deliveries/:deliveryId/send-now` (also in the API description). */
+export const SEND_NOW_CONFLICTS = {
+  in_flight: "Delivery is already under way",
+  held: "Destination is paused: resume it (POST …/resume), which delivers what it holds",
+  not_waiting: "Delivery is not waiting for a retry: delivered, failed, or not of this form",
+} as const;
+
+/**
+ * A delivery outcome as the API lists it: with its `deliveryId`
+ * (`<submissionId>.<destinationId>`, the webhook's `webhook-id`), the name the
+ * redelivery and send-now routes take.
+ */
+function outcomeView(outcome: DeliveryOutcome) {
+  return { deliveryId: `${outcome.submissionId}.${outcome.destinationId}`, ...outcome };
+}
+
 /**
  * `GET /forms/:id/deliveries`: recent delivery outcomes of a form, newest first, no
- * payloads; `POST /forms/:id/deliveries/:deliveryId/redeliver` and
+ * payloads; `POST /forms/:id/deliveries/:deliveryId/redeliver`,
+ * `POST /forms/:id/deliveries/:deliveryId/send-now` and
  * `POST /forms/:id/destinations/:destId/redeliver` (`{ since }`).
  */
 export function deliveryRoutes({ config, db, engine }: AppDeps) {
@@ -47,7 +66,8 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
   router.get("/forms/:id/deliveries", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const { limit } = validate(deliveriesQuerySchema, c.req.query());
-    return c.json({ ok: true, deliveries: await listOutcomes(db, form.id, limit) });
+    const outcomes = await listOutcomes(db, form.id, limit);
+    return c.json({ ok: true, deliveries: outcomes.map(outcomeView) });
   });
 
   /**
@@ -85,6 +105,18 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     return c.json({ ok: true, redelivered: result.woken.length });
   });
 
+  // Only a delivery waiting for its next retry: the rest is what redeliver is for.
+  router.post("/forms/:id/deliveries/:deliveryId/send-now", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    await readEmptyBody(c);
+    const ref = parseDeliveryId(c.req.param("deliveryId"));
+    if (ref === null) throw new ApiError(404, "Delivery not found");
+    const result = await sendNow(db, { formId: form.id, ...ref, now: Date.now() });
+    if ("state" in result) throw new ApiError(409, SEND_NOW_CONFLICTS[result.state]);
+    engine?.wake([result.sent]);
+    return c.json({ ok: true });
+  });
+
   router.post("/forms/:id/destinations/:destId/redeliver", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const { since } = await readValidJson(c, redeliverSinceSchema);
@@ -104,6 +136,7 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     router,
     "/forms/:id/deliveries",
     "/forms/:id/deliveries/:deliveryId/redeliver",
+    "/forms/:id/deliveries/:deliveryId/send-now",
     "/forms/:id/destinations/:destId/redeliver",
   );
   return router;

@@ -16,7 +16,12 @@ import { smtpPlatformConfigSchema, smtpRelayConfigSchema } from "../connectors/s
 import { DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
 import { webhookConfigSchema } from "../connectors/webhook.ts";
 import { VERSION } from "../version.ts";
-import { deliveriesQuerySchema, redeliverSinceSchema, REDELIVERY_CONFLICTS } from "./deliveries.ts";
+import {
+  deliveriesQuerySchema,
+  redeliverSinceSchema,
+  REDELIVERY_CONFLICTS,
+  SEND_NOW_CONFLICTS,
+} from "./deliveries.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
@@ -92,6 +97,9 @@ export const destinationSchema = z.strictObject({
 
 /** One delivery outcome (store/jobs.ts DeliveryOutcome). */
 export const outcomeSchema = z.strictObject({
+  deliveryId: z.string().meta({
+    description: "`<submissionId>.<destinationId>`: the name redeliver and send-now take",
+  }),
   submissionId: z.uuid(),
   destinationId: z.uuid(),
   destinationType: z.enum(DESTINATION_TYPES),
@@ -404,6 +412,24 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           REDELIVERY_CONFLICTS.underWay,
           REDELIVERY_CONFLICTS.gone,
           REDELIVERY_CONFLICTS.notRetained,
+        ],
+      },
+    },
+    {
+      method: "post",
+      path: "/v1/admin/forms/{id}/deliveries/{deliveryId}/send-now",
+      summary: "Attempt a delivery waiting for its next retry now, instead of at its next attempt",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: emptyBody, required: false },
+      answers: { 200: { description: "Due now", schema: z.strictObject({ ok }) } },
+      errors: {
+        ...jsonBodyErrors,
+        404: ["Form not found", "Delivery not found"],
+        409: [
+          SEND_NOW_CONFLICTS.in_flight,
+          SEND_NOW_CONFLICTS.held,
+          SEND_NOW_CONFLICTS.not_waiting,
         ],
       },
     },

@@ -138,6 +138,10 @@ Deno.test("the answers the app gives match the description", async () => {
     "POST",
     `/forms/${form.id}/deliveries/${crypto.randomUUID()}.${destination.id}/redeliver`,
   );
+  await admin(
+    "POST",
+    `/forms/${form.id}/deliveries/${crypto.randomUUID()}.${destination.id}/send-now`,
+  ); // 409: not waiting
   await admin("POST", `${dest}/resume`);
   await admin("PATCH", dest, { isEnabled: true });
   await admin("POST", `${dest}/redeliver`, since);

@@ -2,7 +2,7 @@
  * Delivery outcomes of a form: destinations paused for their health (with re-enable),
  * a chart of the last 24 hours, and the recent outcomes, filterable by status.
  */
-import { apiOk, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
+import { api, apiOk, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
 import { field, h, svg, when } from "./dom.js";
 import { formHeader, loadForm } from "./forms.js";
 
@@ -102,7 +102,37 @@ function healthAlerts(form, destinations, reload) {
   );
 }
 
-function outcomeRows(outcomes, destinations) {
+/**
+ * What can be done with one delivery: "Send now" while it waits for its next retry,
+ * "Redeliver" once it is held (paused destination) or failed (when the service still holds
+ * its data). `done(text, ok)` reports the answer.
+ */
+function rowActions(form, outcome, done) {
+  const action = outcome.status === "retrying"
+    ? ["send-now", "Send now", "Sent now: the attempt starts in a moment."]
+    : outcome.status === "held" || outcome.status === "failed"
+    ? ["redeliver", "Redeliver", "Redelivery started."]
+    : null;
+  if (action === null) return null;
+  const [path, label, success] = action;
+  return h(
+    "div",
+    { class: "row-actions" },
+    h("button", {
+      type: "button",
+      onclick: async (event) => {
+        event.currentTarget.disabled = true;
+        const { status, body } = await api(
+          "POST",
+          `/forms/${form.id}/deliveries/${encodeURIComponent(outcome.deliveryId)}/${path}`,
+        );
+        done(status === 200 ? success : `${label}: ${body.error}`, status === 200);
+      },
+    }, label),
+  );
+}
+
+function outcomeRows(outcomes, destinations, actions) {
   const byId = new Map(destinations.map((d) => [d.id, d]));
   const cell = (label, ...content) => h("td", { "data-label": label }, ...content);
   return outcomes.map((outcome) => {
@@ -132,6 +162,7 @@ function outcomeRows(outcomes, destinations) {
         outcome.nextAttemptAt
           ? h("span", { class: "hint" }, ` Next attempt ${when(outcome.nextAttemptAt)}`)
           : null,
+        actions(outcome),
       ),
     );
   });
@@ -140,9 +171,16 @@ function outcomeRows(outcomes, destinations) {
 /** The deliveries page of a form. */
 export async function deliveriesView(id) {
   const form = await loadForm(id);
-  const section = h("section", {}, formHeader(form, "deliveries"));
+  // Outside the part that reloads, so the answer to an action stays readable.
+  const notice = h("p", { class: "test-outcome", role: "status" });
+  const section = h("section", {}, formHeader(form, "deliveries"), notice);
   const body = h("div", {});
   section.append(body);
+  const done = (text, ok) => {
+    notice.textContent = text;
+    notice.className = `test-outcome ${ok ? "ok" : "bad"}`;
+    reload();
+  };
   const filter = h(
     "select",
     {},
@@ -158,7 +196,9 @@ export async function deliveriesView(id) {
     const tbody = h("tbody", {});
     const render = () => {
       const shown = deliveries.filter((o) => !filter.value || o.status === filter.value);
-      tbody.replaceChildren(...outcomeRows(shown, destinations));
+      tbody.replaceChildren(
+        ...outcomeRows(shown, destinations, (outcome) => rowActions(form, outcome, done)),
+      );
       count.textContent = `${shown.length} of ${deliveries.length}`;
     };
     const count = h("span", { class: "hint", role: "status" });
