@@ -35,6 +35,8 @@ export interface JobKeyParts {
 
 /** An organization record. */
 export const orgKey = (orgId: string): ["orgs", string] => ["orgs", orgId];
+/** Prefix of every organization record. */
+export const orgsPrefix = (): ["orgs"] => ["orgs"];
 /** A tenant key record, by the SHA-256 hex of the key. */
 export const tenantKeyKey = (hash: string): ["tenant_keys", string] => ["tenant_keys", hash];
 /** Index entry: an active tenant key of an organization. */

@@ -229,3 +229,81 @@ Deno.test("the children tests and benchmarks start run as `deno task start` does
   }
   assert.ok(tasks.start.includes(START_V8_FLAGS));
 });
+
+Deno.test("orgs lists the organizations; issue-key gives a lost organization a new key and revokes the old", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-cli-" });
+  const kvPath = `${dir}/formrelay.kv`;
+  try {
+    const empty = await task(kvPath, "orgs");
+    assert.equal(empty.code, 0, empty.stderr);
+    assert.match(empty.stdout, /^No organizations yet: deno task create-org/);
+    const acme = JSON.parse((await task(kvPath, "create-org", "Acme")).stdout);
+    const other = JSON.parse((await task(kvPath, "create-org", "Other\u001b[31m")).stdout);
+
+    const listed = await task(kvPath, "orgs", "--json");
+    assert.equal(listed.code, 0, listed.stderr);
+    const orgs = JSON.parse(listed.stdout);
+    assert.deepEqual(
+      orgs.map((o: Record<string, unknown>) => [o.orgId, o.name, o.activeKeys]),
+      [[acme.orgId, "Acme", 1], [other.orgId, "Other\u001b[31m", 1]],
+    );
+    assert.ok(!listed.stdout.includes("sk_"), "no key is listed");
+    const text = await task(kvPath, "orgs");
+    assert.match(
+      text.stdout,
+      new RegExp(`^${acme.orgId}  Acme  \\(created .*, 1 active key\\)$`, "m"),
+    );
+    assert.ok(!text.stdout.includes("\u001b"), "control characters are escaped");
+
+    // A form made with the old key keeps its public key after the new key is issued.
+    const config = loadConfig({ ...Deno.env.toObject(), KV_PATH: kvPath, LOG_LEVEL: "silent" });
+    const status = async (tenantKey: string) => {
+      const service = await startService(config, { deliver: false });
+      try {
+        const response = await service.app.request("/v1/admin/forms", {
+          headers: { "x-tenant-key": tenantKey },
+        });
+        const body = await response.json();
+        return { status: response.status, forms: body.forms as { publicKey: string }[] };
+      } finally {
+        await service.close();
+      }
+    };
+    const service = await startService(config, { deliver: false });
+    let publicKey: string;
+    try {
+      const created = await service.app.request("/v1/admin/forms", {
+        method: "POST",
+        headers: { "x-tenant-key": acme.tenantKey, "content-type": "application/json" },
+        body: JSON.stringify({ name: "Contact" }),
+      });
+      publicKey = (await created.json()).form.publicKey;
+    } finally {
+      await service.close();
+    }
+
+    const issued = await task(kvPath, "issue-key", acme.orgId);
+    assert.equal(issued.code, 0, issued.stderr);
+    const lines = issued.stdout.trim().split("\n");
+    assert.equal(lines.length, 1);
+    const { orgId, tenantKey, ...rest } = JSON.parse(lines[0]);
+    assert.deepEqual(rest, {});
+    assert.equal(orgId, acme.orgId);
+    assert.match(tenantKey, /^sk_[A-Za-z0-9_-]{43,}$/);
+    assert.equal((await status(acme.tenantKey)).status, 401, "the old key is revoked");
+    const now = await status(tenantKey);
+    assert.equal(now.status, 200);
+    assert.deepEqual(now.forms.map((f) => f.publicKey), [publicKey]);
+    assert.equal((await status(other.tenantKey)).status, 200, "other organizations keep theirs");
+
+    const unknown = await task(kvPath, "issue-key", crypto.randomUUID());
+    assert.equal(unknown.code, 1);
+    assert.equal(unknown.stdout, "");
+    assert.match(unknown.stderr, /no organization "/);
+    const missing = await task(kvPath, "issue-key");
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /Usage: deno task issue-key <orgId>/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
