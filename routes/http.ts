@@ -3,6 +3,7 @@ import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { humanMessages } from "../validation_messages.ts";
 
 /** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
 export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -29,9 +30,12 @@ export function validationIssues(error: z.ZodError, prefix: PropertyKey[] = []) 
   }));
 }
 
-/** Parses with a zod schema or throws `400 Validation error` listing each issue. */
+/**
+ * Parses with a zod schema or throws `400 Validation error` listing each issue, in plain
+ * words (validation_messages.ts).
+ */
 export function validate<T>(schema: z.ZodType<T>, input: unknown, prefix: PropertyKey[] = []): T {
-  const result = schema.safeParse(input);
+  const result = schema.safeParse(input, { error: humanMessages });
   if (!result.success) {
     throw new ApiError(400, "Validation error", { issues: validationIssues(result.error, prefix) });
   }

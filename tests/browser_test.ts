@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import type { Browser, Page } from "playwright-core";
 import { launchChromium } from "./helpers/chromium.ts";
 import { startHarness } from "./helpers/harness.ts";
+import { freePort } from "./helpers/ports.ts";
 import { serveApp } from "./helpers/serve.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
@@ -183,14 +184,33 @@ Deno.test("the example contact page submits from Chromium: fetch with preflight,
         // sends the POST and the page only sees a TypeError.
         assert.equal(
           await status.textContent(),
-          "Sorry, your message was not sent: Submission was refused or the service could not " +
-            "be reached (network error).",
+          "Sorry, your message was not sent: this website is not allowed to send to this form " +
+            "(its address is not in the form's allowed origins). Please reach us another way.",
         );
         assert.deepEqual(requestLogs(h.logs, "OPTIONS", submitPath).map((l) => l.status), [
           204,
           403,
         ]);
         assert.deepEqual(requestLogs(h.logs, "POST", submitPath).map((l) => l.status), [202, 303]);
+        await page.close();
+      },
+    );
+
+    await t.step(
+      "a service that cannot be reached is said to be unreachable, not refusing",
+      async () => {
+        const closed = new URL(api.origin);
+        closed.port = String(freePort());
+        const page = await context.newPage();
+        await page.goto(
+          `${allowed}/contact.html?endpoint=${
+            encodeURIComponent(closed.origin)
+          }&key=${form.publicKey}`,
+        );
+        await fillContact(page, "fetch", ada);
+        await page.click("#fetch-form button[type=submit]");
+        const status = await page.waitForSelector("#fetch-status[data-state=error]");
+        assert.match(await status.textContent() ?? "", /the form service could not be reached/);
         await page.close();
       },
     );
@@ -215,7 +235,13 @@ Deno.test("the example contact page submits from Chromium: fetch with preflight,
       assert.ok(answer, "navigation response");
       assert.equal(answer.status(), 403);
       assert.match((await answer.headerValue("content-type")) ?? "", /^text\/html/);
-      assert.match(await page.textContent("body") ?? "", /Origin is not allowed for this form/);
+      const text = await page.textContent("body") ?? "";
+      assert.match(text, /Origin is not allowed for this form/);
+      assert.match(
+        text,
+        /Nothing you entered is wrong/,
+        "the visitor is not told to check the form",
+      );
       await page.close();
     });
 

@@ -74,8 +74,13 @@ ${FIELDS}${honeypotInput(form.honeypotField)}${captchaWidget(form, provider)}
         body: JSON.stringify(Object.fromEntries(new FormData(event.target))),
       });
     } catch {
-      // No answer at all: the network, not the form.
-      status.textContent = "Could not reach the form service: check your connection and try again.";
+      // No readable answer: this site's origin was refused (CORS hides the answer), or the
+      // service could not be reached. A no-cors request succeeds whenever it answers at all.
+      const reachable = await fetch(new URL("/healthz", "${endpoint}"), { mode: "no-cors" })
+        .then(() => true, () => false);
+      status.textContent = reachable
+        ? "Sorry, this website is not allowed to send to this form. Please contact us another way."
+        : "Could not reach the form service: check your connection and try again.";
       return;
     }
     const answer = await response.json().catch(() => ({}));
