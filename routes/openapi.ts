@@ -24,6 +24,8 @@ import {
 } from "./deliveries.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
+import { refusalsQuerySchema } from "./refusals.ts";
+import { REFUSAL_REASONS } from "../store/refusals.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
 import { unsupportedTypeMessage } from "./ingest_body.ts";
 
@@ -367,6 +369,28 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       errors: { ...jsonBodyErrors, ...DEST_404 },
     },
     {
+      method: "get",
+      path: "/v1/admin/forms/{id}/refusals",
+      summary: "What never reached the form's destinations, per UTC day and reason " +
+        "(origin, captcha, rate, size, invalid, spam, nowhere: accepted with no enabled destination)",
+      tag: "Admin: forms",
+      admin: true,
+      query: refusalsQuerySchema,
+      answers: {
+        200: {
+          description: "Counts of the last `days` UTC days, today last",
+          schema: z.strictObject({
+            ok,
+            days: z.array(z.strictObject({
+              day: z.string().meta({ description: "YYYY-MM-DD (UTC)" }),
+              ...Object.fromEntries(REFUSAL_REASONS.map((reason) => [reason, z.number().int()])),
+            })),
+          }),
+        },
+      },
+      errors: { 400: ["Validation error"], ...FORM_404 },
+    },
+    {
       method: "post",
       path: "/v1/admin/forms/{id}/destinations/{destId}/redeliver",
       summary: "Deliver again every held or retained delivery of submissions accepted since a time",
@@ -464,7 +488,13 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       answers: {
         202: {
           description: "Accepted and stored; delivered asynchronously",
-          schema: z.strictObject({ ok, submissionId: z.uuid() }),
+          schema: z.strictObject({
+            ok,
+            submissionId: z.uuid(),
+            warning: z.string().optional().meta({
+              description: "Set when the form has no enabled destination: sent nowhere",
+            }),
+          }),
         },
         303: {
           description: "A browser form post accepted: redirect to the form's redirectUrl",

@@ -16,6 +16,8 @@
  *   `retained/<submittedAt>/<submissionId>/<destinationId>` failed deliveries whose
  *   envelope is kept for redelivery (FAILED_RETENTION_HOURS, redelivery.ts).
  * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
+ * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
+ *   went nowhere) on a UTC day, by reason (refusals.ts); never the submission.
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
  * new entries append at the end of the KV's B-tree instead of landing on random pages,
@@ -184,3 +186,22 @@ export const rateKey = (
 
 /** The key /healthz reads to see that the KV answers (never written). */
 export const healthKey = (): ["health"] => ["health"];
+
+// Refusal counts.
+
+/** The count of a form's refusals for one reason on one UTC day (`YYYY-MM-DD`). */
+export const refusalCountKey = (
+  formId: string,
+  day: string,
+  reason: string,
+): ["refusals", string, string, string] => ["refusals", formId, day, reason];
+/** Prefix of a form's refusal counts. */
+export const refusalsOfFormPrefix = (formId: string): ["refusals", string] => [
+  "refusals",
+  formId,
+];
+/** The day and reason of a refusal count key. */
+export function refusalCountKeyParts(key: Deno.KvKey): { day: string; reason: string } {
+  const [, , day, reason] = key as ReturnType<typeof refusalCountKey>;
+  return { day, reason };
+}

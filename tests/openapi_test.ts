@@ -131,6 +131,7 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("PATCH", `/forms/${form.id}/destinations/${destination.id}`, { isEnabled: false });
   await admin("POST", `/forms/${form.id}/destinations/${destination.id}/test`);
   await admin("GET", `/forms/${form.id}/deliveries?limit=5`);
+  await admin("GET", `/forms/${form.id}/refusals?days=3`);
   const dest = `/forms/${form.id}/destinations/${destination.id}`;
   const since = { since: new Date(0).toISOString() };
   await admin("POST", `${dest}/redeliver`, since); // 409: disabled

@@ -4,7 +4,7 @@
  */
 import { api, apiOk, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
 import { field, h, svg, when } from "./dom.js";
-import { formHeader, loadForm } from "./forms.js";
+import { formHeader, loadForm, nowhereNotice } from "./forms.js";
 
 /** Outcomes read per visit: the API's most. */
 const LIMIT = 500;
@@ -70,6 +70,64 @@ function chart(outcomes) {
       STATUSES.map((s) => h("span", { class: `legend ${s}` }, `${totals[s]} ${s}`)),
       outcomes.length >= LIMIT ? ` (from the latest ${LIMIT} outcomes)` : null,
     ),
+  );
+}
+
+/** Each reason a submission did not reach the destinations, and what to do about it. */
+const REFUSALS = [
+  ["nowhere", "Sent nowhere", "Accepted while the form had no enabled destination."],
+  [
+    "origin",
+    "Wrong website",
+    "Posted from a page whose address is not in Allowed origins (Settings).",
+  ],
+  ["captcha", "Captcha", "No captcha token, or one the captcha service did not accept."],
+  ["spam", "Spam trap", "The honeypot field was filled in: a bot, most likely."],
+  ["rate", "Too many", "One visitor sent more than the rate limit allows."],
+  ["size", "Too large", "The body was over 128 KB."],
+  ["invalid", "Unreadable", "The body could not be read as the form's data (or had a file)."],
+];
+
+/**
+ * What never reached the destinations, per reason: today and the last 7 days. Counts
+ * only: formrelay keeps nothing of these submissions.
+ */
+function refusalsCard(days) {
+  const today = days.at(-1);
+  const total = (reason) => days.reduce((n, day) => n + day[reason], 0);
+  const rows = REFUSALS.filter(([reason]) => total(reason) > 0);
+  return h(
+    "div",
+    { class: "card", role: "region", "aria-label": "Not delivered" },
+    h("h2", {}, "Not delivered"),
+    rows.length === 0 ? h("p", { class: "empty" }, "Nothing was refused in the last 7 days.") : h(
+      "table",
+      { class: "deliveries refusals" },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          ["Reason", "Today", "7 days", "What it means"].map((t) => h("th", { scope: "col" }, t)),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        rows.map(([reason, label, meaning]) =>
+          h(
+            "tr",
+            { "data-reason": reason },
+            h("td", { "data-label": "Reason" }, label),
+            h("td", { "data-label": "Today" }, String(today[reason])),
+            h("td", { "data-label": "7 days" }, String(total(reason))),
+            h("td", { "data-label": "What it means" }, meaning),
+          )
+        ),
+      ),
+    ),
+    h("p", { class: "hint" }, "Counts only: nothing of these submissions is kept."),
   );
 }
 
@@ -189,9 +247,10 @@ export async function deliveriesView(id) {
   );
 
   async function reload() {
-    const [{ destinations }, { deliveries }] = await Promise.all([
+    const [{ destinations }, { deliveries }, { days }] = await Promise.all([
       apiOk("GET", `/forms/${form.id}/destinations`),
       apiOk("GET", `/forms/${form.id}/deliveries?limit=${LIMIT}`),
+      apiOk("GET", `/forms/${form.id}/refusals?days=7`),
     ]);
     const tbody = h("tbody", {});
     const render = () => {
@@ -204,8 +263,10 @@ export async function deliveriesView(id) {
     const count = h("span", { class: "hint", role: "status" });
     filter.onchange = render;
     body.replaceChildren(
+      nowhereNotice(form, destinations) ?? "",
       healthAlerts(form, destinations, reload) ?? "",
       chart(deliveries),
+      refusalsCard(days),
       h(
         "div",
         { class: "card" },

@@ -2,9 +2,32 @@
 import { api, apiOk, deployment } from "./api.js";
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
 
+/**
+ * The flag of a form whose submissions go nowhere (no enabled destination), or null.
+ * Such submissions are accepted (the visitor did nothing wrong) and counted as "nowhere".
+ */
+export function nowhereNotice(form, destinations) {
+  if (destinations.some((d) => d.isEnabled)) return null;
+  return h(
+    "p",
+    { class: "card notice-next", role: "note" },
+    destinations.length === 0
+      ? "Submissions to this form go nowhere yet: "
+      : "Every destination of this form is disabled: submissions are accepted and sent nowhere. ",
+    h("a", { href: `#/forms/${form.id}/destinations` }, "add or enable a destination"),
+    ".",
+  );
+}
+
 /** The list of forms. */
 export async function formsView() {
   const { forms } = await apiOk("GET", "/forms");
+  // Which forms send nowhere: flagged in the list, as the first thing to fix.
+  const sendsNowhere = new Set();
+  await Promise.all(forms.map(async (form) => {
+    const { destinations } = await apiOk("GET", `/forms/${form.id}/destinations`);
+    if (!destinations.some((d) => d.isEnabled)) sendsNowhere.add(form.id);
+  }));
   const list = forms.length === 0
     ? h("p", { class: "empty" }, "No forms yet. Create one, then add where its submissions go.")
     : h(
@@ -26,9 +49,16 @@ export async function formsView() {
             ),
           ),
           h(
-            "span",
-            { class: form.enabled ? "badge ok" : "badge off" },
-            form.enabled ? "Enabled" : "Disabled",
+            "div",
+            {},
+            sendsNowhere.has(form.id)
+              ? h("span", { class: "badge paused" }, "No destination")
+              : null,
+            h(
+              "span",
+              { class: form.enabled ? "badge ok" : "badge off" },
+              form.enabled ? "Enabled" : "Disabled",
+            ),
           ),
         )
       ),

@@ -1,7 +1,7 @@
 /** A form's ready-to-paste snippets: a plain HTML form and a fetch version. */
 import { apiOk, deployment } from "./api.js";
 import { copyButton, h } from "./dom.js";
-import { formHeader, loadForm } from "./forms.js";
+import { formHeader, loadForm, nowhereNotice } from "./forms.js";
 
 /** A value as an HTML attribute's text. */
 function attr(value) {
@@ -129,15 +129,7 @@ export async function snippetView(id) {
     "section",
     {},
     formHeader(form, "snippet"),
-    destinations.length === 0
-      ? h(
-        "p",
-        { class: "card notice-next" },
-        "Submissions to this form go nowhere yet: ",
-        h("a", { href: `#/forms/${form.id}/destinations` }, "add a destination"),
-        ".",
-      )
-      : null,
+    nowhereNotice(form, destinations),
     h(
       "div",
       { class: "card" },
