@@ -5,7 +5,7 @@
  * Screenshots of each step go to tests/artifacts/.
  */
 import assert from "node:assert/strict";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Page } from "./deps.ts";
 import { launchChromium } from "./helpers/chromium.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { freePort } from "./helpers/ports.ts";

@@ -307,3 +307,44 @@ Deno.test("orgs lists the organizations; issue-key gives a lost organization a n
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("deno task dev stops on SIGTERM: the watcher ends with the service", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["task", "--quiet", "dev"],
+    cwd: ROOT,
+    env: { KV_PATH: ":memory:", PORT: "0", LOG_LEVEL: "info", NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let output = "";
+  while (!output.includes('"msg":"listening"')) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`dev ended before listening: ${output}`);
+    output += value;
+  }
+  child.kill("SIGTERM");
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const ended = await Promise.race([
+    child.status.then(() => true),
+    new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), 20_000)),
+  ]);
+  clearTimeout(timer);
+  if (!ended) child.kill("SIGKILL");
+  await reader.cancel();
+  assert.ok(ended, "deno task dev was still running 20 s after SIGTERM");
+});
+
+Deno.test("deno.json's imports hold only what the service loads: deno task start installs nothing else", async () => {
+  const { imports } = JSON.parse(
+    await Deno.readTextFile(new URL("../deno.json", import.meta.url)),
+  );
+  assert.deepEqual(Object.keys(imports).sort(), [
+    "@opentelemetry/api",
+    "hono",
+    "hono/",
+    "prom-client",
+    "swagger-ui-dist",
+    "zod",
+  ]);
+});

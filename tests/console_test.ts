@@ -6,8 +6,7 @@
  * security headers. Screenshots of each view go to tests/artifacts/.
  */
 import assert from "node:assert/strict";
-import AxeBuilder from "@axe-core/playwright";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import { AxeBuilder, type Browser, type BrowserContext, type Page } from "./deps.ts";
 import { destinationFailingKey } from "../store/keys.ts";
 import { launchChromium } from "./helpers/chromium.ts";
 import { startHarness } from "./helpers/harness.ts";

@@ -3,7 +3,7 @@
  * routes the app serves, and describing the answers the app really gives.
  */
 import assert from "node:assert/strict";
-import { Validator } from "@seriousme/openapi-schema-validator";
+import { Validator } from "./deps.ts";
 import { answersOf, operations } from "../routes/openapi.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";

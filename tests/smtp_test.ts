@@ -4,7 +4,7 @@
  * postal-mime.
  */
 import assert from "node:assert/strict";
-import PostalMime from "postal-mime";
+import { PostalMime } from "./deps.ts";
 import { createSmtpConnector, type SmtpConfig, type SmtpRelayConfig } from "../connectors/smtp.ts";
 import { DeliveryError, type DeliveryReceipt } from "../connectors/types.ts";
 import type { PlatformSmtp } from "../config.ts";

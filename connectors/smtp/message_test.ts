@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import PostalMime from "postal-mime";
+import { PostalMime } from "../../tests/deps.ts";
 import type { SubmissionEnvelope } from "../../delivery/envelope.ts";
 import {
   buildMessage,
