@@ -12,6 +12,7 @@ import { destinationRoutes } from "./routes/destinations.ts";
 import type { AdminEnv, AppDeps } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
 import { ingestRoutes } from "./routes/ingest.ts";
+import { ERRORS } from "./routes/errors.ts";
 import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { openApiRoutes } from "./routes/openapi.ts";
@@ -53,7 +54,7 @@ export function createApp(given: AppDeps): Hono {
       return c.json({ ok: true });
     } catch (error) {
       logger.error("health check failed", { error: describeError(error) });
-      return c.json(errorBody("KV is not answering"), 503);
+      return c.json(errorBody(ERRORS.kvNotAnswering.text), ERRORS.kvNotAnswering.status);
     }
   });
 
@@ -77,7 +78,7 @@ export function createApp(given: AppDeps): Hono {
   app.route("/", openApiRoutes(deps.config));
   app.route("/", consoleRoutes());
 
-  app.notFound((c) => c.json(errorBody("Not found"), 404));
+  app.notFound((c) => c.json(errorBody(ERRORS.notFound.text), ERRORS.notFound.status));
   app.onError((error, c) => {
     if (error instanceof ApiError) {
       return c.json(errorBody(error.message, error.details), error.status);
@@ -90,7 +91,7 @@ export function createApp(given: AppDeps): Hono {
       path: loggedPath(c.req.path),
       error: describeError(error),
     });
-    return c.json(errorBody("Internal error"), 500);
+    return c.json(errorBody(ERRORS.internal.text), ERRORS.internal.status);
   });
   return app;
 }

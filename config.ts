@@ -206,6 +206,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   };
 }
 
+/** Every environment variable the service reads, with its default (undefined: none). */
+export function environmentVariables(): { name: string; defaultValue: unknown }[] {
+  const defaults: Record<string, unknown> = envSchema.parse({});
+  return Object.keys(envSchema.shape).map((name) => ({ name, defaultValue: defaults[name] }));
+}
+
 /** Whether a KV path is a KV Connect URL (remote) rather than a local file or ":memory:". */
 export function isRemoteKvPath(path: string): boolean {
   return /^https?:\/\//.test(path);

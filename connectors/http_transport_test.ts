@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { loopbackGuard, startSink } from "./_test_sink.ts";
+import { loopbackGuard, startSink } from "../tests/helpers/connector_sink.ts";
 import { createHttpTransport } from "./http_transport.ts";
 
 function post(signal = new AbortController().signal) {

@@ -7,7 +7,7 @@ import {
   httpDeps,
   startSink,
   withDeadline,
-} from "./_test_sink.ts";
+} from "../tests/helpers/connector_sink.ts";
 import { createOutboundGuard } from "./outbound_guard.ts";
 import { REDACTED } from "./types.ts";
 import { createWebhookConnector, type WebhookConfig, webhookConfigSchema } from "./webhook.ts";

@@ -12,6 +12,7 @@
  */
 import type { Context } from "hono";
 import { ApiError } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** Room reserved for one body; release it once the body's data is no longer held. */
 export interface BodyLease {
@@ -41,7 +42,7 @@ export function createBodyGate(memoryBytes: number): BodyGate {
       if (held + bytes > memoryBytes || client + bytes > perClient) {
         c.header("Retry-After", String(RETRY_AFTER_SECONDS));
         c.header("Connection", "close");
-        throw new ApiError(503, "Server busy: try again later", {
+        throw new ApiError(ERRORS.serverBusy, {
           retryAfter: RETRY_AFTER_SECONDS,
         });
       }

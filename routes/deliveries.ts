@@ -20,6 +20,7 @@ import type { DeliveryOutcome } from "../store/outcomes.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { ERRORS, type ErrorSpec } from "./errors.ts";
 
 /** Query of `GET /forms/:id/deliveries`. */
 export const deliveriesQuerySchema = z.strictObject({
@@ -28,22 +29,11 @@ export const deliveriesQuerySchema = z.strictObject({
 /** Body of `POST /forms/:id/destinations/:destId/redeliver`. */
 export const redeliverSinceSchema = z.strictObject({ since: z.iso.datetime({ offset: true }) });
 
-/** The 409 answers of the redelivery routes (also in the API description). */
-export const REDELIVERY_CONFLICTS = {
-  disabled: "Destination is disabled: enable it to redeliver",
-  paused: "Destination is paused: resume it (POST …/resume), which delivers what it holds",
-  underWay: "Delivery is already under way",
-  gone: "The submission's data is no longer held: delivered, or failed longer ago than " +
-    "FAILED_RETENTION_HOURS, or expired",
-  notRetained: "The submission's data is no longer held: failed submissions are not retained " +
-    "on this service (FAILED_RETENTION_HOURS=0)",
-} as const;
-
-/** The 409 answers of `POST …/deliveries/:deliveryId/send-now` (also in the API description). */
+/** The 409 answers of `POST …/deliveries/:deliveryId/send-now`, by what was found. */
 export const SEND_NOW_CONFLICTS = {
-  in_flight: "Delivery is already under way",
-  held: "Destination is paused: resume it (POST …/resume), which delivers what it holds",
-  not_waiting: "Delivery is not waiting for a retry: delivered, failed, or not of this form",
+  in_flight: ERRORS.redeliveryUnderWay,
+  held: ERRORS.redeliveryPaused,
+  not_waiting: ERRORS.sendNowNotWaiting,
 } as const;
 
 /**
@@ -76,13 +66,13 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
    */
   async function redeliverTo(
     selection: Omit<RedeliverySelection, "now">,
-    notFound: string,
+    notFound: ErrorSpec,
   ): Promise<Redelivery> {
     const destination = await getDestination(db, selection.formId, selection.destinationId);
-    if (destination === null) throw new ApiError(404, notFound);
-    if (!destination.isEnabled) throw new ApiError(409, REDELIVERY_CONFLICTS.disabled);
+    if (destination === null) throw new ApiError(notFound);
+    if (!destination.isEnabled) throw new ApiError(ERRORS.redeliveryDisabled);
     if (destination.health.state === "paused" && selection.submissionId === undefined) {
-      throw new ApiError(409, REDELIVERY_CONFLICTS.paused);
+      throw new ApiError(ERRORS.redeliveryPaused);
     }
     const result = await redeliver(db, { ...selection, now: Date.now() });
     engine?.wake(result.woken);
@@ -90,17 +80,17 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
   }
 
   const notHeld = () =>
-    config.failedRetentionMs > 0 ? REDELIVERY_CONFLICTS.gone : REDELIVERY_CONFLICTS.notRetained;
+    config.failedRetentionMs > 0 ? ERRORS.redeliveryGone : ERRORS.redeliveryNotRetained;
 
   router.post("/forms/:id/deliveries/:deliveryId/redeliver", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     await readEmptyBody(c);
     const ref = parseDeliveryId(c.req.param("deliveryId"));
-    if (ref === null) throw new ApiError(404, "Delivery not found");
-    const result = await redeliverTo({ formId: form.id, ...ref }, "Delivery not found");
+    if (ref === null) throw new ApiError(ERRORS.deliveryNotFound);
+    const result = await redeliverTo({ formId: form.id, ...ref }, ERRORS.deliveryNotFound);
     if (result.woken.length === 0) {
-      if (result.underWay > 0) throw new ApiError(409, REDELIVERY_CONFLICTS.underWay);
-      throw new ApiError(409, notHeld());
+      if (result.underWay > 0) throw new ApiError(ERRORS.redeliveryUnderWay);
+      throw new ApiError(notHeld());
     }
     return c.json({ ok: true, redelivered: result.woken.length });
   });
@@ -110,9 +100,9 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     await readEmptyBody(c);
     const ref = parseDeliveryId(c.req.param("deliveryId"));
-    if (ref === null) throw new ApiError(404, "Delivery not found");
+    if (ref === null) throw new ApiError(ERRORS.deliveryNotFound);
     const result = await sendNow(db, { formId: form.id, ...ref, now: Date.now() });
-    if ("state" in result) throw new ApiError(409, SEND_NOW_CONFLICTS[result.state]);
+    if ("state" in result) throw new ApiError(SEND_NOW_CONFLICTS[result.state]);
     engine?.wake([result.sent]);
     return c.json({ ok: true });
   });
@@ -122,7 +112,7 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     const { since } = await readValidJson(c, redeliverSinceSchema);
     const result = await redeliverTo(
       { formId: form.id, destinationId: c.req.param("destId"), since: Date.parse(since) },
-      "Destination not found",
+      ERRORS.destinationNotFound,
     );
     return c.json({
       ok: true,

@@ -22,6 +22,7 @@ import { redeliver } from "../store/redelivery.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** Body of `POST /forms/:id/destinations`; `config` is checked by the type's connector. */
 export const destinationCreateSchema = z.strictObject({
@@ -45,7 +46,7 @@ export const MAX_CONFIG_BYTES = 40 * 1024;
 /** The config, or 413 when its stored form would not fit in KV. */
 function storable<T>(config: T): T {
   if (new TextEncoder().encode(JSON.stringify(config)).length > MAX_CONFIG_BYTES) {
-    throw new ApiError(413, "Destination config too large (max 40KB)");
+    throw new ApiError(ERRORS.configTooLarge);
   }
   return config;
 }
@@ -97,13 +98,13 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     );
     try {
       const destination = await addDestination(db, form, { ...input, config });
-      if (destination === null) throw new ApiError(404, "Form not found");
+      if (destination === null) throw new ApiError(ERRORS.formNotFound);
       const { id, formId, type, isEnabled } = destination;
       // The spec's answer: exactly the stored config, as the one who stored it sent it.
       return c.json({ ok: true, destination: { id, formId, type, config, isEnabled } });
     } catch (error) {
       if (!(error instanceof TooManyDestinationsError)) throw error;
-      throw new ApiError(400, "Validation error", {
+      throw new ApiError(ERRORS.validation, {
         issues: [{
           path: "",
           message: `A form can have at most ${MAX_DESTINATIONS_PER_FORM} destinations`,
@@ -128,7 +129,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     let config: unknown = undefined;
     if (patch.config !== undefined) {
       const current = await getDestination(db, form.id, destId);
-      if (current === null) throw new ApiError(404, "Destination not found");
+      if (current === null) throw new ApiError(ERRORS.destinationNotFound);
       config = storable(
         validate(connectors[current.type].configSchema, patch.config, ["config"]),
       );
@@ -137,7 +138,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
       config,
       isEnabled: patch.isEnabled,
     });
-    if (updated === null) throw new ApiError(404, "Destination not found");
+    if (updated === null) throw new ApiError(ERRORS.destinationNotFound);
     // Enabling resumes a paused destination; disabling ends its held jobs as failed.
     if (patch.isEnabled !== undefined) await releaseHeld(form.id, destId);
     return c.json({ ok: true, destination: destinationView(updated, connectors[updated.type]) });
@@ -148,7 +149,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     await readEmptyBody(c);
     const destId = c.req.param("destId");
     const resumed = await updateDestination(db, form.id, destId, { resume: true });
-    if (resumed === null) throw new ApiError(404, "Destination not found");
+    if (resumed === null) throw new ApiError(ERRORS.destinationNotFound);
     const released = await releaseHeld(form.id, destId);
     return c.json({
       ok: true,
@@ -161,7 +162,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const destId = c.req.param("destId");
     if (!await deleteDestination(db, form.id, destId)) {
-      throw new ApiError(404, "Destination not found");
+      throw new ApiError(ERRORS.destinationNotFound);
     }
     await releaseHeld(form.id, destId);
     return c.json({ ok: true });

@@ -1,19 +1,26 @@
 import { concatBytes } from "../bytes.ts";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
 import { humanMessages } from "../validation_messages.ts";
+import type { ErrorSpec, RefusalReason } from "./errors.ts";
+import { ERRORS } from "./errors.ts";
 
 /** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
 export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
-/** An error answer with the contract's body `{ ok: false, error, ...details }`. */
+/**
+ * An error answer of the catalogue (routes/errors.ts) with the contract's body
+ * `{ ok: false, error, ...details }`.
+ */
 export class ApiError extends HTTPException {
   readonly details: Record<string, unknown>;
-  constructor(status: ContentfulStatusCode, error: string, details: Record<string, unknown> = {}) {
-    super(status, { message: error });
+  /** Why a submission was refused, for metrics (the catalogue's reason). */
+  readonly reason: RefusalReason | undefined;
+  constructor(error: ErrorSpec, details: Record<string, unknown> = {}) {
+    super(error.status, { message: error.text });
     this.details = details;
+    this.reason = error.reason;
   }
 }
 
@@ -37,7 +44,7 @@ export function validationIssues(error: z.ZodError, prefix: PropertyKey[] = []) 
 export function validate<T>(schema: z.ZodType<T>, input: unknown, prefix: PropertyKey[] = []): T {
   const result = schema.safeParse(input, { error: humanMessages });
   if (!result.success) {
-    throw new ApiError(400, "Validation error", { issues: validationIssues(result.error, prefix) });
+    throw new ApiError(ERRORS.validation, { issues: validationIssues(result.error, prefix) });
   }
   return result.data;
 }
@@ -52,22 +59,22 @@ export const ADMIN_BODY_LIMIT = 64 * 1024;
 export async function readJsonBody<E extends BodyEnv>(c: Context<E>): Promise<unknown> {
   const type = c.req.header("content-type") ?? "";
   if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw new ApiError(415, "Unsupported content type: use application/json");
+    throw new ApiError(ERRORS.adminContentType);
   }
   const declared = Number(c.req.header("content-length") ?? "0");
-  if (declared > ADMIN_BODY_LIMIT) throw new ApiError(413, "Payload too large (max 64KB)");
+  if (declared > ADMIN_BODY_LIMIT) throw new ApiError(ERRORS.adminTooLarge);
   const bytes = await readBodyWithin(c, {
     limit: ADMIN_BODY_LIMIT,
     declaredLength: null,
     timeoutMs: c.var.bodyTimeoutMs,
     // A client that hangs up before its declared length is a bad request, not our error.
-    hangUp: () => new ApiError(400, "Invalid JSON body"),
+    hangUp: () => new ApiError(ERRORS.invalidJsonBody),
   });
-  if (bytes === null) throw new ApiError(413, "Payload too large (max 64KB)");
+  if (bytes === null) throw new ApiError(ERRORS.adminTooLarge);
   try {
     return JSON.parse(strictUtf8.decode(bytes));
   } catch {
-    throw new ApiError(400, "Invalid JSON body");
+    throw new ApiError(ERRORS.invalidJsonBody);
   }
 }
 
@@ -109,7 +116,7 @@ export async function readCapped(
 export function refuseOtherMethods(router: Hono<any>, ...paths: string[]): void {
   for (const path of paths) {
     router.all(path, () => {
-      throw new ApiError(405, "Method not allowed");
+      throw new ApiError(ERRORS.methodNotAllowed);
     });
   }
 }
@@ -176,7 +183,7 @@ export async function readBodyWithin(
     // the read still pending.
     reading.catch(() => {});
     c.header("Connection", "close");
-    throw new ApiError(408, "Request body not received in time");
+    throw new ApiError(ERRORS.bodyTimeout);
   }
 }
 
@@ -192,7 +199,7 @@ export async function readEmptyBody<E extends BodyEnv>(c: Context<E>): Promise<v
   if (c.req.header("content-type") === undefined) {
     // A client that hangs up mid-body is a bad request, not our error.
     const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT).catch(() => {
-      throw new ApiError(400, "Invalid JSON body");
+      throw new ApiError(ERRORS.invalidJsonBody);
     });
     if (bytes !== null && bytes.length === 0) return;
   }

@@ -11,14 +11,9 @@ import type { BodyLease } from "./body_gate.ts";
 import { takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
 import { clientAddress } from "./client_address.ts";
 import { ApiError, readBodyWithin, refuseOtherMethods } from "./http.ts";
-import {
-  type BodyKind,
-  bodyKind,
-  parsePayload,
-  takeHoneypot,
-  unsupportedTypeMessage,
-} from "./ingest_body.ts";
+import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "./ingest_body.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
+import { ERRORS, submissionTypeError } from "./errors.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
@@ -34,8 +29,6 @@ const BACKLOG_RETRY_AFTER_SECONDS = 10;
  * Held, each connection gets one refusal a second.
  */
 const BACKLOG_REFUSAL_DELAY_MS = 1_000;
-/** The refusal when the backlog is full (metrics.ts counts it as "backlog" by this text). */
-const BACKLOG_FULL_MESSAGE = "Too many submissions waiting for delivery: try again later";
 /** Longest User-Agent and Referer kept in the envelope; longer ones are cut. */
 export const MAX_METADATA_CHARS = 1024;
 
@@ -68,11 +61,17 @@ function setCorsHeaders(c: Context, allow: string | null) {
 
 /** What a refusal of a known form is counted as for its tenant (refusals.ts), or null. */
 function refusalReason(error: ApiError): RefusalReason | null {
-  if (error.status === 403) return "origin";
-  if (error.status === 429) return "rate";
-  if (error.status === 413) return "size";
-  if (error.status === 400) return /captcha/i.test(error.message) ? "captcha" : "invalid";
-  return null;
+  switch (error.reason) {
+    case "origin":
+    case "captcha":
+    case "size":
+    case "invalid":
+      return error.reason;
+    case "rate_limit":
+      return "rate";
+    default:
+      return null;
+  }
 }
 
 /** The 202 answer's note when a form has no enabled destination (see store()). */
@@ -106,8 +105,8 @@ export function ingestRoutes(deps: AppDeps) {
     const allow = allowedOrigin(form, originOf(c.req.header("origin")));
     setCorsHeaders(c, allow);
     // Thrown, the error keeps the CORS headers set above (app.onError answers on this context).
-    if (form === null) throw new ApiError(404, "Form endpoint not found or disabled");
-    if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
+    if (form === null) throw new ApiError(ERRORS.formEndpointNotFound);
+    if (allow === null) throw new ApiError(ERRORS.originNotAllowed);
     c.header("Access-Control-Allow-Methods", "POST");
     c.header("Access-Control-Allow-Headers", "Content-Type, x-captcha-token");
     c.header("Access-Control-Max-Age", "86400");
@@ -158,13 +157,13 @@ export function ingestRoutes(deps: AppDeps) {
     setCorsHeaders(c, allow);
 
     if (declaredLength !== null && declaredLength > MAX_SUBMISSION_BYTES) {
-      throw new ApiError(413, "Payload too large (max 128KB)");
+      throw new ApiError(ERRORS.submissionTooLarge);
     }
-    if (kind === null) throw new ApiError(415, unsupportedTypeMessage(config.ingestContentTypes));
+    if (kind === null) throw new ApiError(submissionTypeError(config.ingestContentTypes));
     if (target === null || form === null) {
-      throw new ApiError(404, "Form endpoint not found or disabled");
+      throw new ApiError(ERRORS.formEndpointNotFound);
     }
-    if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
+    if (allow === null) throw new ApiError(ERRORS.originNotAllowed);
     const client = clientAddress(
       addressRule,
       addressRule.header === null ? undefined : c.req.header(addressRule.header),
@@ -173,7 +172,7 @@ export function ingestRoutes(deps: AppDeps) {
     const reserved = await rateLimiter.reserve(form.id, client.key);
     if ("retryAfter" in reserved) {
       c.header("Retry-After", String(reserved.retryAfter));
-      throw new ApiError(429, "Too many submissions", { retryAfter: reserved.retryAfter });
+      throw new ApiError(ERRORS.rateLimited, { retryAfter: reserved.retryAfter });
     }
     let lease: BodyLease | null = null;
     let room: (() => void) | null = null;
@@ -187,7 +186,7 @@ export function ingestRoutes(deps: AppDeps) {
         if (room === null) {
           await new Promise((resolve) => setTimeout(resolve, BACKLOG_REFUSAL_DELAY_MS));
           c.header("Retry-After", String(BACKLOG_RETRY_AFTER_SECONDS));
-          throw new ApiError(503, BACKLOG_FULL_MESSAGE, {
+          throw new ApiError(ERRORS.backlogFull, {
             retryAfter: BACKLOG_RETRY_AFTER_SECONDS,
           });
         }
@@ -225,16 +224,16 @@ export function ingestRoutes(deps: AppDeps) {
   ) {
     const { target, kind, contentType, ip } = request;
     const { form } = target;
-    const invalid = kind === "json" ? "Invalid JSON payload" : "Invalid form payload";
+    const invalid = kind === "json" ? ERRORS.invalidJsonPayload : ERRORS.invalidFormPayload;
     const bytes = await readBodyWithin(c, {
       limit: MAX_SUBMISSION_BYTES,
       declaredLength: declaredLengthOf(c),
       timeoutMs: config.http.bodyTimeoutMs,
       // A client that hangs up before its declared length is a bad request, not our error.
-      hangUp: () => new ApiError(400, invalid, { detail: "The body ended before it was complete" }),
+      hangUp: () => new ApiError(invalid, { detail: "The body ended before it was complete" }),
     });
-    if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
-    if (bytes.length === 0) throw new ApiError(400, invalid, { detail: "Empty body" });
+    if (bytes === null) throw new ApiError(ERRORS.submissionTooLarge);
+    if (bytes.length === 0) throw new ApiError(invalid, { detail: "Empty body" });
     const payload = await parsePayload(kind, bytes, {
       contentType,
       variant: config.ingestContentTypes,
@@ -243,7 +242,7 @@ export function ingestRoutes(deps: AppDeps) {
 
     if (form.verifyCaptcha) {
       const token = takeCaptchaToken(payload, c.req.header("x-captcha-token"));
-      if (token === null) throw new ApiError(400, "Captcha token is required");
+      if (token === null) throw new ApiError(ERRORS.captchaRequired);
       const secret = await openCaptchaSecret(db, form);
       const valid = secret !== null && token.length <= 10_000 &&
         await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip });
@@ -251,7 +250,7 @@ export function ingestRoutes(deps: AppDeps) {
         // A failed verification uses the client's slot: one that keeps failing is
         // limited like one that keeps submitting, and the provider is not called for it.
         request.reserved.count();
-        throw new ApiError(400, "Invalid captcha token");
+        throw new ApiError(ERRORS.captchaInvalid);
       }
     }
 
@@ -298,7 +297,7 @@ export function ingestRoutes(deps: AppDeps) {
           submissionId: envelope.submissionId,
           error: error instanceof Error ? error.message : String(error),
         });
-        throw new ApiError(503, "Submission could not be stored: try again");
+        throw new ApiError(ERRORS.storeFailed);
       } finally {
         deps.ingestLoad.leave(form.orgId);
       }

@@ -1,4 +1,5 @@
 import { ApiError, strictUtf8 } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** The body formats ingestion accepts. */
 export type BodyKind = "json" | "urlencoded" | "multipart";
@@ -21,13 +22,6 @@ export function bodyKind(
   return null;
 }
 
-/** The text of a 415 answer for this deployment (CONTRACT). */
-export function unsupportedTypeMessage(variant: "any" | "json"): string {
-  return variant === "json"
-    ? "Unsupported content type: use application/json"
-    : "Unsupported content type: use application/json, application/x-www-form-urlencoded or multipart/form-data";
-}
-
 /** Parses a capped body into the envelope's payload; throws the contract's 400s. */
 export async function parsePayload(
   kind: BodyKind,
@@ -40,11 +34,11 @@ export async function parsePayload(
 }
 
 function invalidJson(detail?: string): ApiError {
-  return new ApiError(400, "Invalid JSON payload", detail ? { detail } : {});
+  return new ApiError(ERRORS.invalidJsonPayload, detail ? { detail } : {});
 }
 
 function invalidForm(detail?: string): ApiError {
-  return new ApiError(400, "Invalid form payload", detail ? { detail } : {});
+  return new ApiError(ERRORS.invalidFormPayload, detail ? { detail } : {});
 }
 
 function parseJson(bytes: Uint8Array, variant: "any" | "json"): unknown {
@@ -144,7 +138,7 @@ async function parseMultipart(
   }
   const entries: [string, string][] = [];
   for (const [name, value] of form) {
-    if (typeof value !== "string") throw new ApiError(400, "File uploads are not supported");
+    if (typeof value !== "string") throw new ApiError(ERRORS.fileUpload);
     entries.push([name, value]);
   }
   return normalizeFields(entries);

@@ -12,7 +12,8 @@ import { registry } from "../metrics.ts";
 import { createBacklogReader } from "../store/backlog.ts";
 import { probeKvWrite } from "../store/db.ts";
 import type { AppDeps } from "./env.ts";
-import { ApiError } from "./http.ts";
+import { ApiError, errorBody } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** SHA-256 of a text, for comparing tokens in constant time whatever their lengths. */
 async function digest(text: string): Promise<Uint8Array> {
@@ -35,7 +36,7 @@ export function observeRoutes(deps: AppDeps) {
       const given = /^Bearer (.+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
       if (given === undefined || !timingSafeEqual(await digest(given), await token)) {
         c.header("WWW-Authenticate", 'Bearer realm="metrics"');
-        throw new ApiError(401, "Invalid metrics token");
+        throw new ApiError(ERRORS.invalidMetricsToken);
       }
     }
     c.header("Content-Type", registry.contentType);
@@ -76,7 +77,7 @@ export function observeRoutes(deps: AppDeps) {
     const ready = Object.keys(failed).length === 0;
     return ready
       ? c.json({ ok: true, checks: Object.fromEntries(names.map((name) => [name, "ok"])) })
-      : c.json({ ok: false, error: "Not ready", checks: failed }, 503);
+      : c.json(errorBody(ERRORS.notReady.text, { checks: failed }), ERRORS.notReady.status);
   });
 
   return router;

@@ -14,6 +14,7 @@ import type { FormRecord } from "../store/forms.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** The payload of every test submission. */
 const TEST_PAYLOAD = {
@@ -57,7 +58,7 @@ export function testSendRoutes({ db, connectors, logger }: AppDeps) {
   router.post("/forms/:id/destinations/:destId/test", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const destination = await getDestination(db, form.id, c.req.param("destId"));
-    if (destination === null) throw new ApiError(404, "Destination not found");
+    if (destination === null) throw new ApiError(ERRORS.destinationNotFound);
     await readEmptyBody(c);
 
     const connector = connectors[destination.type];

@@ -352,6 +352,85 @@ Deno.test("SMTP starttls mode refuses a server that does not offer STARTTLS, bef
   assert.equal(server.messages.length, 0);
 });
 
+for (const mode of ["off", "starttls"] as const) {
+  for (const offered of [["LOGIN"], ["PLAIN"], ["PLAIN", "LOGIN"]]) {
+    const expected = offered.includes("LOGIN") ? "LOGIN" : "PLAIN";
+    Deno.test(`SMTP logs in with AUTH ${expected} over ${mode} transport to a relay offering ${offered.join(" ")}`, async () => {
+      await using relay = await relayWith({ mode, certs, authMethods: offered });
+      const { server, connector } = relay;
+      const receipt = await deliver(connector, relayConfig(server, { secureTransport: mode }));
+      assert.equal(receipt.statusCode, 250);
+      assert.deepEqual(server.authMethodsUsed, [expected]);
+      assert.deepEqual(server.logins, { ok: 1, failed: 0 });
+      assert.equal(server.messages[0].user, USERNAME);
+    });
+  }
+}
+
+Deno.test("SMTP AUTH PLAIN with a wrong password is a permanent authentication failure", async () => {
+  await using relay = await relayWith({ authMethods: ["PLAIN"] });
+  const { server, connector } = relay;
+  const error = await deliveryError(deliver(connector, relayConfig(server, { password: "wrong" })));
+  assert.equal(error.permanent, true);
+  assert.equal(error.statusCode, 535);
+  assert.match(error.message, /535 authentication failed/);
+  assert.deepEqual(server.authMethodsUsed, ["PLAIN"]);
+  assert.equal(server.messages.length, 0);
+});
+
+Deno.test("SMTP a relay offering neither AUTH LOGIN nor AUTH PLAIN is a permanent failure naming what it offers", async () => {
+  await using relay = await relayWith({ authMethods: ["CRAM-MD5", "XOAUTH2"] });
+  const { server, connector } = relay;
+  const error = await deliveryError(deliver(connector, relayConfig(server)));
+  assert.equal(error.permanent, true);
+  assert.match(
+    error.message,
+    /server offers neither AUTH LOGIN nor AUTH PLAIN: it offers AUTH CRAM-MD5 XOAUTH2$/,
+  );
+  assert.deepEqual(server.authMethodsUsed, [], "no login attempted");
+  assert.equal(server.messages.length, 0);
+});
+
+Deno.test("SMTP reads the AUTH mechanisms again after STARTTLS and uses what the upgraded session offers", async () => {
+  await using relay = await relayWith({
+    mode: "starttls",
+    certs,
+    authMethodsBeforeTls: ["LOGIN"],
+    authMethods: ["PLAIN"],
+  });
+  const { server, connector } = relay;
+  const probe = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  try {
+    const beforeTls = await ehloReply(probe);
+    assert.match(beforeTls, /^250[ -]AUTH LOGIN\r$/m, "before TLS the relay offers LOGIN only");
+  } finally {
+    probe.close();
+  }
+  const receipt = await deliver(connector, relayConfig(server, { secureTransport: "starttls" }));
+  assert.equal(receipt.statusCode, 250);
+  assert.deepEqual(server.authMethodsUsed, ["PLAIN"], "the mechanism offered after STARTTLS");
+  assert.equal(server.messages[0].secure, true);
+});
+
+/** Reads the greeting, says EHLO and returns the whole EHLO reply (up to its last line). */
+async function ehloReply(conn: Deno.Conn): Promise<string> {
+  const decoder = new TextDecoder();
+  const buf = new Uint8Array(4096);
+  let text = "";
+  const readUntil = async (done: RegExp) => {
+    while (!done.test(text)) {
+      const n = await conn.read(buf);
+      if (n === null) throw new Error(`Connection closed after: ${text}`);
+      text += decoder.decode(buf.subarray(0, n));
+    }
+  };
+  await readUntil(/^220 .*\r\n/m);
+  text = "";
+  await conn.write(new TextEncoder().encode("EHLO probe.test\r\n"));
+  await readUntil(/^250 .*\r\n/m);
+  return text;
+}
+
 Deno.test("SMTP a server that stalls after the greeting ends the attempt with a transient time-out and a closed socket", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const { port } = listener.addr as Deno.NetAddr;
