@@ -63,3 +63,40 @@ Deno.test("validation errors are plain words per field, not the validator's text
     );
   });
 });
+
+Deno.test("a private destination address is refused at save, naming ALLOW_PRIVATE_DESTINATIONS", async () => {
+  await using h = await startHarness({ allowPrivateDestinations: false }, { deliver: false });
+  const form = await h.createForm();
+  const add = (body: unknown) => h.admin("POST", `/forms/${form.id}/destinations`, body);
+  const hint = /ALLOW_PRIVATE_DESTINATIONS=true, meant for development/;
+  const [webhook] = await issuesOf(
+    await add({ type: "webhook", config: { url: "http://127.0.0.1:9000/hook" } }),
+  );
+  assert.match(
+    webhook,
+    /^config\.url: Destination address is not allowed: "127\.0\.0\.1" is a loopback/,
+  );
+  assert.match(webhook, hint);
+  const [smtp] = await issuesOf(
+    await add({
+      type: "smtp",
+      config: {
+        host: "localhost",
+        port: 25,
+        username: "u",
+        password: "p",
+        from: "forms@example.com",
+        to: ["a@example.com"],
+      },
+    }),
+  );
+  assert.match(smtp, /^config\.host: .*"localhost" is a loopback address/);
+  // A name is judged when delivering (its address may change): saved.
+  const named = await add({ type: "webhook", config: { url: "https://hooks.example.com/in" } });
+  assert.equal(named.status, 200);
+  const id = (await named.json()).destination.id;
+  const patched = await h.admin("PATCH", `/forms/${form.id}/destinations/${id}`, {
+    config: { url: "http://[::1]/hook" },
+  });
+  assert.match((await issuesOf(patched))[0], /^config\.url: .*"::1" is a loopback address/);
+});
