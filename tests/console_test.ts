@@ -194,6 +194,10 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         const fetchVersion = await page.locator("#snippet-fetch").textContent() ?? "";
         assert.ok(fetchVersion.includes(`fetch("${api.origin}/v1/f/${publicKey}"`), fetchVersion);
         await check("snippet");
+        // Sending nowhere is flagged in the list of forms too.
+        await navLink("Forms").click();
+        await page.getByText("No destination", { exact: true }).waitFor();
+        await page.getByRole("link", { name: "Contact" }).click();
       },
     );
 
@@ -349,7 +353,20 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       assert.equal(response.status, 202);
       const { submissionId } = await response.json();
       await waitFor(() => sink.received.some((r) => r.json?.submissionId === submissionId));
+      // A bot in the spam trap: answered as a person is, counted on the Deliveries tab.
+      const bot = await fetch(`${api.origin}/v1/f/${publicKey}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "bot@example.com", _gotcha: "https://spam.example" }),
+      });
+      assert.equal(bot.status, 202);
+      await bot.body?.cancel();
       await page.getByRole("link", { name: "Deliveries" }).click();
+      const spam = page.getByRole("region", { name: "Not delivered" }).locator(
+        'tr[data-reason="spam"]',
+      );
+      await spam.waitFor();
+      assert.match(await spam.textContent() ?? "", /^Spam trap11/);
       const row = page.locator('tr[data-status="delivered"]');
       await row.waitFor();
       assert.match(await row.textContent() ?? "", /Webhook POST http:\/\/127\.0\.0\.1.*delivered1/);
@@ -474,6 +491,16 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       await shown.waitFor();
       const newKey = await shown.inputValue();
       assert.match(newKey, /^sk_/);
+      // In a font where I, l and 1 differ, and copied with a confirmation.
+      assert.match(
+        await page.evaluate<string>(
+          `getComputedStyle(document.querySelector('[aria-label="New tenant key"]')).fontFamily`,
+        ),
+        /monospace/,
+      );
+      await page.getByRole("button", { name: "Copy key" }).click();
+      await page.getByText("Copied").waitFor();
+      assert.equal(await page.evaluate<string>("navigator.clipboard.readText()"), newKey);
       currentKey = newKey;
       await check("key-rotated");
       assert.equal((await h.admin("GET", "/forms")).status, 401);
