@@ -17,6 +17,8 @@ export function deploymentView(config: AppDeps["config"]) {
     platformRelay: config.platformSmtp !== null,
     ingestContentTypes: config.ingestContentTypes,
     privateDestinations: config.allowPrivateDestinations,
+    /** Whether failed deliveries are kept for redelivery (FAILED_RETENTION_HOURS > 0). */
+    retainsFailed: config.failedRetentionMs > 0,
   };
 }
 

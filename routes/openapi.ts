@@ -208,6 +208,9 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
             privateDestinations: z.boolean().meta({
               description: "ALLOW_PRIVATE_DESTINATIONS: loopback and private addresses allowed",
             }),
+            retainsFailed: z.boolean().meta({
+              description: "FAILED_RETENTION_HOURS > 0: failed deliveries can be redelivered",
+            }),
           }),
         },
       },

@@ -2,7 +2,7 @@
  * Delivery outcomes of a form: destinations paused for their health (with re-enable),
  * a chart of the last 24 hours, and the recent outcomes, filterable by status.
  */
-import { api, apiOk, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
+import { api, apiOk, deployment, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
 import { field, h, svg, when } from "./dom.js";
 import { formHeader, loadForm, nowhereNotice } from "./forms.js";
 
@@ -162,13 +162,13 @@ function healthAlerts(form, destinations, reload) {
 
 /**
  * What can be done with one delivery: "Send now" while it waits for its next retry,
- * "Redeliver" once it is held (paused destination) or failed (when the service still holds
- * its data). `done(text, ok)` reports the answer.
+ * "Redeliver" once it is held (paused destination) or failed (only where the service keeps
+ * failed submissions: `retainsFailed`). `done(text, ok)` reports the answer.
  */
-function rowActions(form, outcome, done) {
+function rowActions(form, outcome, { done, retainsFailed }) {
   const action = outcome.status === "retrying"
     ? ["send-now", "Send now", "Sent now: the attempt starts in a moment."]
-    : outcome.status === "held" || outcome.status === "failed"
+    : outcome.status === "held" || (outcome.status === "failed" && retainsFailed)
     ? ["redeliver", "Redeliver", "Redelivery started."]
     : null;
   if (action === null) return null;
@@ -247,16 +247,21 @@ export async function deliveriesView(id) {
   );
 
   async function reload() {
-    const [{ destinations }, { deliveries }, { days }] = await Promise.all([
+    const [{ destinations }, { deliveries }, { days }, { retainsFailed }] = await Promise.all([
       apiOk("GET", `/forms/${form.id}/destinations`),
       apiOk("GET", `/forms/${form.id}/deliveries?limit=${LIMIT}`),
       apiOk("GET", `/forms/${form.id}/refusals?days=7`),
+      deployment(),
     ]);
     const tbody = h("tbody", {});
     const render = () => {
       const shown = deliveries.filter((o) => !filter.value || o.status === filter.value);
       tbody.replaceChildren(
-        ...outcomeRows(shown, destinations, (outcome) => rowActions(form, outcome, done)),
+        ...outcomeRows(
+          shown,
+          destinations,
+          (outcome) => rowActions(form, outcome, { done, retainsFailed }),
+        ),
       );
       count.textContent = `${shown.length} of ${deliveries.length}`;
     };
