@@ -216,4 +216,18 @@ Deno.test("GET /v1/admin/deployment names the captcha provider and whether the p
       assert.equal(body.platformRelay, false);
     });
   }
+  await t.step("with PLATFORM_SMTP_* set, the platform relay is offered", async () => {
+    const platformSmtp = {
+      host: "smtp.example.com",
+      port: 587,
+      secureTransport: "starttls" as const,
+      username: "u",
+      password: "p",
+      fromEmail: "forms@example.com",
+    };
+    await using h = await startHarness({ platformSmtp }, { deliver: false });
+    const body = await (await h.admin("GET", "/deployment")).json();
+    assert.equal(body.platformRelay, true);
+    assert.equal(JSON.stringify(body).includes("smtp.example.com"), false, "no relay detail");
+  });
 });
