@@ -309,6 +309,11 @@ Deno.test("a newcomer's journey: the README's commands, the console, the example
       );
       const delivered = page.locator('tr[data-status="delivered"]');
       await refreshUntil(page, async () => await delivered.count() === 8, "all delivered");
+
+      // Redelivery since a time, per destination: nothing is held or kept any more.
+      await page.getByRole("link", { name: "Destinations" }).click();
+      await webhook.getByRole("button", { name: "Redeliver since" }).click();
+      await webhook.getByText(/^Redelivery since .*: 0 redelivered\.$/).waitFor();
     });
 
     await t.step("the log is JSON only", () => {
