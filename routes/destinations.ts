@@ -52,7 +52,9 @@ export const MAX_CONFIG_BYTES = 40 * 1024;
 function refusePrivateHosts(config: unknown, allowPrivate: boolean): void {
   const fields = (config ?? {}) as Record<string, unknown>;
   const hosts: [string, string][] = [];
-  if (typeof fields.url === "string") hosts.push(["config.url", new URL(fields.url).hostname]);
+  if (typeof fields.url === "string" && URL.canParse(fields.url)) {
+    hosts.push(["config.url", new URL(fields.url).hostname]);
+  }
   if (typeof fields.host === "string") hosts.push(["config.host", fields.host]);
   const issues = hosts.flatMap(([path, host]) => {
     const message = literalHostRefusal(host, allowPrivate);
