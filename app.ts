@@ -5,6 +5,9 @@ import { describeError } from "./log.ts";
 import { pingKv } from "./store/db.ts";
 import { tenantAuth } from "./routes/auth.ts";
 import { deliveryRoutes } from "./routes/deliveries.ts";
+import { deploymentRoutes } from "./routes/deployment.ts";
+import { refusalRoutes } from "./routes/refusals.ts";
+import { createRefusalCounter } from "./store/refusals.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
 import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
@@ -35,7 +38,10 @@ function loggedPath(path: string): string {
  * The HTTP application: health, admin API, ingestion, the API description and the
  * console, with one error handler.
  */
-export function createApp(deps: AppDeps): Hono {
+export function createApp(given: AppDeps): Hono {
+  // One refusal counter for ingestion (which counts) and the admin route (which reads).
+  const refusals = given.refusals ?? createRefusalCounter(given.db);
+  const deps = { ...given, refusals };
   const { db, logger } = deps;
   const app = new Hono();
 
@@ -78,6 +84,8 @@ export function createApp(deps: AppDeps): Hono {
   admin.route("/", destinationRoutes(deps));
   admin.route("/", testSendRoutes(deps));
   admin.route("/", deliveryRoutes(deps));
+  admin.route("/", deploymentRoutes(deps));
+  admin.route("/", refusalRoutes(deps, refusals));
   app.route("/v1/admin", admin);
   app.route("/v1/f", ingestRoutes(deps));
   app.route("/", openApiRoutes(deps.config));

@@ -70,10 +70,21 @@ if (onDeploy || !canGuardConnections()) {
   shutdown = () => server.shutdown();
 }
 
+/**
+ * Set by `deno task dev`: this runs under `deno run --watch`, where Deno.exit() ends only
+ * this run and the watcher goes on waiting for a file change. A stop signal must end the
+ * watcher too, so it is raised again once the service has shut down.
+ */
+const underWatcher = Deno.args.includes("--dev-watch");
+
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  Deno.addSignalListener(signal, async () => {
+  const stop = async () => {
     await shutdown();
     await service.close();
-    Deno.exit(0);
-  });
+    if (!underWatcher) Deno.exit(0);
+    // Without a listener the signal's default action ends the whole process.
+    Deno.removeSignalListener(signal, stop);
+    Deno.kill(Deno.pid, signal);
+  };
+  Deno.addSignalListener(signal, stop);
 }

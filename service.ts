@@ -21,6 +21,7 @@ import { observeService } from "./metrics.ts";
 import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
+import { createRefusalCounter } from "./store/refusals.ts";
 
 /** A running formrelay: its app, store and delivery engine. */
 export interface Service {
@@ -108,7 +109,9 @@ export async function startService(
   observeService({ ...observed, engine: () => engine?.stats() ?? null, bodies: bodyGate.stats }, {
     perForm: config.metrics.perForm,
   });
+  const refusals = createRefusalCounter(db);
   const app = createApp({
+    refusals,
     config,
     db,
     connectors,
@@ -128,6 +131,7 @@ export async function startService(
     logger,
     async close() {
       delivering = false;
+      await refusals.flush();
       await engine?.close();
       connectors.close();
       closeDb(db);

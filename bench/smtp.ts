@@ -9,7 +9,7 @@
  *
  * @module
  */
-import nodemailer from "nodemailer";
+import { nodemailer } from "../tests/deps.ts";
 import { createSmtpConnector, type SmtpRelayConfig } from "../connectors/smtp.ts";
 import { buildMessage } from "../connectors/smtp/message.ts";
 import type { SubmissionEnvelope } from "../store/envelope.ts";

@@ -1,3 +1,4 @@
+import { humanMessages } from "../validation_messages.ts";
 import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
 import { buildMessage } from "./smtp/message.ts";
@@ -55,7 +56,8 @@ export function smtpConfigSchema(
   return z.unknown().transform((value, ctx): SmtpConfig => {
     const isObject = typeof value === "object" && value !== null;
     const schema = isObject && "host" in value ? smtpRelayConfigSchema : smtpPlatformConfigSchema;
-    const result = schema.safeParse(value);
+    // The routes' words for each issue: they are re-added below as custom issues.
+    const result = schema.safeParse(value, { error: humanMessages });
     if (!result.success) {
       for (const issue of result.error.issues) ctx.addIssue({ ...issue, code: "custom" });
       return z.NEVER;

@@ -15,6 +15,8 @@ import {
   type Redelivery,
   type RedeliverySelection,
 } from "../store/redelivery.ts";
+import { sendNow } from "../store/send_now.ts";
+import type { DeliveryOutcome } from "../store/outcomes.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
@@ -27,11 +29,26 @@ export const deliveriesQuerySchema = z.strictObject({
 /** Body of `POST /forms/:id/destinations/:destId/redeliver`. */
 export const redeliverSinceSchema = z.strictObject({ since: z.iso.datetime({ offset: true }) });
 
-/** The 409 answers of the redelivery routes (also in the API description). */
+/** The 409 answers of `POST …/deliveries/:deliveryId/send-now`, by what was found. */
+export const SEND_NOW_CONFLICTS = {
+  in_flight: ERRORS.redeliveryUnderWay,
+  held: ERRORS.redeliveryPaused,
+  not_waiting: ERRORS.sendNowNotWaiting,
+} as const;
+
+/**
+ * A delivery outcome as the API lists it: with its `deliveryId`
+ * (`<submissionId>.<destinationId>`, the webhook's `webhook-id`), the name the
+ * redelivery and send-now routes take.
+ */
+function outcomeView(outcome: DeliveryOutcome) {
+  return { deliveryId: `${outcome.submissionId}.${outcome.destinationId}`, ...outcome };
+}
 
 /**
  * `GET /forms/:id/deliveries`: recent delivery outcomes of a form, newest first, no
- * payloads; `POST /forms/:id/deliveries/:deliveryId/redeliver` and
+ * payloads; `POST /forms/:id/deliveries/:deliveryId/redeliver`,
+ * `POST /forms/:id/deliveries/:deliveryId/send-now` and
  * `POST /forms/:id/destinations/:destId/redeliver` (`{ since }`).
  */
 export function deliveryRoutes({ config, db, engine }: AppDeps) {
@@ -39,7 +56,8 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
   router.get("/forms/:id/deliveries", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const { limit } = validate(deliveriesQuerySchema, c.req.query());
-    return c.json({ ok: true, deliveries: await listOutcomes(db, form.id, limit) });
+    const outcomes = await listOutcomes(db, form.id, limit);
+    return c.json({ ok: true, deliveries: outcomes.map(outcomeView) });
   });
 
   /**
@@ -77,6 +95,18 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     return c.json({ ok: true, redelivered: result.woken.length });
   });
 
+  // Only a delivery waiting for its next retry: the rest is what redeliver is for.
+  router.post("/forms/:id/deliveries/:deliveryId/send-now", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    await readEmptyBody(c);
+    const ref = parseDeliveryId(c.req.param("deliveryId"));
+    if (ref === null) throw new ApiError(ERRORS.deliveryNotFound);
+    const result = await sendNow(db, { formId: form.id, ...ref, now: Date.now() });
+    if ("state" in result) throw new ApiError(SEND_NOW_CONFLICTS[result.state]);
+    engine?.wake([result.sent]);
+    return c.json({ ok: true });
+  });
+
   router.post("/forms/:id/destinations/:destId/redeliver", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const { since } = await readValidJson(c, redeliverSinceSchema);
@@ -96,6 +126,7 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     router,
     "/forms/:id/deliveries",
     "/forms/:id/deliveries/:deliveryId/redeliver",
+    "/forms/:id/deliveries/:deliveryId/send-now",
     "/forms/:id/destinations/:destId/redeliver",
   );
   return router;

@@ -6,6 +6,7 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
+import { literalHostRefusal } from "../connectors/outbound_guard.ts";
 import { DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
 import {
@@ -43,6 +44,25 @@ export const destinationPatchSchema = z.strictObject({
  */
 export const MAX_CONFIG_BYTES = 40 * 1024;
 
+/**
+ * Refuses at save a config whose URL or host is a private address this deployment will
+ * not deliver to (ALLOW_PRIVATE_DESTINATIONS unset): the tenant learns it, and what allows
+ * it, at once instead of at the first delivery. Names are checked when delivering.
+ */
+function refusePrivateHosts(config: unknown, allowPrivate: boolean): void {
+  const fields = (config ?? {}) as Record<string, unknown>;
+  const hosts: [string, string][] = [];
+  if (typeof fields.url === "string" && URL.canParse(fields.url)) {
+    hosts.push(["config.url", new URL(fields.url).hostname]);
+  }
+  if (typeof fields.host === "string") hosts.push(["config.host", fields.host]);
+  const issues = hosts.flatMap(([path, host]) => {
+    const message = literalHostRefusal(host, allowPrivate);
+    return message === null ? [] : [{ path, message }];
+  });
+  if (issues.length > 0) throw new ApiError(ERRORS.validation, { issues });
+}
+
 /** The config, or 413 when its stored form would not fit in KV. */
 function storable<T>(config: T): T {
   if (new TextEncoder().encode(JSON.stringify(config)).length > MAX_CONFIG_BYTES) {
@@ -72,7 +92,8 @@ function destinationView(destination: Destination, connector?: Connector) {
 }
 
 /** Destinations of a form: add, list, patch, resume, delete (spec 4.3, 4.4 and the contract). */
-export function destinationRoutes({ db, connectors, engine }: AppDeps) {
+export function destinationRoutes({ config: settings, db, connectors, engine }: AppDeps) {
+  const allowPrivate = settings.allowPrivateDestinations;
   const router = new Hono<AdminEnv>();
 
   /**
@@ -96,6 +117,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     const config = storable(
       validate(connectors[input.type].configSchema, input.config, ["config"]),
     );
+    refusePrivateHosts(config, allowPrivate);
     try {
       const destination = await addDestination(db, form, { ...input, config });
       if (destination === null) throw new ApiError(ERRORS.formNotFound);
@@ -133,6 +155,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
       config = storable(
         validate(connectors[current.type].configSchema, patch.config, ["config"]),
       );
+      refusePrivateHosts(config, allowPrivate);
     }
     const updated = await updateDestination(db, form.id, destId, {
       config,

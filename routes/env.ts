@@ -14,6 +14,7 @@ import type { Logger } from "../log.ts";
 import type { BacklogReader } from "../store/backlog.ts";
 import type { Db } from "../store/db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
+import type { RefusalCounter } from "../store/refusals.ts";
 import type { SubmissionWriter } from "../store/submissions.ts";
 
 /** What the routes are built from. */
@@ -33,6 +34,8 @@ export interface AppDeps {
   outbound?: OutboundBudget;
   /** The backlog `/metrics` and `/readyz` read (default: a reader of their own). */
   backlog?: BacklogReader;
+  /** Refusals counted per form for the console (default: a counter of the routes' own). */
+  refusals?: RefusalCounter;
   /** Whether this process's delivery engine runs (default: whether it has one). */
   delivering?: () => boolean;
 }

@@ -119,6 +119,10 @@ export const ERRORS = {
   },
   tooManyTestSends: { status: 429, text: "Too many test sends: try again later" },
   outboundLimit: { status: 429, text: "Outbound limit reached: try again later" },
+  sendNowNotWaiting: {
+    status: 409,
+    text: "Delivery is not waiting for a retry: delivered, failed, or not of this form",
+  },
 
   // Service endpoints.
   kvNotAnswering: { status: 503, text: "KV is not answering" },

@@ -2,6 +2,7 @@ import { concatBytes } from "../bytes.ts";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { z } from "zod";
+import { humanMessages } from "../validation_messages.ts";
 import type { ErrorSpec, RefusalReason } from "./errors.ts";
 import { ERRORS } from "./errors.ts";
 
@@ -36,9 +37,12 @@ export function validationIssues(error: z.ZodError, prefix: PropertyKey[] = []) 
   }));
 }
 
-/** Parses with a zod schema or throws `400 Validation error` listing each issue. */
+/**
+ * Parses with a zod schema or throws `400 Validation error` listing each issue, in plain
+ * words (validation_messages.ts).
+ */
 export function validate<T>(schema: z.ZodType<T>, input: unknown, prefix: PropertyKey[] = []): T {
-  const result = schema.safeParse(input);
+  const result = schema.safeParse(input, { error: humanMessages });
   if (!result.success) {
     throw new ApiError(ERRORS.validation, { issues: validationIssues(result.error, prefix) });
   }

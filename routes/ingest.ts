@@ -5,8 +5,9 @@ import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter, type RateSlot } from "../store/rate_limit.ts";
+import { createRefusalCounter, type RefusalReason } from "../store/refusals.ts";
 import type { BodyLease } from "./body_gate.ts";
-import { verifyCaptcha } from "./captcha.ts";
+import { takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
 import { clientAddress } from "./client_address.ts";
 import { ApiError, declaredLength, readBodyWithin, refuseOtherMethods } from "./http.ts";
 import { bodyTimingOf } from "./env.ts";
@@ -58,6 +59,25 @@ function setCorsHeaders(c: Context, allow: string | null) {
   if (allow !== "*") c.header("Vary", "Origin");
 }
 
+/** What a refusal of a known form is counted as for its tenant (refusals.ts), or null. */
+function refusalReason(error: ApiError): RefusalReason | null {
+  switch (error.reason) {
+    case "origin":
+    case "captcha":
+    case "size":
+    case "invalid":
+      return error.reason;
+    case "rate_limit":
+      return "rate";
+    default:
+      return null;
+  }
+}
+
+/** The 202 answer's note when a form has no enabled destination (see store()). */
+export const NO_DESTINATION_WARNING =
+  "This form has no enabled destination: the submission was accepted but sent nowhere";
+
 /** How long a form's settings may be cached by ingestion (see createIngestTargets). */
 const TARGET_CACHE_MS = 1000;
 
@@ -68,6 +88,7 @@ export function ingestRoutes(deps: AppDeps) {
   const targets = createIngestTargets(db, { ttlMs: TARGET_CACHE_MS });
   const rateLimiter = createRateLimiter(db, config.rateLimit);
   const bodyTiming = bodyTimingOf(config);
+  const refusals = deps.refusals ?? createRefusalCounter(db);
   const addressRule = {
     header: config.clientIpHeader,
     trustedProxyHops: config.trustedProxyHops,
@@ -96,9 +117,20 @@ export function ingestRoutes(deps: AppDeps) {
   router.post("/:publicKey", async (c) => {
     const contentType = c.req.header("content-type") ?? "";
     const browserPost = isBrowserFormPost(contentType, c.req.header("accept") ?? "");
+    /** The form, once known: its refusals are counted for its tenant. */
+    const seen: { formId: string | null } = { formId: null };
     try {
-      return await accept(c, c.req.param("publicKey"), contentType, browserPost);
+      return await accept(c, {
+        publicKey: c.req.param("publicKey"),
+        contentType,
+        browserPost,
+        seen,
+      });
     } catch (error) {
+      if (error instanceof ApiError && seen.formId !== null) {
+        const reason = refusalReason(error);
+        if (reason !== null) refusals.count(seen.formId, reason);
+      }
       // A person who posted a plain HTML form gets a page to read, not JSON. Headers set
       // before the throw (CORS, Retry-After) stay on the context, so the page has them too.
       if (!browserPost || !(error instanceof ApiError)) throw error;
@@ -108,15 +140,19 @@ export function ingestRoutes(deps: AppDeps) {
 
   async function accept(
     c: Context<IngestEnv>,
-    publicKey: string,
-    contentType: string,
-    browserPost: boolean,
+    { publicKey, contentType, browserPost, seen }: {
+      publicKey: string;
+      contentType: string;
+      browserPost: boolean;
+      seen: { formId: string | null };
+    },
   ) {
     const declared = declaredLength(c);
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
     const target = await lookUp(publicKey);
     const form = target?.form ?? null;
+    seen.formId = form?.id ?? null;
     const originHeader = c.req.header("origin");
     const allow = allowedOrigin(form, originOf(originHeader));
     setCorsHeaders(c, allow);
@@ -219,8 +255,8 @@ export function ingestRoutes(deps: AppDeps) {
     const isSpam = form.honeypotField !== null && takeHoneypot(payload, form.honeypotField);
 
     if (form.verifyCaptcha) {
-      const token = c.req.header("x-captcha-token");
-      if (!token) throw new ApiError(ERRORS.captchaRequired);
+      const token = takeCaptchaToken(payload, c.req.header("x-captcha-token"));
+      if (token === null) throw new ApiError(ERRORS.captchaRequired);
       const secret = await openCaptchaSecret(db, form);
       const valid = secret !== null && token.length <= 10_000 &&
         await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip });
@@ -234,6 +270,11 @@ export function ingestRoutes(deps: AppDeps) {
 
     // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
     const destinations = isSpam ? [] : target.destinations;
+    if (isSpam) refusals.count(form.id, "spam");
+    // Accepted all the same (the visitor did nothing wrong, and a refusal would lose
+    // their message too), but the tenant is told: counted, and said in the answer.
+    const nowhere = !isSpam && destinations.length === 0;
+    if (nowhere) refusals.count(form.id, "nowhere");
     const room = await admitJobs(c, form.orgId, destinations);
     try {
       const submittedAt = Date.now();
@@ -261,7 +302,12 @@ export function ingestRoutes(deps: AppDeps) {
         if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
         return c.html(thankYouPage(), 202);
       }
-      return c.json({ ok: true, submissionId: envelope.submissionId }, 202);
+      return c.json(
+        nowhere
+          ? { ok: true, submissionId: envelope.submissionId, warning: NO_DESTINATION_WARNING }
+          : { ok: true, submissionId: envelope.submissionId },
+        202,
+      );
     } finally {
       room?.();
     }

@@ -17,10 +17,12 @@ import { smtpPlatformConfigSchema, smtpRelayConfigSchema } from "../connectors/s
 import { DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
 import { webhookConfigSchema } from "../connectors/webhook.ts";
 import { VERSION } from "../version.ts";
-import { deliveriesQuerySchema, redeliverSinceSchema } from "./deliveries.ts";
+import { deliveriesQuerySchema, redeliverSinceSchema, SEND_NOW_CONFLICTS } from "./deliveries.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
 import { ERRORS, type ErrorSpec, submissionTypeError } from "./errors.ts";
+import { refusalsQuerySchema } from "./refusals.ts";
+import { REFUSAL_REASONS } from "../store/refusals.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
 
 /** The config schema of each destination type, as its connector validates it. */
@@ -93,6 +95,9 @@ export const destinationSchema = z.strictObject({
 
 /** One delivery outcome (store/jobs.ts DeliveryOutcome). */
 export const outcomeSchema = z.strictObject({
+  deliveryId: z.string().meta({
+    description: "`<submissionId>.<destinationId>`: the name redeliver and send-now take",
+  }),
   submissionId: z.uuid(),
   destinationId: z.uuid(),
   destinationType: z.enum(DESTINATION_TYPES),
@@ -178,6 +183,37 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
         200: {
           description: "The new key (not retrievable later)",
           schema: z.strictObject({ ok, tenantKey: z.string().startsWith("sk_") }),
+        },
+      },
+      errors: [],
+    },
+    {
+      method: "get",
+      path: "/v1/admin/deployment",
+      summary: "What this deployment offers: captcha provider, platform email relay, body types",
+      tag: "Service",
+      admin: true,
+      answers: {
+        200: {
+          description: "The deployment's settings a tenant's choices depend on",
+          schema: z.strictObject({
+            ok,
+            captcha: z.strictObject({
+              id: z.enum(["hcaptcha", "turnstile", "recaptcha", "other"]),
+              name: z.string(),
+              verifyHost: z.string(),
+            }).meta({ description: "The provider CAPTCHA_VERIFY_URL belongs to" }),
+            platformRelay: z.boolean().meta({
+              description: "Whether email destinations may use the platform relay (Variant B)",
+            }),
+            ingestContentTypes: z.enum(["any", "json"]),
+            privateDestinations: z.boolean().meta({
+              description: "ALLOW_PRIVATE_DESTINATIONS: loopback and private addresses allowed",
+            }),
+            retainsFailed: z.boolean().meta({
+              description: "FAILED_RETENTION_HOURS > 0: failed deliveries can be redelivered",
+            }),
+          }),
         },
       },
       errors: [],
@@ -343,6 +379,28 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       errors: [...jsonBodyErrors, ...DEST_404, ...OPERATION_429],
     },
     {
+      method: "get",
+      path: "/v1/admin/forms/{id}/refusals",
+      summary: "What never reached the form's destinations, per UTC day and reason " +
+        "(origin, captcha, rate, size, invalid, spam, nowhere: accepted with no enabled destination)",
+      tag: "Admin: forms",
+      admin: true,
+      query: refusalsQuerySchema,
+      answers: {
+        200: {
+          description: "Counts of the last `days` UTC days, today last",
+          schema: z.strictObject({
+            ok,
+            days: z.array(z.strictObject({
+              day: z.string().meta({ description: "YYYY-MM-DD (UTC)" }),
+              ...Object.fromEntries(REFUSAL_REASONS.map((reason) => [reason, z.number().int()])),
+            })),
+          }),
+        },
+      },
+      errors: [ERRORS.validation, ...FORM_404],
+    },
+    {
       method: "post",
       path: "/v1/admin/forms/{id}/destinations/{destId}/redeliver",
       summary: "Deliver again every held or retained delivery of submissions accepted since a time",
@@ -394,6 +452,21 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       ],
     },
     {
+      method: "post",
+      path: "/v1/admin/forms/{id}/deliveries/{deliveryId}/send-now",
+      summary: "Attempt a delivery waiting for its next retry now, instead of at its next attempt",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: emptyBody, required: false },
+      answers: { 200: { description: "Due now", schema: z.strictObject({ ok }) } },
+      errors: [
+        ...jsonBodyErrors,
+        ERRORS.formNotFound,
+        ERRORS.deliveryNotFound,
+        ...Object.values(SEND_NOW_CONFLICTS),
+      ],
+    },
+    {
       method: "get",
       path: "/v1/admin/forms/{id}/deliveries",
       summary: "Recent delivery outcomes of a form, newest first (never payloads)",
@@ -424,7 +497,13 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       answers: {
         202: {
           description: "Accepted and stored; delivered asynchronously",
-          schema: z.strictObject({ ok, submissionId: z.uuid() }),
+          schema: z.strictObject({
+            ok,
+            submissionId: z.uuid(),
+            warning: z.string().optional().meta({
+              description: "Set when the form has no enabled destination: sent nowhere",
+            }),
+          }),
         },
         303: {
           description: "A browser form post accepted: redirect to the form's redirectUrl",

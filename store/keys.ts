@@ -22,6 +22,8 @@
  *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
+ * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
+ *   went nowhere) on a UTC day, by reason (refusals.ts); never the submission.
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
  * new entries append at the end of the KV's B-tree instead of landing on random pages,
@@ -41,6 +43,8 @@ export interface JobKeyParts {
 
 /** An organization record. */
 export const orgKey = (orgId: string): ["orgs", string] => ["orgs", orgId];
+/** Prefix of every organization record. */
+export const orgsPrefix = (): ["orgs"] => ["orgs"];
 /** A tenant key record, by the SHA-256 hex of the key. */
 export const tenantKeyKey = (hash: string): ["tenant_keys", string] => ["tenant_keys", hash];
 /** Index entry: an active tenant key of an organization. */
@@ -242,3 +246,22 @@ export const relayUsageKey = (orgId: string, day: string): ["relay_usage", strin
 
 /** The key /healthz reads to see that the KV answers (never written). */
 export const healthKey = (): ["health"] => ["health"];
+
+// Refusal counts.
+
+/** The count of a form's refusals for one reason on one UTC day (`YYYY-MM-DD`). */
+export const refusalCountKey = (
+  formId: string,
+  day: string,
+  reason: string,
+): ["refusals", string, string, string] => ["refusals", formId, day, reason];
+/** Prefix of a form's refusal counts. */
+export const refusalsOfFormPrefix = (formId: string): ["refusals", string] => [
+  "refusals",
+  formId,
+];
+/** The day and reason of a refusal count key. */
+export function refusalCountKeyParts(key: Deno.KvKey): { day: string; reason: string } {
+  const [, , day, reason] = key as ReturnType<typeof refusalCountKey>;
+  return { day, reason };
+}

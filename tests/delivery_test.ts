@@ -391,6 +391,7 @@ Deno.test("GET /forms/:id/deliveries lists outcomes without payloads", async () 
   assert.deepEqual(
     { ...deliveries[0], submittedAt: undefined, updatedAt: undefined },
     {
+      deliveryId: `${submissionId}.${destinationId}`,
       submissionId,
       destinationId,
       destinationType: "webhook",

@@ -3,7 +3,7 @@
  * routes the app serves, and describing the answers the app really gives.
  */
 import assert from "node:assert/strict";
-import { Validator } from "@seriousme/openapi-schema-validator";
+import { Validator } from "./deps.ts";
 import { loadConfig } from "../config.ts";
 import { ERRORS } from "../routes/errors.ts";
 import { answersOf, operations, type OperationSpec } from "../routes/openapi.ts";
@@ -121,6 +121,7 @@ Deno.test("the answers the app gives match the description", async () => {
 
   const { form } = await admin("POST", "/forms", { name: "Contact", honeypotField: "_gotcha" });
   await admin("GET", "/forms");
+  await admin("GET", "/deployment");
   await admin("GET", `/forms/${form.id}`);
   await admin("PATCH", `/forms/${form.id}`, { allowedOrigins: ["https://example.com/"] });
   const { destination } = await admin("POST", `/forms/${form.id}/destinations`, {
@@ -146,6 +147,7 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("PATCH", `/forms/${form.id}/destinations/${destination.id}`, { isEnabled: false });
   await admin("POST", `/forms/${form.id}/destinations/${destination.id}/test`);
   await admin("GET", `/forms/${form.id}/deliveries?limit=5`);
+  await admin("GET", `/forms/${form.id}/refusals?days=3`);
   const dest = `/forms/${form.id}/destinations/${destination.id}`;
   const since = { since: new Date(0).toISOString() };
   await admin("POST", `${dest}/redeliver`, since); // 409: disabled
@@ -153,6 +155,10 @@ Deno.test("the answers the app gives match the description", async () => {
     "POST",
     `/forms/${form.id}/deliveries/${crypto.randomUUID()}.${destination.id}/redeliver`,
   );
+  await admin(
+    "POST",
+    `/forms/${form.id}/deliveries/${crypto.randomUUID()}.${destination.id}/send-now`,
+  ); // 409: not waiting
   await admin("POST", `${dest}/resume`);
   await admin("PATCH", dest, { isEnabled: true });
   await admin("POST", `${dest}/redeliver`, since);

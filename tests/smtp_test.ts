@@ -4,7 +4,7 @@
  * postal-mime.
  */
 import assert from "node:assert/strict";
-import PostalMime from "postal-mime";
+import { PostalMime } from "./deps.ts";
 import { createSmtpConnector, type SmtpConfig, type SmtpRelayConfig } from "../connectors/smtp.ts";
 import { DeliveryError, type DeliveryReceipt } from "../connectors/types.ts";
 import type { PlatformSmtp } from "../config.ts";
@@ -189,7 +189,8 @@ for (const mode of ["off", "starttls", "on"] as const) {
     );
     assert.equal(headers.get("mime-version"), "1.0");
     assert.equal(headers.get("content-type"), "text/plain; charset=UTF-8");
-    assert.equal(headers.has("reply-to"), false);
+    // Reply answers the visitor (the payload's email); the body keeps the spec's lines.
+    assert.deepEqual(email.replyTo, [{ name: "", address: "ada@example.org" }]);
     assert.equal(email.html, undefined);
     assert.equal(normalize(email.text), expectedPlainText(envelope));
   });

@@ -27,9 +27,9 @@ export interface MailMessage {
 /** What a message is built from. */
 export interface BuildMessageOptions {
   /**
-   * `plain`: Variant A, text/plain. `alternative`: Variant B, multipart/alternative
-   * with a form-specific From display name (platformSenderName), Reply-To and metadata
-   * headers.
+   * `plain`: Variant A, text/plain, with Reply-To from the payload's `email`.
+   * `alternative`: Variant B, multipart/alternative with a form-specific From display
+   * name (platformSenderName), Reply-To and metadata headers.
    */
   layout: "plain" | "alternative";
   /** Sender address: MAIL FROM and the From header's address. */
@@ -67,8 +67,12 @@ export function buildMessage(
   ];
   let body: string;
   if (options.layout === "plain") {
+    // Reply-To as in Variant B, so the owner can answer the visitor with Reply; the body
+    // keeps the spec's labelled lines (no Reply-To line there).
+    const replyTo = replyToAddress(envelope.payload);
     headers.push(header("From", oneLine(options.from)));
     headers.push(addressListHeader("To", options.to));
+    if (replyTo !== null) headers.push(header("Reply-To", oneLine(replyTo)));
     headers.push(textHeader("Subject", subject));
     headers.push(header("MIME-Version", "1.0"));
     headers.push(header("Content-Type", "text/plain; charset=UTF-8"));

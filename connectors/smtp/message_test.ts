@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import PostalMime from "postal-mime";
+import { PostalMime } from "../../tests/deps.ts";
 import type { SubmissionEnvelope } from "../../store/envelope.ts";
 import {
   buildMessage,
@@ -147,7 +147,8 @@ Deno.test("buildMessage Variant A is text/plain with the labelled lines, CRLF on
   const head = message.data.slice(0, message.data.indexOf("\r\n\r\n"));
   assert.ok(head.startsWith("Date: Wed, 04 Mar 2026 05:06:07 +0000\r\nMessage-ID: <"));
   assert.ok(!/^Bcc:/im.test(head));
-  assert.ok(!/^(Reply-To|X-Formrelay-)/im.test(head), "Variant A carries no Variant B headers");
+  assert.ok(!/^X-Formrelay-/im.test(head), "Variant A carries no Variant B metadata headers");
+  assert.match(head, /^Reply-To: reader@example\.org\r$/m, "Reply answers the visitor");
   const email = await PostalMime.parse(message.data);
   assert.equal(email.subject, "New: Form Bcc: x@evil.example");
   assert.equal(email.messageId, message.messageId);
@@ -207,4 +208,18 @@ Deno.test("buildMessage Variant B never puts the tenant's form name in the From 
   });
   const from = message.data.split("\r\n").find((line) => line.startsWith("From:"));
   assert.doesNotMatch(from ?? "", /PayPal/);
+});
+
+Deno.test("buildMessage Variant A has no Reply-To without a valid top-level email", () => {
+  for (const payload of [{ email: "not an address" }, { contact: { email: "a@b.example" } }, "x"]) {
+    const message = buildMessage({ ...envelope, payload }, {
+      layout: "plain",
+      from: "forms@tenant.example",
+      to: ["a@tenant.example"],
+      subjectTemplate: "New: {{formName}}",
+      destinationId: "dest",
+    });
+    const head = message.data.slice(0, message.data.indexOf("\r\n\r\n"));
+    assert.ok(!/^Reply-To:/im.test(head), JSON.stringify(payload));
+  }
 });

@@ -7,7 +7,7 @@ import { concatBytes } from "../../bytes.ts";
  *
  * @module
  */
-import { SMTPServer, type SMTPServerOptions } from "smtp-server";
+import { SMTPServer, type SMTPServerOptions } from "../deps.ts";
 import type { TestCertificates } from "./certs.ts";
 
 /** A message the server accepted. */
