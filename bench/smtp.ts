@@ -12,7 +12,7 @@
 import { nodemailer } from "../tests/deps.ts";
 import { createSmtpConnector, type SmtpRelayConfig } from "../connectors/smtp.ts";
 import { buildMessage } from "../connectors/smtp/message.ts";
-import type { SubmissionEnvelope } from "../store/envelope.ts";
+import type { SubmissionEnvelope } from "../submission.ts";
 import { testCertificates } from "../tests/helpers/certs.ts";
 import { startSmtpServer } from "../tests/helpers/smtp_server.ts";
 

@@ -1,5 +1,6 @@
 import { type Context, Hono } from "hono";
-import { envelopeTtlMs, sealEnvelope, type SubmissionEnvelope } from "../store/envelope.ts";
+import { envelopeTtlMs, sealEnvelope } from "../store/envelope.ts";
+import type { SubmissionEnvelope } from "../submission.ts";
 import { countAccepted, traceSubmission } from "../metrics.ts";
 import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";

@@ -9,7 +9,7 @@
  */
 import { type Context, Hono } from "hono";
 import { checkConfig, sendEnvelope } from "../delivery/attempt.ts";
-import type { SubmissionEnvelope } from "../store/envelope.ts";
+import type { SubmissionEnvelope } from "../submission.ts";
 import { describeError } from "../log.ts";
 import { createOutboundBudget } from "../delivery/outbound_budget.ts";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";

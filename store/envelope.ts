@@ -1,6 +1,5 @@
 /**
- * The submission envelope from acceptance to deletion, in one place: what it holds,
- * how it is sealed (AES-256-GCM, bound to its submission id), how long it may live,
+ * The submission envelope (submission.ts) from acceptance to deletion: how it is sealed (AES-256-GCM, bound to its submission id), how long it may live,
  * and how its sealed bytes are kept in KV (chunks under the 64 KiB value limit, written
  * with the jobs by store/submissions.ts, read by a claimed job, deleted when the last
  * job ends: store/envelope_cleanup.ts). Ingestion seals and stores with it; the
@@ -13,21 +12,7 @@ import type { Db } from "./db.ts";
 import type { ClaimedJob, JobRecord } from "./job_record.ts";
 import { envelopeChunkKey } from "./keys.ts";
 import type { Sealer } from "./sealing.ts";
-
-/** The submission as delivered to every destination (spec section 2.4). */
-export interface SubmissionEnvelope {
-  submissionId: string;
-  formId: string;
-  formName: string;
-  payload: unknown;
-  metadata: {
-    origin: string | null;
-    ip: string | null;
-    userAgent: string | null;
-    referer: string | null;
-    submittedAt: string;
-  };
-}
+import type { SubmissionEnvelope } from "../submission.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -8,7 +8,7 @@ import { PostalMime } from "./deps.ts";
 import { createSmtpConnector, type SmtpConfig, type SmtpRelayConfig } from "../connectors/smtp.ts";
 import { DeliveryError, type DeliveryReceipt } from "../connectors/types.ts";
 import type { PlatformSmtp } from "../config.ts";
-import type { SubmissionEnvelope } from "../store/envelope.ts";
+import type { SubmissionEnvelope } from "../submission.ts";
 import { testCertificates } from "./helpers/certs.ts";
 import { freePort } from "../tools/ports.ts";
 import { startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";

@@ -10,7 +10,7 @@
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import type { SubmissionEnvelope } from "../../store/envelope.ts";
+import type { SubmissionEnvelope } from "../../submission.ts";
 
 /** A message ready for the SMTP client: the envelope addresses and the content. */
 export interface MailMessage {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { PostalMime } from "../../tests/deps.ts";
-import type { SubmissionEnvelope } from "../../store/envelope.ts";
+import type { SubmissionEnvelope } from "../../submission.ts";
 import {
   buildMessage,
   encodeHeaderText,

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { SubmissionEnvelope } from "../../store/envelope.ts";
+import type { SubmissionEnvelope } from "../../submission.ts";
 import { freePort } from "../../tools/ports.ts";
 import assert from "node:assert/strict";
 import type { HttpConnectorDeps } from "../../connectors/http.ts";
