@@ -1,17 +1,15 @@
 /**
  * The connectors of every destination type (connectors/registry.ts lists the types),
- * built from the configuration with the outbound guard, closable as a whole.
+ * each built by its descriptor from the configuration with the outbound guard,
+ * closable as a whole.
  *
  * @module
  */
 import type { Config } from "../config.ts";
 import { createHttpTransport } from "./http_transport.ts";
 import { createOutboundGuard } from "./outbound_guard.ts";
-import type { DestinationType } from "./registry.ts";
-import { createSheetsWebhookConnector } from "./sheets_webhook.ts";
-import { createSmtpConnector } from "./smtp.ts";
+import { DESCRIPTORS, DESTINATION_TYPES, type DestinationType } from "./registry.ts";
 import type { Connector } from "./types.ts";
-import { createWebhookConnector } from "./webhook.ts";
 
 /** The connectors of every destination type, closable as a whole. */
 export type Connectors = Record<DestinationType, Connector> & { close(): void };
@@ -21,21 +19,17 @@ export function createConnectors(config: Config, options: { caCerts?: string[] }
   const guard = createOutboundGuard({ allowPrivate: config.allowPrivateDestinations });
   const transport = createHttpTransport(guard, { caCerts: options.caCerts });
   const http = { timeoutMs: config.httpTimeoutMs, transport };
-  const smtp = createSmtpConnector({
-    platform: config.platformSmtp,
-    maxPlatformRecipients: config.relayLimits.maxRecipients,
-    heloName: config.smtpHeloName,
-    timeoutMs: config.smtpTimeoutMs,
-    caCerts: options.caCerts,
-    guard,
-  });
+  const deps = { config, http, guard, caCerts: options.caCerts };
+  const closers: (() => void)[] = [() => transport.close()];
+  const connectors = Object.fromEntries(
+    DESTINATION_TYPES.map((
+      type,
+    ) => [type, DESCRIPTORS[type].create(deps, (close) => closers.unshift(close))]),
+  ) as Record<DestinationType, Connector>;
   return {
-    webhook: createWebhookConnector(http) as Connector,
-    sheets_webhook: createSheetsWebhookConnector(http) as Connector,
-    smtp: smtp as Connector,
+    ...connectors,
     close: () => {
-      smtp.close();
-      transport.close();
+      for (const close of closers) close();
     },
   };
 }

@@ -1,52 +1,54 @@
 /**
- * The registry of destination types: the one list that the admin routes (validation),
- * the connectors (connectors/mod.ts builds one per type), the store's records, the CLI
- * and the delivery engine derive from, and what each type's config says about where
- * it delivers. Adding a type means adding it here; the compiler then asks for its
- * connector and its target description.
+ * The registry of destination types: one descriptor per type (connectors/descriptor.ts),
+ * the one list the admin routes (validation), the connectors (connectors/mod.ts), the
+ * API documentation, the console (served through `GET /deployment`), the store's
+ * records, the CLI and the delivery engine derive from. Adding a type means writing its
+ * descriptor and listing it here.
  *
  * @module
  */
-import { urlOrigin } from "../redact.ts";
+import type { ConsoleEditor, DestinationDescriptor, DestinationTarget } from "./descriptor.ts";
+import { sheetsWebhookDestination } from "./sheets_webhook.ts";
+import { smtpDestination } from "./smtp.ts";
+import { webhookDestination } from "./webhook.ts";
 
-/** Every destination type (spec 1.7), in the order the API lists them. */
+export type { DestinationTarget } from "./descriptor.ts";
+
+/** Every destination type (spec 1.7, then the contract's additions), in the order the API lists them. */
 export const DESTINATION_TYPES = ["webhook", "smtp", "sheets_webhook"] as const;
 
 /** A destination type. */
 export type DestinationType = typeof DESTINATION_TYPES[number];
 
-/** Where a destination delivers, from an allow-list of its config's fields: never its secrets. */
-export type DestinationTarget =
-  | { method: string; url: string }
-  | { relay: string; secureTransport?: string; to: string[] };
-
-const text = (value: unknown) => typeof value === "string" ? value : String(value ?? "");
-
-/** An HTTP destination's method and `scheme://host[:port]` (its path and query may hold secrets). */
-function httpTarget(config: Record<string, unknown>): DestinationTarget {
-  return { method: text(config.method ?? "POST"), url: urlOrigin(text(config.url)) };
-}
-
-/** An SMTP destination's relay (the platform's, or host and port) and recipients. */
-function smtpTarget(config: Record<string, unknown>): DestinationTarget {
-  const to = Array.isArray(config.to) ? config.to.map(text) : [];
-  if (!("host" in config)) return { relay: "platform", to };
-  return {
-    relay: `${text(config.host)}:${text(config.port)}`,
-    secureTransport: text(config.secureTransport ?? "starttls"),
-    to,
-  };
-}
-
-const TARGETS: Record<DestinationType, (config: Record<string, unknown>) => DestinationTarget> = {
-  webhook: httpTarget,
-  smtp: smtpTarget,
-  sheets_webhook: httpTarget,
+/** Each type's descriptor. */
+export const DESCRIPTORS: Record<DestinationType, DestinationDescriptor> = {
+  webhook: webhookDestination as DestinationDescriptor,
+  smtp: smtpDestination as DestinationDescriptor,
+  sheets_webhook: sheetsWebhookDestination as DestinationDescriptor,
 };
 
 /** Where a destination delivers; null for an unknown type or a config of unexpected shape. */
 export function describeTarget(type: string, config: unknown): DestinationTarget | null {
   if (typeof config !== "object" || config === null) return null;
-  const target = (TARGETS as Record<string, typeof httpTarget | undefined>)[type];
-  return target ? target(config as Record<string, unknown>) : null;
+  const descriptor = (DESCRIPTORS as Record<string, DestinationDescriptor | undefined>)[type];
+  return descriptor ? descriptor.target(config as Record<string, unknown>) : null;
+}
+
+/** What the console renders its editors from: each type's name, secrets and editors. */
+export interface ConsoleDestinationType {
+  type: DestinationType;
+  label: string;
+  secrets: string[];
+  editors: ConsoleEditor[];
+}
+
+/** The order a person picks types in: the HTTP ones, then email. */
+const CONSOLE_ORDER: readonly DestinationType[] = ["webhook", "sheets_webhook", "smtp"];
+
+/** Every type as the console needs it (part of the `GET /deployment` answer). */
+export function consoleDestinationTypes(): ConsoleDestinationType[] {
+  return CONSOLE_ORDER.map((type) => {
+    const { label, secrets, editors } = DESCRIPTORS[type];
+    return { type, label, secrets: Object.keys(secrets), editors };
+  });
 }

@@ -6,8 +6,13 @@ import {
   settleResponse,
   startAttempt,
 } from "./http.ts";
-import { redactUrlSecrets } from "../redact.ts";
-import { type Connector, REDACTED } from "./types.ts";
+import {
+  type DestinationDescriptor,
+  httpTarget,
+  redactSecrets,
+  type SecretKind,
+} from "./descriptor.ts";
+import type { Connector } from "./types.ts";
 
 /** Spreadsheet script web app destination config (spec 2.3). */
 export const sheetsWebhookConfigSchema = z.strictObject({
@@ -23,6 +28,39 @@ export const MAX_REDIRECTS = 5;
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 
+const SHEETS_SECRETS: Record<string, SecretKind> = { url: "url", authHeader: "value" };
+
+/** The spreadsheet script web app destination type. */
+export const sheetsWebhookDestination: DestinationDescriptor<SheetsWebhookConfig> = {
+  type: "sheets_webhook",
+  label: "Spreadsheet app",
+  docSchema: sheetsWebhookConfigSchema,
+  target: httpTarget,
+  secrets: SHEETS_SECRETS,
+  editors: [{
+    kind: "sheets_webhook",
+    label: "Spreadsheet app (e.g. Google Apps Script)",
+    where: "In Apps Script: Deploy → New deployment → Web app, then copy its URL.",
+    fields: [
+      {
+        name: "url",
+        label: "Script web app URL",
+        kind: "url",
+        help: "The /exec address of the published script.",
+      },
+      { name: "method", label: "Method", kind: "select", options: ["POST", "PUT"] },
+      {
+        name: "authHeader",
+        label: "Authorization header",
+        kind: "secret",
+        optional: true,
+        help: "Optional, sent as Authorization.",
+      },
+    ],
+  }],
+  create: (deps) => createSheetsWebhookConnector(deps.http),
+};
+
 /**
  * The spreadsheet script web app connector: the envelope as JSON with
  * `config.method`, `Authorization` from `authHeader`, and redirects followed the
@@ -34,11 +72,7 @@ export function createSheetsWebhookConnector(
 ): Connector<SheetsWebhookConfig> {
   return {
     configSchema: sheetsWebhookConfigSchema,
-    redact(config) {
-      const redacted = { ...config, url: redactUrlSecrets(config.url) };
-      if (config.authHeader !== undefined) redacted.authHeader = REDACTED;
-      return redacted;
-    },
+    redact: (config) => redactSecrets(config, SHEETS_SECRETS),
     async deliver({ envelope, config, signal }) {
       const send = startAttempt(deps, signal);
       const headers = jsonRequestHeaders();

@@ -11,7 +11,13 @@ import {
 } from "./smtp/client.ts";
 import type { OutboundGuard } from "./outbound_guard.ts";
 import { SmtpPool } from "./smtp/pool.ts";
-import { type Connector, DeliveryError, type DeliveryReceipt, REDACTED } from "./types.ts";
+import { type Connector, DeliveryError, type DeliveryReceipt } from "./types.ts";
+import {
+  type ConsoleField,
+  type DestinationDescriptor,
+  type DestinationTarget,
+  redactSecrets,
+} from "./descriptor.ts";
 
 const email = z.email();
 const recipients = z.array(email).min(1);
@@ -104,6 +110,90 @@ export interface SmtpConnectorDeps {
   idleMs?: number;
 }
 
+const text = (value: unknown) => typeof value === "string" ? value : String(value ?? "");
+
+/** An SMTP destination's relay (the platform's, or host and port) and recipients. */
+function smtpTarget(config: Record<string, unknown>): DestinationTarget {
+  const to = Array.isArray(config.to) ? config.to.map(text) : [];
+  if (!("host" in config)) return { relay: "platform", to };
+  return {
+    relay: `${text(config.host)}:${text(config.port)}`,
+    secureTransport: text(config.secureTransport ?? "starttls"),
+    to,
+  };
+}
+
+/** The inputs both SMTP variants share. */
+const SMTP_COMMON_FIELDS: ConsoleField[] = [
+  { name: "to", label: "Recipients", kind: "list", help: "One address per line." },
+  {
+    name: "subjectTemplate",
+    label: "Subject",
+    kind: "text",
+    optional: true,
+    help: "Optional. {{formName}}, {{submissionId}}, {{submittedAt}}, {{origin}} and " +
+      "{{fields.NAME}} are replaced.",
+  },
+];
+
+/** The SMTP destination type: Variant A (the tenant's relay) and Variant B (the platform's). */
+export const smtpDestination: DestinationDescriptor<SmtpConfig> = {
+  type: "smtp",
+  label: "Email",
+  // Told apart by `host` (Variant A) or its absence (Variant B, the platform relay).
+  docSchema: z.union([smtpRelayConfigSchema, smtpPlatformConfigSchema]),
+  target: smtpTarget,
+  secrets: { password: "value" },
+  editors: [
+    {
+      kind: "smtp_relay",
+      label: "Email through your SMTP server",
+      where: "Your mail provider's SMTP settings (host, port, username and password).",
+      when: { has: "host" },
+      fields: [
+        { name: "host", label: "SMTP host", kind: "text" },
+        {
+          name: "port",
+          label: "Port",
+          kind: "number",
+          initial: 587,
+          help: "587 for STARTTLS, 465 for TLS.",
+        },
+        {
+          name: "secureTransport",
+          label: "Secure transport",
+          kind: "select",
+          options: ["starttls", "on", "off"],
+          help: "starttls (587), on (TLS from the start, 465) or off (plain text).",
+        },
+        { name: "username", label: "Username", kind: "text" },
+        { name: "password", label: "Password", kind: "secret" },
+        { name: "from", label: "From address", kind: "email" },
+        ...SMTP_COMMON_FIELDS,
+      ],
+    },
+    {
+      kind: "smtp_platform",
+      label: "Email through this service's relay",
+      when: { lacks: "host" },
+      requires: "platformRelay",
+      fields: SMTP_COMMON_FIELDS,
+    },
+  ],
+  create(deps, onClose) {
+    const smtp = createSmtpConnector({
+      platform: deps.config.platformSmtp,
+      maxPlatformRecipients: deps.config.relayLimits.maxRecipients,
+      heloName: deps.config.smtpHeloName,
+      timeoutMs: deps.config.smtpTimeoutMs,
+      caCerts: deps.caCerts,
+      guard: deps.guard,
+    });
+    onClose(() => smtp.close());
+    return smtp;
+  },
+};
+
 /** Connect time-out at most; the conversation time-out applies when smaller. */
 const CONNECT_MS = 15_000;
 /** Greeting and per-command time-outs at most. */
@@ -131,9 +221,7 @@ export function createSmtpConnector(
   return {
     configSchema: smtpConfigSchema(deps.platform !== null, deps.maxPlatformRecipients),
 
-    redact(config) {
-      return isRelayConfig(config) ? { ...config, password: REDACTED } : { ...config };
-    },
+    redact: (config) => redactSecrets(config, { password: "value" }),
 
     async deliver({ envelope, config, destinationId, signal }): Promise<DeliveryReceipt> {
       const deadline = Date.now() + deps.timeoutMs;

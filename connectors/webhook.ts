@@ -5,8 +5,13 @@ import {
   settleResponse,
   startAttempt,
 } from "./http.ts";
-import { redactUrlSecrets } from "../redact.ts";
-import { type Connector, REDACTED } from "./types.ts";
+import {
+  type DestinationDescriptor,
+  httpTarget,
+  redactSecrets,
+  type SecretKind,
+} from "./descriptor.ts";
+import type { Connector } from "./types.ts";
 
 /** The key bytes of a `whsec_` secret: the base64 after the prefix; throws when not base64. */
 function secretKey(secret: string): Uint8Array<ArrayBuffer> {
@@ -36,6 +41,46 @@ export const webhookConfigSchema = z.strictObject({
 
 export type WebhookConfig = z.infer<typeof webhookConfigSchema>;
 
+const WEBHOOK_SECRETS: Record<string, SecretKind> = {
+  url: "url",
+  headers: "headerValues",
+  secret: "value",
+};
+
+/** The webhook destination type. */
+export const webhookDestination: DestinationDescriptor<WebhookConfig> = {
+  type: "webhook",
+  label: "Webhook",
+  docSchema: webhookConfigSchema,
+  target: httpTarget,
+  secrets: WEBHOOK_SECRETS,
+  editors: [{
+    kind: "webhook",
+    label: "Webhook",
+    where: "Any HTTPS endpoint that takes the submission envelope as JSON.",
+    fields: [
+      { name: "url", label: "URL", kind: "url" },
+      { name: "method", label: "Method", kind: "select", options: ["POST", "PUT", "PATCH"] },
+      {
+        name: "headers",
+        label: "Headers",
+        kind: "headers",
+        help: 'One "Name: value" per line, sent with every delivery.',
+      },
+      {
+        name: "secret",
+        label: "Signing secret (Standard Webhooks)",
+        kind: "secret",
+        optional: true,
+        generate: "whsec",
+        help:
+          'Optional: "whsec_" and base64. Deliveries are then signed (webhook-signature header).',
+      },
+    ],
+  }],
+  create: (deps) => createWebhookConnector(deps.http),
+};
+
 /**
  * The webhook connector: the envelope as JSON with `config.method` and
  * `config.headers`, a `webhook-id` that is stable across retries and, with a
@@ -45,14 +90,7 @@ export type WebhookConfig = z.infer<typeof webhookConfigSchema>;
 export function createWebhookConnector(deps: HttpConnectorDeps): Connector<WebhookConfig> {
   return {
     configSchema: webhookConfigSchema,
-    redact(config) {
-      const headers = Object.fromEntries(
-        Object.keys(config.headers).map((name) => [name, REDACTED]),
-      );
-      const redacted: WebhookConfig = { ...config, url: redactUrlSecrets(config.url), headers };
-      if (config.secret !== undefined) redacted.secret = REDACTED;
-      return redacted;
-    },
+    redact: (config) => redactSecrets(config, WEBHOOK_SECRETS),
     async deliver({ envelope, config, deliveryId, signal }) {
       const url = new URL(config.url);
       const body = JSON.stringify(envelope);

@@ -1,11 +1,13 @@
 /**
  * `GET /deployment`: what this deployment offers, so that clients (the console) offer
  * only what can work: the captcha provider tokens are verified with, whether the
- * platform email relay is configured, and which submission bodies are taken.
+ * platform email relay is configured, which submission bodies are taken, and each
+ * destination type's editor (connectors/registry.ts).
  *
  * @module
  */
 import { Hono } from "hono";
+import { consoleDestinationTypes } from "../connectors/registry.ts";
 import { captchaProviderOf } from "./captcha.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { refuseOtherMethods } from "./http.ts";
@@ -19,6 +21,8 @@ export function deploymentView(config: AppDeps["config"]) {
     privateDestinations: config.allowPrivateDestinations,
     /** Whether failed deliveries are kept for redelivery (FAILED_RETENTION_HOURS > 0). */
     retainsFailed: config.failedRetentionMs > 0,
+    /** Each destination type's name, secret fields and editors: the console renders from them. */
+    destinationTypes: consoleDestinationTypes(),
   };
 }
 

@@ -12,10 +12,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { Config } from "../config.ts";
-import { sheetsWebhookConfigSchema } from "../connectors/sheets_webhook.ts";
-import { smtpPlatformConfigSchema, smtpRelayConfigSchema } from "../connectors/smtp.ts";
-import { DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
-import { webhookConfigSchema } from "../connectors/webhook.ts";
+import { DESCRIPTORS, DESTINATION_TYPES } from "../connectors/registry.ts";
 import { VERSION } from "../version.ts";
 import { deliveriesQuerySchema, redeliverSinceSchema, SEND_NOW_CONFLICTS } from "./deliveries.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
@@ -25,23 +22,15 @@ import { refusalsQuerySchema } from "./refusals.ts";
 import { REFUSAL_REASONS } from "../store/refusals.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
 
-/** The config schema of each destination type, as its connector validates it. */
-const CONFIG_SCHEMAS: Record<DestinationType, z.ZodType> = {
-  webhook: webhookConfigSchema,
-  sheets_webhook: sheetsWebhookConfigSchema,
-  // Told apart by `host` (Variant A) or its absence (Variant B, the platform relay).
-  smtp: z.union([smtpRelayConfigSchema, smtpPlatformConfigSchema]),
-};
-
 /** The destination create body: the route's schema with `config` per type. */
 const destinationCreateBody = z.discriminatedUnion(
   "type",
   DESTINATION_TYPES.map((type) =>
-    destinationCreateSchema.extend({ type: z.literal(type), config: CONFIG_SCHEMAS[type] })
+    destinationCreateSchema.extend({ type: z.literal(type), config: DESCRIPTORS[type].docSchema })
   ) as unknown as [z.ZodObject, ...z.ZodObject[]],
 );
 
-const anyConfig = z.union(DESTINATION_TYPES.map((type) => CONFIG_SCHEMAS[type]));
+const anyConfig = z.union(DESTINATION_TYPES.map((type) => DESCRIPTORS[type].docSchema));
 
 const destinationPatchBody = destinationPatchSchema.extend({
   config: anyConfig.optional().meta({
@@ -50,6 +39,47 @@ const destinationPatchBody = destinationPatchSchema.extend({
 });
 
 const timestamp = z.iso.datetime();
+
+/** One input of a console editor (connectors/descriptor.ts ConsoleField). */
+const consoleFieldSchema = z.strictObject({
+  name: z.string(),
+  label: z.string(),
+  kind: z.enum([
+    "url",
+    "text",
+    "email",
+    "number",
+    "select",
+    "secret",
+    "headers",
+    "list",
+    "template",
+  ]),
+  help: z.string().optional(),
+  options: z.array(z.string()).optional(),
+  initial: z.union([z.string(), z.number()]).optional(),
+  optional: z.boolean().optional(),
+  generate: z.literal("whsec").optional(),
+  numeric: z.boolean().optional(),
+});
+
+/** A destination type as the console renders it (connectors/registry.ts). */
+const consoleDestinationTypeSchema = z.strictObject({
+  type: z.enum(DESTINATION_TYPES),
+  label: z.string(),
+  secrets: z.array(z.string()),
+  editors: z.array(z.strictObject({
+    kind: z.string(),
+    label: z.string(),
+    where: z.string().optional(),
+    fields: z.array(consoleFieldSchema),
+    when: z.union([
+      z.strictObject({ has: z.string() }),
+      z.strictObject({ lacks: z.string() }),
+    ]).optional(),
+    requires: z.literal("platformRelay").optional(),
+  })),
+});
 
 /** A form as the admin API answers it (routes/forms.ts formView). */
 export const formSchema = z.strictObject({
@@ -212,6 +242,9 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
             }),
             retainsFailed: z.boolean().meta({
               description: "FAILED_RETENTION_HOURS > 0: failed deliveries can be redelivered",
+            }),
+            destinationTypes: z.array(consoleDestinationTypeSchema).meta({
+              description: "Each destination type's name, secret fields and console editors",
             }),
           }),
         },

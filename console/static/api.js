@@ -68,12 +68,11 @@ export function healthIssue(destination) {
   return null;
 }
 
-/** Names of the destination types as people know them. */
-export const TYPE_NAMES = {
-  webhook: "Webhook",
-  sheets_webhook: "Spreadsheet app",
-  smtp: "Email",
-};
+/**
+ * Names of the destination types as people know them, filled from the deployment's
+ * destination types by deployment() (every view that shows destinations awaits it).
+ */
+export const TYPE_NAMES = {};
 
 /** A destination's target in one line, without secrets. */
 export function targetOf(destination) {
@@ -82,7 +81,10 @@ export function targetOf(destination) {
     const to = (config.to ?? []).join(", ");
     return config.host ? `${to} via ${config.host}:${config.port}` : `${to} (platform relay)`;
   }
-  return `${config.method ?? "POST"} ${displayUrl(config.url)}`;
+  if (config.chatId !== undefined) return `chat ${config.chatId}`;
+  // A URL whose path is the credential (chat webhooks) is shown as "********": no target.
+  if (typeof config.url !== "string" || !URL.canParse(config.url)) return "";
+  return `${config.method ? `${config.method} ` : ""}${displayUrl(config.url)}`;
 }
 
 /** A URL without its query, fragment or credentials, which may hold secrets (as the logs do). */
@@ -103,7 +105,10 @@ let deploymentAnswer = null;
  * restart of the service.
  */
 export function deployment() {
-  deploymentAnswer ??= apiOk("GET", "/deployment").catch((error) => {
+  deploymentAnswer ??= apiOk("GET", "/deployment").then((answer) => {
+    for (const { type, label } of answer.destinationTypes) TYPE_NAMES[type] = label;
+    return answer;
+  }).catch((error) => {
     deploymentAnswer = null;
     throw error;
   });

@@ -10,22 +10,31 @@ import { formHeader, loadForm } from "./forms.js";
 /** What the API shows instead of a stored secret. */
 const REDACTED = "********";
 
-/** The kinds of destination a person picks from (both SMTP variants are type "smtp"). */
-const KINDS = {
-  webhook: "Webhook",
-  sheets_webhook: "Spreadsheet app (e.g. Google Apps Script)",
-  smtp_relay: "Email through your SMTP server",
-  smtp_platform: "Email through this service's relay",
-};
-
-/** The kinds this deployment supports: the platform relay only where the host configured one. */
-function offeredKinds({ platformRelay }) {
-  return Object.keys(KINDS).filter((kind) => kind !== "smtp_platform" || platformRelay);
+/**
+ * The editors a person picks from, by kind (both SMTP variants are type "smtp"), from
+ * the deployment's destination types (`GET /deployment`, connectors/registry.ts).
+ */
+function editorsOf({ destinationTypes, platformRelay }) {
+  const editors = new Map();
+  for (const { type, editors: list } of destinationTypes) {
+    for (const editor of list) {
+      const offered = editor.requires !== "platformRelay" || platformRelay;
+      editors.set(editor.kind, { ...editor, type, offered });
+    }
+  }
+  return editors;
 }
 
-function kindOf(destination) {
-  if (destination.type !== "smtp") return destination.type;
-  return destination.config.host ? "smtp_relay" : "smtp_platform";
+/** The editor of a stored destination: the one of its type whose `when` its config meets. */
+function kindOf(editors, destination) {
+  const config = destination.config ?? {};
+  for (const [kind, editor] of editors) {
+    if (editor.type !== destination.type) continue;
+    if (editor.when?.has && !(editor.when.has in config)) continue;
+    if (editor.when?.lacks && editor.when.lacks in config) continue;
+    return kind;
+  }
+  return destination.type;
 }
 
 const select = (options, value) =>
@@ -38,8 +47,8 @@ const text = (value, type = "text") =>
   h("input", { type, value: value ?? "", spellcheck: "false" });
 const secret = () =>
   h("input", { type: "password", autocomplete: "new-password", spellcheck: "false" });
-const lines = (value) => {
-  const area = h("textarea", { rows: 3, spellcheck: "false" });
+const lines = (value, rows = 3) => {
+  const area = h("textarea", { rows, spellcheck: "false" });
   area.value = value;
   return area;
 };
@@ -52,143 +61,89 @@ function secretHint(stored, what) {
     : undefined;
 }
 
-/** Fields of each kind: the inputs and how to read a config from them. */
-function configFields(kind, config = {}) {
-  const stored = (value) => value !== undefined;
-  if (kind === "webhook") {
-    const url = text(config.url, "url");
-    const method = select(["POST", "PUT", "PATCH"], config.method ?? "POST");
-    const headers = lines(
-      Object.keys(config.headers ?? {}).map((name) => `${name}: ${REDACTED}`).join("\n"),
-    );
-    const signing = secret();
-    const generate = h("button", {
-      type: "button",
-      onclick: () => {
-        signing.type = "text";
-        signing.value = `whsec_${
-          btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))
-        }`;
-      },
-    }, "Generate a secret");
-    return {
-      fields: [
-        field({ label: "URL", path: "config.url", input: url }),
-        field({ label: "Method", path: "config.method", input: method }),
-        field({
-          label: "Headers",
-          path: "config.headers",
-          hint: `One "Name: value" per line, sent with every delivery.${
-            stored(config.headers) && Object.keys(config.headers).length
-              ? " Stored values are never shown: type them again."
-              : ""
-          }`,
-          input: headers,
-        }),
-        field({
-          label: "Signing secret (Standard Webhooks)",
-          path: "config.secret",
-          hint: secretHint(stored(config.secret), "signing secret") ??
-            'Optional: "whsec_" and base64. Deliveries are then signed (webhook-signature header).',
-          input: signing,
-        }),
-        h("p", {}, generate),
-      ],
-      read() {
-        const pairs = splitHeaderLines(headers.value);
-        return {
-          url: url.value.trim(),
-          method: method.value,
-          headers: Object.fromEntries(pairs),
-          ...(signing.value ? { secret: signing.value.trim() } : {}),
-        };
-      },
+/** A fresh Standard Webhooks secret. */
+function whsec() {
+  return `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))}`;
+}
+
+/**
+ * One input of an editor, from its description (connectors/descriptor.ts ConsoleField):
+ * its elements and how to read its value (undefined leaves it out of the config).
+ */
+function inputOf(spec, value, isNew) {
+  const path = `config.${spec.name}`;
+  const stored = value !== undefined && !isNew;
+  const extra = [];
+  let input;
+  let read;
+  let hint = spec.help;
+  if (spec.kind === "select") {
+    input = select(spec.options, value ?? spec.options[0]);
+    read = () => input.value;
+  } else if (spec.kind === "secret" || (stored && value === REDACTED)) {
+    input = secret();
+    hint = secretHint(stored, spec.label.toLowerCase()) ?? hint;
+    read = () => input.value ? input.value.trim() : undefined;
+    if (spec.generate === "whsec") {
+      extra.push(h(
+        "p",
+        {},
+        h("button", {
+          type: "button",
+          onclick: () => {
+            input.type = "text";
+            input.value = whsec();
+          },
+        }, "Generate a secret"),
+      ));
+    }
+  } else if (spec.kind === "headers") {
+    input = lines(Object.keys(value ?? {}).map((name) => `${name}: ${REDACTED}`).join("\n"));
+    if (stored && Object.keys(value).length) {
+      hint += " Stored values are never shown: type them again.";
+    }
+    read = () => Object.fromEntries(splitHeaderLines(input.value));
+  } else if (spec.kind === "list") {
+    input = lines((value ?? []).join("\n"));
+    read = () => splitList(input.value);
+  } else if (spec.kind === "template") {
+    input = lines(value ?? "", 5);
+    read = () => input.value.trim() ? input.value : undefined;
+  } else {
+    const type = spec.kind === "text" ? "text" : spec.kind;
+    input = text(value ?? spec.initial, type);
+    read = () => {
+      const raw = input.value.trim();
+      if (spec.kind === "number") return Number(raw);
+      if (spec.numeric && /^-?\d+$/.test(raw)) return Number(raw);
+      return raw;
     };
   }
-  if (kind === "sheets_webhook") {
-    const url = text(config.url, "url");
-    const method = select(["POST", "PUT"], config.method ?? "POST");
-    const auth = secret();
-    return {
-      fields: [
-        field({
-          label: "Script web app URL",
-          path: "config.url",
-          hint: "The /exec address of the published script.",
-          input: url,
-        }),
-        field({ label: "Method", path: "config.method", input: method }),
-        field({
-          label: "Authorization header",
-          path: "config.authHeader",
-          hint: secretHint(stored(config.authHeader), "header value") ??
-            "Optional, sent as Authorization.",
-          input: auth,
-        }),
-      ],
-      read: () => ({
-        url: url.value.trim(),
-        method: method.value,
-        ...(auth.value ? { authHeader: auth.value } : {}),
-      }),
-    };
-  }
-  const to = lines((config.to ?? []).join("\n"));
-  const subject = text(config.subjectTemplate);
-  const common = [
-    field({ label: "Recipients", path: "config.to", hint: "One address per line.", input: to }),
-    field({
-      label: "Subject",
-      path: "config.subjectTemplate",
-      hint: "Optional. {{formName}} and {{submissionId}} are replaced.",
-      input: subject,
-    }),
-  ];
-  const readCommon = () => ({
-    to: splitList(to.value),
-    ...(subject.value.trim() ? { subjectTemplate: subject.value } : {}),
-  });
-  if (kind === "smtp_platform") return { fields: common, read: readCommon };
-  const host = text(config.host);
-  const port = text(config.port ?? 587, "number");
-  const transport = select(["starttls", "on", "off"], config.secureTransport ?? "starttls");
-  const username = text(config.username);
-  const password = secret();
-  const from = text(config.from, "email");
+  const readValue = () => {
+    const result = read();
+    return spec.optional && (result === "" || result === undefined) ? undefined : result;
+  };
+  return { elements: [field({ label: spec.label, path, hint, input }), ...extra], read: readValue };
+}
+
+/** The inputs of an editor and how to read a config from them. */
+function configFields(editor, config, isNew) {
+  const inputs = editor.fields.map((
+    spec,
+  ) => [spec.name, inputOf(spec, config?.[spec.name], isNew)]);
   return {
     fields: [
-      field({ label: "SMTP host", path: "config.host", input: host }),
-      field({
-        label: "Port",
-        path: "config.port",
-        hint: "587 for STARTTLS, 465 for TLS.",
-        input: port,
-      }),
-      field({
-        label: "Secure transport",
-        path: "config.secureTransport",
-        hint: "starttls (587), on (TLS from the start, 465) or off (plain text).",
-        input: transport,
-      }),
-      field({ label: "Username", path: "config.username", input: username }),
-      field({
-        label: "Password",
-        path: "config.password",
-        hint: secretHint(stored(config.password), "password"),
-        input: password,
-      }),
-      field({ label: "From address", path: "config.from", input: from }),
-      ...common,
+      editor.where ? h("p", { class: "hint where" }, editor.where) : null,
+      ...inputs.flatMap(([, input]) => input.elements),
     ],
-    read: () => ({
-      host: host.value.trim(),
-      port: Number(port.value),
-      secureTransport: transport.value,
-      username: username.value,
-      password: password.value,
-      from: from.value.trim(),
-      ...readCommon(),
-    }),
+    read: () => {
+      const config = {};
+      for (const [name, input] of inputs) {
+        const value = input.read();
+        if (value !== undefined) config[name] = value;
+      }
+      return config;
+    },
   };
 }
 
@@ -200,15 +155,15 @@ function splitHeaderLines(value) {
 }
 
 /** The add/edit form of one destination; `destination` null adds one of `kind`. */
-function editor({ formId, destination, kind, onDone }) {
-  const { fields, read } = configFields(kind, destination?.config);
+function editor({ formId, destination, spec, onDone }) {
+  const { fields, read } = configFields(spec, destination?.config, !destination);
   const enabled = h("input", { type: "checkbox", checked: destination?.isEnabled ?? true });
   const element = h(
     "form",
     {
       class: "card editor",
       novalidate: true,
-      "aria-label": destination ? "Edit destination" : `New ${KINDS[kind]}`,
+      "aria-label": destination ? "Edit destination" : `New ${spec.label}`,
       onsubmit: async (event) => {
         event.preventDefault();
         clearErrors(element);
@@ -219,7 +174,7 @@ function editor({ formId, destination, kind, onDone }) {
             issues: [{ path: "config", message: "Type the stored secrets again" }],
           });
         }
-        const type = kind.startsWith("smtp") ? "smtp" : kind;
+        const type = spec.type;
         const { status, body } = destination
           ? await api("PATCH", `/forms/${formId}/destinations/${destination.id}`, {
             config,
@@ -234,7 +189,7 @@ function editor({ formId, destination, kind, onDone }) {
         onDone();
       },
     },
-    h("h2", {}, destination ? `Edit ${KINDS[kind].toLowerCase()}` : `New: ${KINDS[kind]}`),
+    h("h2", {}, destination ? `Edit ${spec.label.toLowerCase()}` : `New: ${spec.label}`),
     fields,
     field({ label: "Enabled", path: "isEnabled", input: enabled }),
     formError(),
@@ -404,7 +359,8 @@ function destinationCard(form, destination, refresh, openEditor) {
 
 /** The destinations page of a form. */
 export async function destinationsView(id) {
-  const [form, offered] = await Promise.all([loadForm(id), deployment().then(offeredKinds)]);
+  const [form, editors] = await Promise.all([loadForm(id), deployment().then(editorsOf)]);
+  const offered = [...editors.keys()].filter((kind) => editors.get(kind).offered);
   const section = h("section", {}, formHeader(form, "destinations"));
   const body = h("div", {});
   section.append(body);
@@ -412,10 +368,11 @@ export async function destinationsView(id) {
   async function refresh() {
     const { destinations } = await apiOk("GET", `/forms/${form.id}/destinations`);
     const picker = select(offered, "webhook");
-    for (const option of picker.options) option.textContent = KINDS[option.value];
+    for (const option of picker.options) option.textContent = editors.get(option.value).label;
     const slot = h("div", {});
-    const openEditor = (destination, kind = kindOf(destination)) => {
-      slot.replaceChildren(editor({ formId: form.id, destination, kind, onDone: refresh }));
+    const openEditor = (destination, kind = kindOf(editors, destination)) => {
+      const spec = editors.get(kind);
+      slot.replaceChildren(editor({ formId: form.id, destination, spec, onDone: refresh }));
       slot.querySelector("input, select, textarea")?.focus();
     };
     body.replaceChildren(

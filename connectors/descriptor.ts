@@ -1,0 +1,126 @@
+/**
+ * What a destination type is, in one descriptor (modelled on Hookdeck Outpost's
+ * destregistry): the schema its API documentation shows, where a config delivers
+ * (without secrets), which of its fields are secrets, how its connector is built, and
+ * what the console needs to render its editor (labels, kinds of input, a "where do I
+ * get this" line), served to the console by `GET /deployment`. Each connector module
+ * exports its descriptor; connectors/registry.ts lists them.
+ *
+ * The descriptor holds only the type's own config. Fields every destination has
+ * (`isEnabled`, and whatever else applies to all types) live in routes/destinations.ts.
+ *
+ * @module
+ */
+import type { z } from "zod";
+import type { Config } from "../config.ts";
+import { redactUrlSecrets, urlOrigin } from "../redact.ts";
+import type { HttpConnectorDeps } from "./http.ts";
+import type { OutboundGuard } from "./outbound_guard.ts";
+import { type Connector, REDACTED } from "./types.ts";
+
+/** Where a destination delivers, from an allow-list of its config's fields: never its secrets. */
+export type DestinationTarget =
+  | { method: string; url: string }
+  | { relay: string; secureTransport?: string; to: string[] };
+
+/**
+ * How a secret field is shown in admin answers: `value` as "********", `url` with its
+ * query, userinfo and fragment values hidden (its path stays), `wholeUrl` as "********"
+ * (its path is the credential), `headerValues` with every value hidden.
+ */
+export type SecretKind = "value" | "url" | "wholeUrl" | "headerValues";
+
+/** What a connector factory may use from the deployment. */
+export interface ConnectorDeps {
+  config: Config;
+  /** Attempt time-out and the guarded transport of HTTP connectors. */
+  http: HttpConnectorDeps;
+  guard: OutboundGuard;
+  caCerts?: string[];
+}
+
+/** One input of a console editor. */
+export interface ConsoleField {
+  /** The config field it edits. */
+  name: string;
+  label: string;
+  kind:
+    | "url"
+    | "text"
+    | "email"
+    | "number"
+    | "select"
+    | "secret"
+    | "headers"
+    | "list"
+    | "template";
+  /** One line under the input. */
+  help?: string;
+  /** A select's choices. */
+  options?: string[];
+  /** The value a new destination's input starts with. */
+  initial?: string | number;
+  /** Left out of the config when empty. */
+  optional?: boolean;
+  /** A button that fills the input with a fresh secret of this form. */
+  generate?: "whsec";
+  /** A number input's value is sent as a number when it looks like one (Telegram's chat id). */
+  numeric?: boolean;
+}
+
+/** One editor a person picks from the "Add a destination" list. */
+export interface ConsoleEditor {
+  /** The editor's id; a type with one editor uses the type's name. */
+  kind: string;
+  /** What a person picks, in their words. */
+  label: string;
+  /** Where the values come from, in one line. */
+  where?: string;
+  fields: ConsoleField[];
+  /** Tells editors of one type apart by a config field's presence. */
+  when?: { has: string } | { lacks: string };
+  /** Offered only when the deployment has it. */
+  requires?: "platformRelay";
+}
+
+/** A destination type in one place. */
+export interface DestinationDescriptor<C = unknown> {
+  /** The name the API's `type` takes. */
+  type: string;
+  /** The type's name as people know it ("Slack"). */
+  label: string;
+  /** The config as the API documentation shows it (usually the validating schema). */
+  docSchema: z.ZodType;
+  /** Where a stored config delivers, for the CLI, the outbound budget and logs. */
+  target(config: Record<string, unknown>): DestinationTarget;
+  /** Config fields that are secrets, and how admin answers show them. */
+  secrets: Record<string, SecretKind>;
+  /** The console's editors of this type. */
+  editors: ConsoleEditor[];
+  /** Builds the type's connector; `onClose` registers what `Connectors.close()` ends. */
+  create(deps: ConnectorDeps, onClose: (close: () => void) => void): Connector<C>;
+}
+
+/** A config with its secret fields hidden as `secrets` says. */
+export function redactSecrets<C>(config: C, secrets: Record<string, SecretKind>): C {
+  const redacted = { ...config } as Record<string, unknown>;
+  for (const [name, kind] of Object.entries(secrets)) {
+    const value = redacted[name];
+    if (value === undefined) continue;
+    if (kind === "value" || kind === "wholeUrl") redacted[name] = REDACTED;
+    else if (kind === "url") redacted[name] = redactUrlSecrets(String(value));
+    else {
+      redacted[name] = Object.fromEntries(
+        Object.keys(value as Record<string, unknown>).map((key) => [key, REDACTED]),
+      );
+    }
+  }
+  return redacted as C;
+}
+
+const text = (value: unknown) => typeof value === "string" ? value : String(value ?? "");
+
+/** An HTTP destination's method and `scheme://host[:port]` (its path and query may hold secrets). */
+export function httpTarget(config: Record<string, unknown>): DestinationTarget {
+  return { method: text(config.method ?? "POST"), url: urlOrigin(text(config.url)) };
+}
