@@ -65,6 +65,7 @@ const envSchema = z.object({
   RETRY_SCHEDULE_SECONDS: z.string().regex(/^\d+(\.\d+)?(,\d+(\.\d+)?)*$/).default(
     "5,300,1800,7200,18000,36000,36000",
   ),
+  TELEGRAM_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.telegram.org"),
   HTTP_TIMEOUT_MS: positiveInt.default(15_000),
   SMTP_TIMEOUT_MS: positiveInt.default(60_000),
   /** Accepted submissions per form and client IP per window; 0 turns the limit off. */
@@ -170,6 +171,8 @@ export interface Config {
   leaseMs: number;
   retryScheduleMs: number[];
   httpTimeoutMs: number;
+  /** Base of the Telegram Bot API that telegram destinations send through. */
+  telegramApiUrl: string;
   smtpTimeoutMs: number;
   rateLimit: { max: number; windowMs: number };
   /** How long a destination fails (its own fault, no delivery between) before it is paused; 0 never. */
@@ -265,6 +268,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     leaseMs: e.DELIVERY_LEASE_MS,
     retryScheduleMs: e.RETRY_SCHEDULE_SECONDS.split(",").map((s) => Number(s) * 1000),
     httpTimeoutMs: e.HTTP_TIMEOUT_MS,
+    telegramApiUrl: e.TELEGRAM_API_URL.replace(/\/+$/, ""),
     smtpTimeoutMs: e.SMTP_TIMEOUT_MS,
     rateLimit: { max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000 },
     pauseAfterMs: Math.round(e.DESTINATION_PAUSE_AFTER_HOURS * 3600 * 1000),

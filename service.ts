@@ -89,6 +89,7 @@ export async function startService(
             delivered: false,
             blame: result.failure.blame,
             error: result.failure.message,
+            gone: result.failure.gone,
           },
           { pauseAfterMs: config.pauseAfterMs, now: Date.now(), clear: healthyDestinations },
         ).then((paused) => {

@@ -8,6 +8,10 @@
  * @module
  */
 import type { ConsoleEditor, DestinationDescriptor, DestinationTarget } from "./descriptor.ts";
+import { discordDestination } from "./chat/discord.ts";
+import { slackDestination } from "./chat/slack.ts";
+import { teamsDestination } from "./chat/teams.ts";
+import { telegramDestination } from "./chat/telegram.ts";
 import { sheetsWebhookDestination } from "./sheets_webhook.ts";
 import { smtpDestination } from "./smtp.ts";
 import { webhookDestination } from "./webhook.ts";
@@ -15,7 +19,15 @@ import { webhookDestination } from "./webhook.ts";
 export type { DestinationTarget } from "./descriptor.ts";
 
 /** Every destination type (spec 1.7, then the contract's additions), in the order the API lists them. */
-export const DESTINATION_TYPES = ["webhook", "smtp", "sheets_webhook"] as const;
+export const DESTINATION_TYPES = [
+  "webhook",
+  "smtp",
+  "sheets_webhook",
+  "slack",
+  "discord",
+  "teams",
+  "telegram",
+] as const;
 
 /** A destination type. */
 export type DestinationType = typeof DESTINATION_TYPES[number];
@@ -25,6 +37,10 @@ export const DESCRIPTORS: Record<DestinationType, DestinationDescriptor> = {
   webhook: webhookDestination as DestinationDescriptor,
   smtp: smtpDestination as DestinationDescriptor,
   sheets_webhook: sheetsWebhookDestination as DestinationDescriptor,
+  slack: slackDestination as DestinationDescriptor,
+  discord: discordDestination as DestinationDescriptor,
+  teams: teamsDestination as DestinationDescriptor,
+  telegram: telegramDestination as DestinationDescriptor,
 };
 
 /** Where a destination delivers; null for an unknown type or a config of unexpected shape. */
@@ -42,8 +58,16 @@ export interface ConsoleDestinationType {
   editors: ConsoleEditor[];
 }
 
-/** The order a person picks types in: the HTTP ones, then email. */
-const CONSOLE_ORDER: readonly DestinationType[] = ["webhook", "sheets_webhook", "smtp"];
+/** The order a person picks types in: the HTTP ones, email, then the chat services. */
+const CONSOLE_ORDER: readonly DestinationType[] = [
+  "webhook",
+  "sheets_webhook",
+  "smtp",
+  "slack",
+  "discord",
+  "teams",
+  "telegram",
+];
 
 /** Every type as the console needs it (part of the `GET /deployment` answer). */
 export function consoleDestinationTypes(): ConsoleDestinationType[] {

@@ -1,4 +1,5 @@
 import { humanMessages } from "../validation_messages.ts";
+import { templateSchema } from "../template.ts";
 import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
 import { buildMessage } from "./smtp/message.ts";
@@ -31,13 +32,13 @@ export const smtpRelayConfigSchema = z.strictObject({
   password: z.string().min(1),
   from: email,
   to: recipients,
-  subjectTemplate: z.string().min(1).default("New submission: {{formName}}"),
+  subjectTemplate: templateSchema.min(1).default("New submission: {{formName}}"),
 });
 
 /** SMTP Variant B: the platform relay from PLATFORM_SMTP_* (spec 2.3). */
 export const smtpPlatformConfigSchema = z.strictObject({
   to: recipients,
-  subjectTemplate: z.string().min(1).default("Form submission: {{formName}}"),
+  subjectTemplate: templateSchema.min(1).default("Form submission: {{formName}}"),
 });
 
 export type SmtpRelayConfig = z.infer<typeof smtpRelayConfigSchema>;

@@ -47,6 +47,11 @@ export class DeliveryError extends Error {
   readonly statusCode?: number;
   /** Server-requested wait before the next attempt (HTTP Retry-After). */
   readonly retryAfterMs?: number;
+  /**
+   * The service says the destination no longer exists (a deleted chat webhook, a bot
+   * removed from its chat): it is paused at once and this submission held, not failed.
+   */
+  readonly gone: boolean;
 
   constructor(
     message: string,
@@ -55,6 +60,7 @@ export class DeliveryError extends Error {
       blame?: Blame;
       statusCode?: number;
       retryAfterMs?: number;
+      gone?: boolean;
       cause?: unknown;
     },
   ) {
@@ -64,6 +70,7 @@ export class DeliveryError extends Error {
     this.blame = options.blame ?? "destination";
     this.statusCode = options.statusCode;
     this.retryAfterMs = options.retryAfterMs;
+    this.gone = options.gone ?? false;
   }
 }
 

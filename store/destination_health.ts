@@ -27,7 +27,13 @@ export interface FailingRecord {
 /** What one attempt tells about its destination's health. */
 export type HealthSignal =
   | { delivered: true }
-  | { delivered: false; blame: Blame; error: string | null };
+  | {
+    delivered: false;
+    blame: Blame;
+    error: string | null;
+    /** The service says the destination no longer exists (a deleted webhook): pause at once. */
+    gone?: boolean;
+  };
 
 /** How long a destination found with no failing record is taken to have none. */
 const CLEAR_RECHECK_MS = 10_000;
@@ -48,10 +54,17 @@ function pauseReason(failing: FailingRecord): string {
     `(${failing.failures} failed attempts); last error: ${error}`;
 }
 
+/** The reason shown on a destination paused at once because its service says it is gone. */
+function goneReason(error: string | null): string {
+  const text = redactUrls(error ?? "unknown error").slice(0, MAX_REASON_ERROR);
+  return `Paused at once: the service says this destination no longer exists (${text})`;
+}
+
 /**
  * Records what an attempt tells about its destination: a delivery clears the failing
  * record; a failure by the destination's fault starts it or adds to it, and pauses the
- * destination (same atomic commit) once the first failure is `pauseAfterMs` old.
+ * destination (same atomic commit) once the first failure is `pauseAfterMs` old, or at
+ * once when the service says the destination is gone (a deleted webhook or chat).
  * Failures of a destination that is disabled, paused or deleted are not counted.
  * `pauseAfterMs` 0 records nothing. Returns whether the destination was paused.
  */
@@ -113,11 +126,13 @@ export async function recordHealth(
     };
     // Kept as long as outcomes are, so the records of deleted forms' destinations go too.
     const op = db.kv.atomic().check(failing).set(failingKey, next, { expireIn: OUTCOME_TTL_MS });
-    if (now - next.since < pauseAfterMs) return { op, result: false };
+    const gone = !signal.delivered && signal.gone === true;
+    if (!gone && now - next.since < pauseAfterMs) return { op, result: false };
     const at = new Date(now).toISOString();
+    const reason = gone ? goneReason(signal.error) : pauseReason(next);
     const updated: DestinationRecord = {
       ...destination,
-      health: { state: "paused", reason: pauseReason(next), since: at },
+      health: { state: "paused", reason, since: at },
       updatedAt: at,
     };
     return { op: op.check(entry).set(recordKey, updated), result: true };

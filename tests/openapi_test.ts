@@ -2,6 +2,7 @@
  * The OpenAPI description: valid OpenAPI 3.1 by a real validator, listing exactly the
  * routes the app serves, and describing the answers the app really gives.
  */
+import { DESTINATION_TYPES } from "../connectors/registry.ts";
 import assert from "node:assert/strict";
 import { Validator } from "./deps.ts";
 import { loadConfig } from "../config.ts";
@@ -89,7 +90,7 @@ Deno.test("GET /v1/openapi.json is a valid OpenAPI 3.1 document listing every ro
       const types = create.oneOf.map((s: { properties: { type: { const: string } } }) =>
         s.properties.type.const
       );
-      assert.deepEqual(types, ["webhook", "smtp", "sheets_webhook"]);
+      assert.deepEqual(types, [...DESTINATION_TYPES]);
       const webhook = create.oneOf[0].properties.config;
       assert.deepEqual(webhook.required, ["url"]);
       assert.deepEqual(webhook.properties.method.enum, ["POST", "PUT", "PATCH"]);

@@ -11,6 +11,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
+import { isTemplateFault, parseTemplate, payloadFields, renderTemplate } from "../../template.ts";
 
 /** A message ready for the SMTP client: the envelope addresses and the content. */
 export interface MailMessage {
@@ -124,12 +125,25 @@ export function platformSenderName(formId: string): string {
   return `Form ${formId.replace(/[^0-9A-Za-z]/g, "").slice(0, 8)} via formrelay`;
 }
 
-/** Replaces `{{formName}}` and `{{submissionId}}` (spaces inside the braces allowed). */
+/** A value in a subject: one line (the header's encoding does the rest). */
+// deno-lint-ignore no-control-regex -- control characters are what is replaced here
+const subjectValue = (text: string) => text.replace(/[\x00-\x1f\x7f]+/g, " ");
+
+/**
+ * The subject from its template (template.ts placeholders; `{{fields}}` as one line of
+ * `name: value` pairs, cut). Values become one line; textHeader encodes the whole header,
+ * so no CR or LF from the tenant or the visitor can start another header.
+ */
 export function renderSubject(template: string, envelope: SubmissionEnvelope): string {
-  return template.replace(
-    /\{\{\s*(formName|submissionId)\s*\}\}/g,
-    (_, name: string) => name === "formName" ? envelope.formName : envelope.submissionId,
-  );
+  const parsed = parseTemplate(template);
+  if (isTemplateFault(parsed)) return template;
+  return renderTemplate(parsed, envelope, {
+    escape: subjectValue,
+    fieldList: () =>
+      subjectValue(
+        payloadFields(envelope.payload).map(([name, value]) => `${name}: ${value}`).join(", "),
+      ).slice(0, 200),
+  });
 }
 
 /** The payload's top-level `email` when it is a valid address, else null. */

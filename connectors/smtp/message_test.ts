@@ -44,10 +44,17 @@ Deno.test("formatDate writes RFC 5322 dates in UTC with a numeric zone", () => {
   assert.equal(formatDate(new Date("1999-12-31T23:59:59Z")), "Fri, 31 Dec 1999 23:59:59 +0000");
 });
 
-Deno.test("renderSubject fills formName and submissionId and leaves other text alone", () => {
+Deno.test("renderSubject fills the placeholders, values on one line, and leaves other text alone", () => {
   assert.equal(
-    renderSubject("{{formName}} / {{ submissionId }} / {{other}} / $& $1", envelope),
-    `Newsletter / ${envelope.submissionId} / {{other}} / $& $1`,
+    renderSubject("{{formName}} / {{ submissionId }} / $& $1", envelope),
+    `Newsletter / ${envelope.submissionId} / $& $1`,
+  );
+  assert.equal(
+    renderSubject("{{fields.name}}{{fields.missing}} at {{submittedAt}}", {
+      ...envelope,
+      payload: { name: "Ada\r\nBcc: x@evil.example" },
+    }),
+    `Ada Bcc: x@evil.example at ${envelope.metadata.submittedAt}`,
   );
   assert.equal(
     renderSubject("{{formName}}", { ...envelope, formName: "$' and $`" }),

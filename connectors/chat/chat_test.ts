@@ -1,0 +1,178 @@
+import assert from "node:assert/strict";
+import type { SubmissionEnvelope } from "../../submission.ts";
+import {
+  deliveryFailure,
+  deliveryRequest,
+  ENVELOPE,
+  httpDeps,
+} from "../../tests/helpers/connector_sink.ts";
+import { type ChatService, startChatReceiver } from "../../tests/helpers/chat_receivers.ts";
+import { type Connector, DeliveryError } from "../types.ts";
+import { createDiscordConnector } from "./discord.ts";
+import { createSlackConnector, readSlackAnswer } from "./slack.ts";
+import { createTeamsConnector } from "./teams.ts";
+import { createTelegramConnector } from "./telegram.ts";
+
+const TOKEN = "123456789:AAEabcdefghijklmnopqrstuvwxyz012345";
+
+/** A connector of `service` and the config pointing at `url`. */
+function connectorFor(service: ChatService, url: string, extra: Record<string, unknown> = {}) {
+  const deps = httpDeps(5000);
+  const connectors: Record<ChatService, [Connector<unknown>, unknown]> = {
+    slack: [createSlackConnector(deps) as Connector<unknown>, { url }],
+    discord: [createDiscordConnector(deps) as Connector<unknown>, { url }],
+    teams: [createTeamsConnector(deps) as Connector<unknown>, { url }],
+    telegram: [
+      createTelegramConnector(deps, url) as Connector<unknown>,
+      { botToken: TOKEN, chatId: -1001234 },
+    ],
+  };
+  const [connector, base] = connectors[service];
+  const config = connector.configSchema.parse({ ...base as object, ...extra });
+  return {
+    connector,
+    deliver: (envelope: SubmissionEnvelope = ENVELOPE) =>
+      connector.deliver({ ...deliveryRequest(config), envelope }),
+  };
+}
+
+const SERVICES: ChatService[] = ["slack", "discord", "teams", "telegram"];
+
+/** Every text of a message, joined: what a person would read. */
+const allText = (body: unknown) => JSON.stringify(body);
+
+/** The 128 KB worst case: 1 000 fields with long values (and long names). */
+function worstCase(): SubmissionEnvelope {
+  const payload: Record<string, string> = {};
+  for (let i = 0; i < 1000; i++) payload[`field_${i}_${"n".repeat(20)}`] = "<&>".repeat(20);
+  payload.long = "x".repeat(20_000);
+  const size = new TextEncoder().encode(JSON.stringify(payload)).length;
+  assert.ok(size > 110_000 && size <= 131_072, `payload of ${size} bytes`);
+  return { ...ENVELOPE, formName: "F".repeat(500), payload };
+}
+
+for (const service of SERVICES) {
+  Deno.test(`${service}: a readable message the service accepts`, async () => {
+    await using receiver = startChatReceiver(service);
+    const { deliver } = connectorFor(service, receiver.url);
+    const receipt = await deliver();
+    assert.ok(receipt.statusCode! >= 200 && receipt.statusCode! < 300);
+    assert.equal(receiver.accepted.length, 1, receiver.refused.join());
+    const text = allText(receiver.accepted[0]);
+    // The form's name, the fields in order (arrays joined), the time and origin.
+    let at = 0;
+    for (const word of ["Contact", "name", "Ada", "email", "ada@example.com", "topics", "a, b"]) {
+      at = text.indexOf(word, at);
+      assert.ok(at >= 0, `${word} in order in ${text}`);
+    }
+    assert.ok(text.includes("2025-01-02T03:04:05.000Z"));
+    assert.ok(text.includes("https://site.example"));
+  });
+
+  Deno.test(`${service}: 128 KB of 1 000 fields still makes a message within every limit`, async () => {
+    await using receiver = startChatReceiver(service);
+    const { deliver } = connectorFor(service, receiver.url);
+    await deliver(worstCase());
+    assert.deepEqual(receiver.refused, []);
+    assert.match(allText(receiver.accepted[0]), /\(\d+ more fields\)/);
+    assert.ok(allText(receiver.accepted[0]).includes("…"));
+  });
+
+  Deno.test(`${service}: the same worst case within limits with the {{fields}} template`, async () => {
+    await using receiver = startChatReceiver(service);
+    const { deliver } = connectorFor(service, receiver.url, {
+      template: `${"Header text. ".repeat(100)}\n{{fields}}\n{{fields.long}}`,
+    });
+    await deliver(worstCase());
+    assert.deepEqual(receiver.refused, []);
+  });
+
+  Deno.test(`${service}: a deleted webhook or lost chat is "gone", and a 429 waits as told`, async () => {
+    await using receiver = startChatReceiver(service);
+    const { deliver } = connectorFor(service, receiver.url);
+    receiver.perSecond = 1;
+    await deliver();
+    const limited = await deliveryFailure(() => deliver());
+    assert.equal(limited.statusCode, 429);
+    assert.equal(limited.permanent, false);
+    assert.equal(limited.gone, false);
+    assert.ok(
+      limited.retryAfterMs! > 0 && limited.retryAfterMs! <= 1000,
+      `${limited.retryAfterMs}`,
+    );
+    receiver.deleted = true;
+    const gone = await deliveryFailure(() => deliver());
+    assert.equal(gone.gone, true);
+    assert.equal(gone.permanent, false, "held, not failed: the destination is paused");
+    assert.equal(gone.blame, "destination");
+    assert.ok(!gone.message.includes("secretpath") && !gone.message.includes(TOKEN), gone.message);
+  });
+}
+
+const INJECTION = {
+  message: "@everyone @here <!channel> <!here> <@U123> <#C123> <b>bold</b> *md* [x](https://e.x)",
+};
+
+Deno.test("slack: mentions and markup in a payload are escaped text", async () => {
+  await using receiver = startChatReceiver("slack");
+  await connectorFor("slack", receiver.url).deliver({ ...ENVELOPE, payload: INJECTION });
+  const text = allText(receiver.accepted[0]);
+  for (const raw of ["<!channel>", "<!here>", "<@U123>", "<#C123>", "<b>"]) {
+    assert.ok(!text.includes(raw), raw);
+  }
+  assert.ok(text.includes("&lt;!channel&gt;") && text.includes("&lt;@U123&gt;"));
+});
+
+Deno.test("discord: mentions are disabled and markdown escaped", async () => {
+  await using receiver = startChatReceiver("discord");
+  await connectorFor("discord", receiver.url, { username: "Forms" }).deliver({
+    ...ENVELOPE,
+    payload: INJECTION,
+  });
+  const body = receiver.accepted[0] as { allowed_mentions: unknown; username: string };
+  assert.deepEqual(body.allowed_mentions, { parse: [] });
+  assert.equal(body.username, "Forms");
+  const text = allText(body);
+  assert.ok(text.includes("\\\\*md\\\\*"), text);
+});
+
+Deno.test("telegram: HTML in a payload is escaped; Telegram parses the message", async () => {
+  await using receiver = startChatReceiver("telegram");
+  await connectorFor("telegram", receiver.url).deliver({ ...ENVELOPE, payload: INJECTION });
+  const body = receiver.accepted[0] as { text: string; parse_mode: string; chat_id: number };
+  assert.equal(body.parse_mode, "HTML");
+  assert.equal(body.chat_id, -1001234);
+  assert.ok(body.text.includes("&lt;b&gt;bold&lt;/b&gt;"));
+  assert.ok(body.text.startsWith("<b>Contact</b>"));
+});
+
+Deno.test("templates: the tenant's markup stays, the visitor's values are escaped", async () => {
+  await using receiver = startChatReceiver("telegram");
+  const template = "<b>{{formName}}</b> from {{fields.name}} ({{fields.missing}}) at " +
+    "{{submittedAt}} via {{origin}}, #{{submissionId}}\n{{fields}}";
+  await connectorFor("telegram", receiver.url, { template }).deliver({
+    ...ENVELOPE,
+    payload: { name: "<i>Eve</i> & co" },
+  });
+  const { text } = receiver.accepted[0] as { text: string };
+  assert.ok(
+    text.includes(
+      "<b>Contact</b> from &lt;i&gt;Eve&lt;/i&gt; &amp; co () at 2025-01-02T03:04:05.000Z " +
+        `via https://site.example, #${ENVELOPE.submissionId}\n<b>name:</b> &lt;i&gt;Eve`,
+    ),
+    text,
+  );
+});
+
+Deno.test("slack: 400 no_text is the message's fault, not the webhook's; 200 ok delivers", () => {
+  const url = new URL("https://hooks.slack.example/services/T/B/secret");
+  const refused = readSlackAnswer(url, { status: 400, headers: new Headers(), body: "no_text" });
+  assert.ok(refused instanceof DeliveryError);
+  assert.equal(refused.blame, "submission");
+  assert.equal(refused.permanent, true);
+  assert.equal(refused.gone, false);
+  assert.equal(refused.message, 'Cannot deliver to "https://hooks.slack.example": 400: no_text');
+  assert.deepEqual(readSlackAnswer(url, { status: 200, headers: new Headers(), body: "ok" }), {
+    statusCode: 200,
+  });
+});

@@ -1,0 +1,168 @@
+/**
+ * Discord webhooks: the submission as one embed (the form's name as its title, the
+ * fields as embed fields, the small print as its footer) with `allowed_mentions`
+ * parsing nothing, and Discord's markdown in values escaped, so `@everyone` or `**`
+ * in a payload is text. Within Discord's limits whatever was sent: at most 25 fields of
+ * 1 024 characters, a description of 4 096, all embeds together 6 000.
+ *
+ * @module
+ */
+import { z } from "zod";
+import type { SubmissionEnvelope } from "../../submission.ts";
+import { type DestinationDescriptor, httpTarget } from "../descriptor.ts";
+import type { HttpConnectorDeps } from "../http.ts";
+import type { Connector } from "../types.ts";
+import {
+  answerJson,
+  CHAT_SECRETS,
+  chatFailure,
+  type ChatResponse,
+  createChatConnector,
+  cut,
+  cutMarkup,
+  fieldsWithin,
+  moreFields,
+  renderConfigTemplate,
+  serviceWords,
+  smallPrint,
+  TEMPLATE_FIELD,
+} from "./common.ts";
+import { templateSchema } from "../../template.ts";
+
+/** Discord destination config. */
+export const discordConfigSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/ }),
+  username: z.string().trim().min(1).max(80).optional(),
+  template: templateSchema.optional(),
+});
+
+export type DiscordConfig = z.infer<typeof discordConfigSchema>;
+
+/** Discord's limits of one message with embeds. */
+export const DISCORD_LIMITS = {
+  content: 2000,
+  title: 256,
+  description: 4096,
+  fields: 25,
+  fieldName: 256,
+  fieldValue: 1024,
+  footer: 2048,
+  total: 6000,
+} as const;
+
+/**
+ * Escapes Discord markdown (and the `<@…>` mention syntax) with backslashes; mentions
+ * never ping anyway (`allowed_mentions`, and embeds do not notify).
+ */
+export function discordEscape(text: string): string {
+  return text.replace(/[\\*_~`|<>#[\]]/g, "\\$&");
+}
+
+/** The Discord message of one submission. */
+export function discordMessage(
+  envelope: SubmissionEnvelope,
+  config: Pick<DiscordConfig, "username" | "template">,
+) {
+  const title = cut(envelope.formName, DISCORD_LIMITS.title);
+  const footer = cut(smallPrint(envelope), 200);
+  // Room for the "(N more fields)" note in the description.
+  let budget = DISCORD_LIMITS.total - title.length - footer.length - 40;
+  const rendered = renderConfigTemplate(config.template, envelope, discordEscape, () => {
+    const { shown, more } = fieldsWithin(
+      envelope,
+      { maxName: 100, maxValue: 300, escape: discordEscape },
+      () => true,
+    );
+    const lines = shown.map(({ name, value }) => `**${name}:** ${value}`);
+    if (more > 0) lines.push(moreFields(more));
+    return lines.join("\n");
+  });
+  const embed: Record<string, unknown> = {
+    title,
+    footer: { text: footer },
+    timestamp: envelope.metadata.submittedAt,
+    color: 0x5865f2,
+  };
+  if (rendered !== null) {
+    embed.description = cutMarkup(rendered, Math.min(DISCORD_LIMITS.description, budget));
+  } else {
+    const { shown, more } = fieldsWithin(
+      envelope,
+      {
+        maxName: 100,
+        maxValue: DISCORD_LIMITS.fieldValue,
+        escape: discordEscape,
+      },
+      (field, index) => {
+        const size = field.name.length + Math.max(1, field.value.length);
+        if (index >= DISCORD_LIMITS.fields || size > budget) return false;
+        budget -= size;
+        return true;
+      },
+    );
+    // Discord refuses an empty name or value.
+    embed.fields = shown.map(({ name, value }) => ({ name: name || "—", value: value || "—" }));
+    if (more > 0) embed.description = moreFields(more);
+  }
+  return {
+    ...(config.username === undefined ? {} : { username: config.username }),
+    allowed_mentions: { parse: [] },
+    embeds: [embed],
+  };
+}
+
+/** Reads Discord's answer: 204 (or 200); 429 with `retry_after`; 404/401 mean the webhook is gone. */
+export function readDiscordAnswer(url: URL, response: ChatResponse) {
+  if (response.status >= 200 && response.status < 300) return { statusCode: response.status };
+  const json = answerJson(response.body);
+  const words = serviceWords(json.message);
+  const retryAfter = Number(json.retry_after);
+  const retryAfterMs = response.status === 429 && Number.isFinite(retryAfter) && retryAfter >= 0
+    ? Math.ceil(retryAfter * 1000)
+    : undefined;
+  const gone = response.status === 404 || response.status === 401;
+  return chatFailure(url, response, { words, gone, retryAfterMs });
+}
+
+/** The Discord connector. */
+export function createDiscordConnector(deps: HttpConnectorDeps): Connector<DiscordConfig> {
+  return createChatConnector<DiscordConfig>(deps, {
+    schema: discordConfigSchema,
+    secrets: CHAT_SECRETS,
+    url: (config) => new URL(config.url),
+    message: discordMessage,
+    read: readDiscordAnswer,
+  });
+}
+
+/** The Discord destination type. */
+export const discordDestination: DestinationDescriptor<DiscordConfig> = {
+  type: "discord",
+  label: "Discord",
+  docSchema: discordConfigSchema,
+  target: httpTarget,
+  secrets: CHAT_SECRETS,
+  editors: [{
+    kind: "discord",
+    label: "Discord",
+    where:
+      "In Discord: Server Settings → Integrations → Webhooks → New Webhook, pick the channel, then Copy Webhook URL.",
+    fields: [
+      {
+        name: "url",
+        label: "Webhook URL",
+        kind: "url",
+        help: "https://discord.com/api/webhooks/…: keep it secret, anyone with it can post.",
+      },
+      {
+        name: "username",
+        label: "Name shown as the sender",
+        kind: "text",
+        optional: true,
+        help: "Optional; the webhook's own name otherwise.",
+      },
+      TEMPLATE_FIELD,
+    ],
+  }],
+  create: (deps) => createDiscordConnector(deps.http),
+};

@@ -1,0 +1,157 @@
+/**
+ * Slack incoming webhooks: the submission as Block Kit (the form's name, one mrkdwn
+ * section per group of `name: value` lines, the small print as context) with a `text`
+ * fallback, every value escaped (`&`, `<`, `>`), so `<!channel>` or `<@U123>` in a
+ * payload is text, not a mention. Within Slack's limits whatever was sent: at most 50
+ * blocks, sections of at most 3 000 characters.
+ *
+ * @module
+ */
+import { z } from "zod";
+import type { SubmissionEnvelope } from "../../submission.ts";
+import { type DestinationDescriptor, httpTarget } from "../descriptor.ts";
+import type { HttpConnectorDeps } from "../http.ts";
+import type { Connector } from "../types.ts";
+import {
+  answerJson,
+  CHAT_SECRETS,
+  chatFailure,
+  type ChatResponse,
+  chunkText,
+  createChatConnector,
+  cutEscaped,
+  fieldsWithin,
+  moreFields,
+  renderConfigTemplate,
+  serviceWords,
+  smallPrint,
+  TEMPLATE_FIELD,
+} from "./common.ts";
+import { templateSchema } from "../../template.ts";
+
+/** Slack destination config. */
+export const slackConfigSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/ }),
+  template: templateSchema.optional(),
+});
+
+export type SlackConfig = z.infer<typeof slackConfigSchema>;
+
+/** Slack's limits (Block Kit). */
+export const SLACK_LIMITS = { blocks: 50, sectionChars: 3000, fieldValueChars: 2000 } as const;
+
+/** Escapes text for Slack's mrkdwn and `text`: `&`, `<`, `>` (mentions and links need them). */
+export function slackEscape(text: string): string {
+  return text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
+}
+
+const section = (text: string) => ({ type: "section", text: { type: "mrkdwn", text } });
+const context = (text: string) => ({
+  type: "context",
+  elements: [{ type: "mrkdwn", text }],
+});
+
+/** The Slack message of one submission. */
+export function slackMessage(envelope: SubmissionEnvelope, config: Pick<SlackConfig, "template">) {
+  const title = cutEscaped(envelope.formName, 150, slackEscape);
+  // Title, the "(N more fields)" note and the small print leave the rest to the fields.
+  const maxSections = SLACK_LIMITS.blocks - 3;
+  const { shown, more } = fieldsWithin(
+    envelope,
+    { maxName: 200, maxValue: SLACK_LIMITS.fieldValueChars, escape: slackEscape },
+    () => true,
+  );
+  const lines = shown.map(({ name, value }) => `*${name}:* ${value}`);
+  const rendered = renderConfigTemplate(
+    config.template,
+    envelope,
+    slackEscape,
+    () => lines.join("\n"),
+  );
+  const chunks = rendered === null
+    ? packLines(lines)
+    : chunkText(rendered, SLACK_LIMITS.sectionChars);
+  const sections = chunks.slice(0, maxSections).map(section);
+  const blocks: unknown[] = [section(`*${title}*`), ...sections];
+  const dropped = rendered === null ? more + countLines(chunks.slice(maxSections)) : 0;
+  if (dropped > 0) blocks.push(context(moreFields(dropped)));
+  else if (chunks.length > maxSections) blocks.push(context("(message cut)"));
+  blocks.push(context(slackEscape(smallPrint(envelope))));
+  return { text: `New submission to ${title}`, blocks };
+}
+
+/** Lines packed into sections of at most SLACK_LIMITS.sectionChars characters. */
+function packLines(lines: string[]): string[] {
+  const chunks: string[] = [];
+  let current = "";
+  for (const line of lines) {
+    const next = current === "" ? line : `${current}\n${line}`;
+    if (next.length <= SLACK_LIMITS.sectionChars) current = next;
+    else {
+      chunks.push(current);
+      current = line;
+    }
+  }
+  if (current !== "") chunks.push(current);
+  return chunks;
+}
+
+/** Field lines in packed sections (each line is one field). */
+function countLines(chunks: string[]): number {
+  return chunks.reduce((sum, chunk) => sum + chunk.split("\n").length, 0);
+}
+
+/** Slack's answers that mean the webhook or its channel is gone. */
+const GONE = new Set([
+  "channel_not_found",
+  "no_service",
+  "channel_is_archived",
+  "action_prohibited",
+  "invalid_token",
+  "no_active_hooks",
+  "team_disabled",
+]);
+
+/** Reads Slack's answer: 200 `ok`; a gone webhook pauses; `no_text`-like 400s are the message's. */
+export function readSlackAnswer(url: URL, response: ChatResponse) {
+  if (response.status >= 200 && response.status < 300) return { statusCode: response.status };
+  const words = serviceWords(response.body) ?? serviceWords(answerJson(response.body).error);
+  const gone = [403, 404, 410].includes(response.status) && words !== null && GONE.has(words);
+  return chatFailure(url, response, { words, gone });
+}
+
+/** The Slack connector. */
+export function createSlackConnector(deps: HttpConnectorDeps): Connector<SlackConfig> {
+  return createChatConnector<SlackConfig>(deps, {
+    schema: slackConfigSchema,
+    secrets: CHAT_SECRETS,
+    url: (config) => new URL(config.url),
+    message: slackMessage,
+    read: readSlackAnswer,
+  });
+}
+
+/** The Slack destination type. */
+export const slackDestination: DestinationDescriptor<SlackConfig> = {
+  type: "slack",
+  label: "Slack",
+  docSchema: slackConfigSchema,
+  target: httpTarget,
+  secrets: CHAT_SECRETS,
+  editors: [{
+    kind: "slack",
+    label: "Slack",
+    where:
+      "In Slack: create an app at api.slack.com/apps, turn on Incoming Webhooks, add one to a channel and copy its URL.",
+    fields: [
+      {
+        name: "url",
+        label: "Incoming webhook URL",
+        kind: "url",
+        help: "https://hooks.slack.com/services/…: keep it secret, it is the key to the channel.",
+      },
+      TEMPLATE_FIELD,
+    ],
+  }],
+  create: (deps) => createSlackConnector(deps.http),
+};

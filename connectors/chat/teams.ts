@@ -1,0 +1,149 @@
+/**
+ * Microsoft Teams through a Workflows "When a Teams webhook request is received" URL
+ * (Office 365 connectors are retired): the submission as an Adaptive Card 1.4 in a
+ * message envelope, the fields as a FactSet, markdown in values escaped. The whole card
+ * stays under the 28 KB Teams takes, whatever was sent.
+ *
+ * @module
+ */
+import { z } from "zod";
+import type { SubmissionEnvelope } from "../../submission.ts";
+import { type DestinationDescriptor, httpTarget } from "../descriptor.ts";
+import type { HttpConnectorDeps } from "../http.ts";
+import type { Connector } from "../types.ts";
+import {
+  CHAT_SECRETS,
+  chatFailure,
+  type ChatResponse,
+  createChatConnector,
+  cut,
+  cutMarkup,
+  fieldsWithin,
+  moreFields,
+  renderConfigTemplate,
+  smallPrint,
+  TEMPLATE_FIELD,
+} from "./common.ts";
+import { templateSchema } from "../../template.ts";
+
+/** Teams destination config. */
+export const teamsConfigSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/ }),
+  template: templateSchema.optional(),
+});
+
+export type TeamsConfig = z.infer<typeof teamsConfigSchema>;
+
+/** Most bytes of the whole message as JSON: under Teams' 28 KB, with room to spare. */
+export const TEAMS_MAX_BYTES = 24_000;
+
+/** Escapes the markdown Adaptive Cards render, with backslashes. */
+export function teamsEscape(text: string): string {
+  return text.replace(/[\\*_~`[\]]/g, "\\$&");
+}
+
+const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value)).length;
+
+const textBlock = (text: string, extra: Record<string, unknown> = {}) => ({
+  type: "TextBlock",
+  text,
+  wrap: true,
+  ...extra,
+});
+
+/** The Teams message of one submission. */
+export function teamsMessage(envelope: SubmissionEnvelope, config: Pick<TeamsConfig, "template">) {
+  const title = textBlock(cut(teamsEscape(envelope.formName), 300), {
+    size: "Medium",
+    weight: "Bolder",
+  });
+  const footer = textBlock(teamsEscape(smallPrint(envelope)), { size: "Small", isSubtle: true });
+  let budget = TEAMS_MAX_BYTES - 600 - bytes(title) - bytes(footer);
+  const rendered = renderConfigTemplate(config.template, envelope, teamsEscape, () => {
+    const { shown, more } = fieldsWithin(
+      envelope,
+      { maxName: 100, maxValue: 500, escape: teamsEscape },
+      () => true,
+    );
+    const lines = shown.map(({ name, value }) => `**${name}:** ${value}`);
+    if (more > 0) lines.push(moreFields(more));
+    return lines.join("\n\n");
+  });
+  const body: unknown[] = [title];
+  if (rendered !== null) {
+    // A character can take up to three bytes as UTF-8.
+    body.push(textBlock(cutMarkup(rendered, Math.floor(budget / 3))));
+  } else {
+    const { shown, more } = fieldsWithin(
+      envelope,
+      { maxName: 100, maxValue: 2000, escape: teamsEscape },
+      (field) => {
+        const size = bytes({ title: field.name, value: field.value }) + 1;
+        if (size > budget) return false;
+        budget -= size;
+        return true;
+      },
+    );
+    body.push({
+      type: "FactSet",
+      facts: shown.map(({ name, value }) => ({ title: name, value })),
+    });
+    if (more > 0) body.push(textBlock(moreFields(more), { isSubtle: true }));
+  }
+  body.push(footer);
+  return {
+    type: "message",
+    attachments: [{
+      contentType: "application/vnd.microsoft.card.adaptive",
+      contentUrl: null,
+      content: {
+        $schema: "http://adaptivecards.io/schemas/adaptive-card.json",
+        type: "AdaptiveCard",
+        version: "1.4",
+        body,
+      },
+    }],
+  };
+}
+
+/** Reads the Workflows answer: any 2xx (202); 404 and 410 mean the flow is gone. */
+export function readTeamsAnswer(url: URL, response: ChatResponse) {
+  if (response.status >= 200 && response.status < 300) return { statusCode: response.status };
+  return chatFailure(url, response, { gone: response.status === 404 || response.status === 410 });
+}
+
+/** The Teams connector. */
+export function createTeamsConnector(deps: HttpConnectorDeps): Connector<TeamsConfig> {
+  return createChatConnector<TeamsConfig>(deps, {
+    schema: teamsConfigSchema,
+    secrets: CHAT_SECRETS,
+    url: (config) => new URL(config.url),
+    message: teamsMessage,
+    read: readTeamsAnswer,
+  });
+}
+
+/** The Teams destination type. */
+export const teamsDestination: DestinationDescriptor<TeamsConfig> = {
+  type: "teams",
+  label: "Microsoft Teams",
+  docSchema: teamsConfigSchema,
+  target: httpTarget,
+  secrets: CHAT_SECRETS,
+  editors: [{
+    kind: "teams",
+    label: "Microsoft Teams",
+    where:
+      'In Teams: Workflows → "Post to a channel when a webhook request is received", pick the channel, then copy the URL it gives.',
+    fields: [
+      {
+        name: "url",
+        label: "Workflow webhook URL",
+        kind: "url",
+        help: "The HTTP POST URL of the workflow: keep it secret, anyone with it can post.",
+      },
+      TEMPLATE_FIELD,
+    ],
+  }],
+  create: (deps) => createTeamsConnector(deps.http),
+};

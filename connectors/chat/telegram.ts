@@ -1,0 +1,160 @@
+/**
+ * Telegram through the Bot API's `sendMessage` (`TELEGRAM_API_URL`): the submission as
+ * HTML text (the form's name in bold, `name: value` lines, the small print in italics)
+ * with every value escaped, so tags or markdown in a payload are text. At most 4 096
+ * characters whatever was sent; link previews off.
+ *
+ * @module
+ */
+import { z } from "zod";
+import type { SubmissionEnvelope } from "../../submission.ts";
+import type { DestinationDescriptor, SecretKind } from "../descriptor.ts";
+import type { HttpConnectorDeps } from "../http.ts";
+import type { Connector } from "../types.ts";
+import {
+  answerJson,
+  chatFailure,
+  type ChatResponse,
+  createChatConnector,
+  cutEscaped,
+  cutMarkup,
+  fieldsWithin,
+  moreFields,
+  renderConfigTemplate,
+  serviceWords,
+  smallPrint,
+  TEMPLATE_FIELD,
+} from "./common.ts";
+import { templateSchema } from "../../template.ts";
+
+/** Telegram destination config. */
+export const telegramConfigSchema = z.strictObject({
+  botToken: z.string().regex(
+    /^\d{1,20}:[A-Za-z0-9_-]{20,100}$/,
+    'Expected the token BotFather gave: digits, ":" and 35 letters, e.g. "123456:ABC-DEF…"',
+  ),
+  chatId: z.union([
+    z.number().int(),
+    z.string().regex(/^(@[A-Za-z][A-Za-z0-9_]{3,}|-?\d{1,20})$/, 'Expected a number or "@channel"'),
+  ]),
+  template: templateSchema.optional(),
+});
+
+export type TelegramConfig = z.infer<typeof telegramConfigSchema>;
+
+const TELEGRAM_SECRETS: Record<string, SecretKind> = { botToken: "value" };
+
+/** Longest message text. */
+export const TELEGRAM_MAX_CHARS = 4096;
+
+/** Escapes text for `parse_mode: HTML`. */
+export function telegramEscape(text: string): string {
+  return text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
+}
+
+/** The `sendMessage` body of one submission. */
+export function telegramMessage(
+  envelope: SubmissionEnvelope,
+  config: Pick<TelegramConfig, "chatId" | "template">,
+) {
+  const title = `<b>${cutEscaped(envelope.formName, 300, telegramEscape)}</b>`;
+  const footer = `<i>${telegramEscape(smallPrint(envelope))}</i>`;
+  // Room for the title, the small print and a "(N more fields)" line.
+  let budget = TELEGRAM_MAX_CHARS - title.length - footer.length - 40;
+  const lines = (maxValue: number, fits: (size: number) => boolean) => {
+    const { shown, more } = fieldsWithin(
+      envelope,
+      { maxName: 100, maxValue, escape: telegramEscape },
+      (field) => fits(field.name.length + field.value.length + 10),
+    );
+    const list = shown.map(({ name, value }) => `<b>${name}:</b> ${value}`);
+    if (more > 0) list.push(moreFields(more));
+    return list.join("\n");
+  };
+  const rendered = renderConfigTemplate(
+    config.template,
+    envelope,
+    telegramEscape,
+    () => lines(300, () => true),
+  );
+  const text = rendered === null
+    ? lines(1000, (size) => {
+      if (size > budget) return false;
+      budget -= size;
+      return true;
+    })
+    : cutMarkup(rendered, budget);
+  return {
+    chat_id: config.chatId,
+    text: `${title}\n\n${text}\n\n${footer}`,
+    parse_mode: "HTML",
+    link_preview_options: { is_disabled: true },
+  };
+}
+
+/** Reads the Bot API's answer: `{"ok":true}`; 429 with `parameters.retry_after`; a lost chat pauses. */
+export function readTelegramAnswer(url: URL, response: ChatResponse) {
+  const json = answerJson(response.body);
+  if (response.status >= 200 && response.status < 300 && json.ok === true) {
+    return { statusCode: response.status };
+  }
+  const words = serviceWords(json.description);
+  const parameters = (json.parameters ?? {}) as Record<string, unknown>;
+  const retryAfter = Number(parameters.retry_after);
+  const retryAfterMs = response.status === 429 && Number.isFinite(retryAfter) && retryAfter >= 0
+    ? retryAfter * 1000
+    : undefined;
+  // Blocked or kicked (403), a revoked token (401, 404), a chat that is no more (400).
+  const gone = [401, 403, 404].includes(response.status) ||
+    (response.status === 400 &&
+      /chat not found|group chat was (deleted|upgraded)/i.test(words ?? ""));
+  return chatFailure(url, response, { words, gone, retryAfterMs });
+}
+
+/** The Telegram connector. */
+export function createTelegramConnector(
+  deps: HttpConnectorDeps,
+  apiUrl: string,
+): Connector<TelegramConfig> {
+  return createChatConnector<TelegramConfig>(deps, {
+    schema: telegramConfigSchema,
+    secrets: TELEGRAM_SECRETS,
+    url: (config) => new URL(`${apiUrl}/bot${config.botToken}/sendMessage`),
+    message: telegramMessage,
+    read: readTelegramAnswer,
+  });
+}
+
+/** The Telegram destination type. */
+export const telegramDestination: DestinationDescriptor<TelegramConfig> = {
+  type: "telegram",
+  label: "Telegram",
+  docSchema: telegramConfigSchema,
+  // The API base is the deployment's setting, not the tenant's: the Bot API's host.
+  target: () => ({ method: "POST", url: "https://api.telegram.org" }),
+  secrets: TELEGRAM_SECRETS,
+  editors: [{
+    kind: "telegram",
+    label: "Telegram",
+    where:
+      "In Telegram: talk to @BotFather, send /newbot and copy the token; add the bot to your group or channel.",
+    fields: [
+      {
+        name: "botToken",
+        label: "Bot token",
+        kind: "secret",
+        help: 'From @BotFather, e.g. "123456789:AAE…".',
+      },
+      {
+        name: "chatId",
+        label: "Chat",
+        kind: "text",
+        numeric: true,
+        help:
+          'A chat id (a number; groups start with "-") or a public channel\'s "@name". The bot must be a member.',
+      },
+      TEMPLATE_FIELD,
+    ],
+  }],
+  create: (deps) => createTelegramConnector(deps.http, deps.config.telegramApiUrl),
+};
