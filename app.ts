@@ -8,6 +8,7 @@ import { deliveryRoutes } from "./routes/deliveries.ts";
 import { deploymentRoutes } from "./routes/deployment.ts";
 import { refusalRoutes } from "./routes/refusals.ts";
 import { createRefusalCounter } from "./store/refusals.ts";
+import { destinationPreviewRoutes } from "./routes/destination_preview.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
 import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
@@ -81,6 +82,8 @@ export function createApp(given: AppDeps): Hono {
   for (const path of LIMITED_OPERATIONS) admin.use(path, operations);
   admin.route("/", keyRoutes(deps));
   admin.route("/", formRoutes(deps));
+  // Before the destination routes, whose "/forms/:id/destinations/:destId" would take it.
+  admin.route("/", destinationPreviewRoutes(deps));
   admin.route("/", destinationRoutes(deps));
   admin.route("/", testSendRoutes(deps));
   admin.route("/", deliveryRoutes(deps));

@@ -16,6 +16,7 @@ import type { Config } from "../config.ts";
 import { redactUrlSecrets, urlOrigin } from "../redact.ts";
 import type { HttpConnectorDeps } from "./http.ts";
 import type { OutboundGuard } from "./outbound_guard.ts";
+import type { SubmissionEnvelope } from "../submission.ts";
 import { type Connector, REDACTED } from "./types.ts";
 
 /** Where a destination delivers, from an allow-list of its config's fields: never its secrets. */
@@ -97,6 +98,13 @@ export interface DestinationDescriptor<C = unknown> {
   secrets: Record<string, SecretKind>;
   /** The console's editors of this type. */
   editors: ConsoleEditor[];
+  /**
+   * What the destination would receive for an envelope (the console's preview): the
+   * service's message, or the envelope itself for HTTP types. Only the config's
+   * presentation fields are read (its template, a sender name), so an editor's
+   * unsaved values do.
+   */
+  preview(envelope: SubmissionEnvelope, config: Record<string, unknown>): unknown;
   /** Builds the type's connector; `onClose` registers what `Connectors.close()` ends. */
   create(deps: ConnectorDeps, onClose: (close: () => void) => void): Connector<C>;
 }

@@ -36,6 +36,7 @@ export const sheetsWebhookDestination: DestinationDescriptor<SheetsWebhookConfig
   label: "Spreadsheet app",
   docSchema: sheetsWebhookConfigSchema,
   target: httpTarget,
+  preview: (envelope) => envelope,
   secrets: SHEETS_SECRETS,
   editors: [{
     kind: "sheets_webhook",

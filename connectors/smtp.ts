@@ -2,7 +2,7 @@ import { humanMessages } from "../validation_messages.ts";
 import { templateSchema } from "../template.ts";
 import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
-import { buildMessage } from "./smtp/message.ts";
+import { buildMessage, renderSubject } from "./smtp/message.ts";
 import {
   describeRejected,
   type SendResult,
@@ -144,6 +144,16 @@ export const smtpDestination: DestinationDescriptor<SmtpConfig> = {
   // Told apart by `host` (Variant A) or its absence (Variant B, the platform relay).
   docSchema: z.union([smtpRelayConfigSchema, smtpPlatformConfigSchema]),
   target: smtpTarget,
+  preview: (envelope, config) => ({
+    subject: renderSubject(
+      typeof config.subjectTemplate === "string" && config.subjectTemplate !== ""
+        ? config.subjectTemplate
+        : "host" in config
+        ? "New submission: {{formName}}"
+        : "Form submission: {{formName}}",
+      envelope,
+    ),
+  }),
   secrets: { password: "value" },
   editors: [
     {

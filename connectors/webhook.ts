@@ -53,6 +53,7 @@ export const webhookDestination: DestinationDescriptor<WebhookConfig> = {
   label: "Webhook",
   docSchema: webhookConfigSchema,
   target: httpTarget,
+  preview: (envelope) => envelope,
   secrets: WEBHOOK_SECRETS,
   editors: [{
     kind: "webhook",

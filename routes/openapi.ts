@@ -15,6 +15,7 @@ import type { Config } from "../config.ts";
 import { DESCRIPTORS, DESTINATION_TYPES } from "../connectors/registry.ts";
 import { VERSION } from "../version.ts";
 import { deliveriesQuerySchema, redeliverSinceSchema, SEND_NOW_CONFLICTS } from "./deliveries.ts";
+import { destinationPreviewSchema } from "./destination_preview.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
 import { ERRORS, type ErrorSpec, submissionTypeError } from "./errors.ts";
@@ -370,6 +371,27 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       admin: true,
       answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
       errors: [...DEST_404, ...OPERATION_429],
+    },
+    {
+      method: "post",
+      path: "/v1/admin/forms/{id}/destinations/preview",
+      summary: "What a destination would receive for a sample submission (nothing is sent)",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: destinationPreviewSchema, required: true },
+      answers: {
+        200: {
+          description: "The sample submission and the message the destination would get",
+          schema: z.strictObject({
+            ok,
+            sample: z.record(z.string(), z.unknown()),
+            message: z.unknown().meta({
+              description: "The service's message (chat types), the subject (smtp) or the envelope",
+            }),
+          }),
+        },
+      },
+      errors: [...jsonBodyErrors, ...FORM_404],
     },
     {
       method: "post",

@@ -129,3 +129,23 @@ Deno.test("a test send reaches the chat service, and says why when it cannot", a
   assert.equal(failed.result.delivered, false);
   assert.match(failed.result.error, /404: Unknown Webhook/);
 });
+
+Deno.test("a preview shows the message for a sample submission from unsaved values, and checks the template", async () => {
+  await using h = await startHarness();
+  const form = await h.createForm({ name: "Contact" });
+  const preview = (body: unknown) =>
+    h.admin("POST", `/forms/${form.id}/destinations/preview`, body);
+  const slack =
+    await (await preview({ type: "slack", config: { template: "New: {{fields.name}}" } }))
+      .json();
+  assert.equal(slack.sample.payload.name, "Ada Lovelace");
+  assert.equal(slack.message.blocks[1].text.text, "New: Ada Lovelace");
+  const telegram = await (await preview({ type: "telegram", config: {} })).json();
+  assert.match(telegram.message.text, /^<b>Contact<\/b>\n\n<b>name:<\/b> Ada Lovelace/);
+  const smtp = await (await preview({ type: "smtp", config: { subjectTemplate: "{{formName}}!" } }))
+    .json();
+  assert.deepEqual(smtp.message, { subject: "Contact!" });
+  const bad = await preview({ type: "discord", config: { template: "{{fields.}}" } });
+  assert.equal(bad.status, 400);
+  assert.equal((await bad.json()).issues[0].path, "config.template");
+});

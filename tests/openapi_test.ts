@@ -147,6 +147,7 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("GET", `/forms/${form.id}/destinations`);
   await admin("PATCH", `/forms/${form.id}/destinations/${destination.id}`, { isEnabled: false });
   await admin("POST", `/forms/${form.id}/destinations/${destination.id}/test`);
+  await admin("POST", `/forms/${form.id}/destinations/preview`, { type: "slack", config: {} });
   await admin("GET", `/forms/${form.id}/deliveries?limit=5`);
   await admin("GET", `/forms/${form.id}/refusals?days=3`);
   const dest = `/forms/${form.id}/destinations/${destination.id}`;

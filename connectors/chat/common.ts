@@ -45,6 +45,16 @@ export const TEMPLATE_FIELD: ConsoleField = {
     "{{origin}}, {{fields.NAME}} and {{fields}} (the list) are replaced; values are escaped.",
 };
 
+/**
+ * The presentation fields of an unsaved config (template, sender name, chat), for a
+ * preview: anything of another type is left out.
+ */
+export function presentation(config: Record<string, unknown>) {
+  const text = (value: unknown) => typeof value === "string" && value !== "" ? value : undefined;
+  const chatId = typeof config.chatId === "number" ? config.chatId : text(config.chatId) ?? 0;
+  return { template: text(config.template), username: text(config.username), chatId };
+}
+
 /** The parts of a valid template (the config was validated before delivery). */
 export function templateParts(template: string | undefined): TemplatePart[] | null {
   if (template === undefined) return null;

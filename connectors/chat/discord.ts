@@ -22,6 +22,7 @@ import {
   cutMarkup,
   fieldsWithin,
   moreFields,
+  presentation,
   renderConfigTemplate,
   serviceWords,
   smallPrint,
@@ -141,6 +142,7 @@ export const discordDestination: DestinationDescriptor<DiscordConfig> = {
   label: "Discord",
   docSchema: discordConfigSchema,
   target: httpTarget,
+  preview: (envelope, config) => discordMessage(envelope, presentation(config)),
   secrets: CHAT_SECRETS,
   editors: [{
     kind: "discord",

@@ -22,6 +22,7 @@ import {
   cutEscaped,
   fieldsWithin,
   moreFields,
+  presentation,
   renderConfigTemplate,
   serviceWords,
   smallPrint,
@@ -137,6 +138,7 @@ export const slackDestination: DestinationDescriptor<SlackConfig> = {
   label: "Slack",
   docSchema: slackConfigSchema,
   target: httpTarget,
+  preview: (envelope, config) => slackMessage(envelope, presentation(config)),
   secrets: CHAT_SECRETS,
   editors: [{
     kind: "slack",

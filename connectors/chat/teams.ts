@@ -20,6 +20,7 @@ import {
   cutMarkup,
   fieldsWithin,
   moreFields,
+  presentation,
   renderConfigTemplate,
   smallPrint,
   TEMPLATE_FIELD,
@@ -129,6 +130,7 @@ export const teamsDestination: DestinationDescriptor<TeamsConfig> = {
   label: "Microsoft Teams",
   docSchema: teamsConfigSchema,
   target: httpTarget,
+  preview: (envelope, config) => teamsMessage(envelope, presentation(config)),
   secrets: CHAT_SECRETS,
   editors: [{
     kind: "teams",

@@ -20,6 +20,7 @@ import {
   cutMarkup,
   fieldsWithin,
   moreFields,
+  presentation,
   renderConfigTemplate,
   serviceWords,
   smallPrint,
@@ -133,6 +134,7 @@ export const telegramDestination: DestinationDescriptor<TelegramConfig> = {
   // The API base is the deployment's setting, not the tenant's: the Bot API's host.
   target: () => ({ method: "POST", url: "https://api.telegram.org" }),
   secrets: TELEGRAM_SECRETS,
+  preview: (envelope, config) => telegramMessage(envelope, presentation(config)),
   editors: [{
     kind: "telegram",
     label: "Telegram",
