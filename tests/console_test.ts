@@ -280,7 +280,7 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
           await page.getByLabel("Add a destination").locator("option").evaluateAll(
             (options) => options.map((option) => option.getAttribute("value")),
           ),
-          ["webhook", "sheets_webhook", "smtp_relay"],
+          ["webhook", "sheets_webhook", "smtp_relay", "slack", "discord", "teams", "telegram"],
         );
 
         const { destinations } = await (await h.admin("GET", `/forms/${formId}/destinations`))

@@ -6,6 +6,7 @@
 import { api, apiOk, deployment, healthIssue, SignedOut, targetOf, TYPE_NAMES } from "./api.js";
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
 import { formHeader, loadForm } from "./forms.js";
+import { messagePreview } from "./preview.js";
 
 /** What the API shows instead of a stored secret. */
 const REDACTED = "********";
@@ -158,6 +159,19 @@ function splitHeaderLines(value) {
 function editor({ formId, destination, spec, onDone }) {
   const { fields, read } = configFields(spec, destination?.config, !destination);
   const enabled = h("input", { type: "checkbox", checked: destination?.isEnabled ?? true });
+  const previewSlot = h("div", { class: "preview-slot", "aria-live": "polite" });
+  const showPreview = async () => {
+    clearErrors(element);
+    const { status, body } = await api("POST", `/forms/${formId}/destinations/preview`, {
+      type: spec.type,
+      config: read(),
+    });
+    if (status !== 200) return showErrors(element, body);
+    previewSlot.replaceChildren(
+      h("p", { class: "hint" }, "A sample submission, as it would arrive:"),
+      messagePreview(spec.type, body.message),
+    );
+  };
   const element = h(
     "form",
     {
@@ -197,8 +211,10 @@ function editor({ formId, destination, spec, onDone }) {
       "div",
       { class: "actions" },
       h("button", { type: "submit", class: "primary" }, destination ? "Save" : "Add destination"),
+      h("button", { type: "button", onclick: showPreview }, "Preview message"),
       h("button", { type: "button", onclick: onDone }, "Cancel"),
     ),
+    previewSlot,
   );
   return element;
 }
