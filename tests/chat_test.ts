@@ -149,3 +149,43 @@ Deno.test("a preview shows the message for a sample submission from unsaved valu
   assert.equal(bad.status, 400);
   assert.equal((await bad.json()).issues[0].path, "config.template");
 });
+
+Deno.test("a burst of 100 submissions to Slack, which takes one message a second, arrives complete in digests within a minute", async () => {
+  await using receiver = startChatReceiver("slack");
+  receiver.perSecond = 1;
+  await using h = await startHarness({ rateLimit: { max: 0, windowMs: 600_000 } });
+  const form = await h.createForm({ name: "Contact" });
+  await h.addDestination(form.id, { type: "slack", config: { url: receiver.url } });
+  const started = Date.now();
+  for (let i = 0; i < 100; i++) {
+    const response = await h.submit(form.publicKey, { name: `Visitor ${i}` });
+    assert.equal(response.status, 202);
+  }
+  /** Each visitor's name as the messages carry it: every submission, once. */
+  const arrived = () =>
+    receiver.accepted.flatMap((message) => JSON.stringify(message).match(/Visitor \d+/g) ?? []);
+  await waitFor(() => arrived().length >= 100, {
+    timeoutMs: 60_000,
+    message: () => `${arrived().length} of 100 arrived in ${receiver.accepted.length} messages`,
+  });
+  assert.equal(new Set(arrived()).size, 100, "each submission once");
+  assert.equal(arrived().length, 100);
+  assert.ok(receiver.accepted.length < 100, `${receiver.accepted.length} messages`);
+  const outcomes = await waitForOutcomes(h, form.id, 100);
+  assert.ok(outcomes.every((o) => o.status === "delivered"), "each its own outcome, delivered");
+  assert.ok(Date.now() - started < 60_000);
+});
+
+/** The form's outcomes once `count` of them are final. */
+async function waitForOutcomes(
+  h: Awaited<ReturnType<typeof startHarness>>,
+  formId: string,
+  count: number,
+) {
+  let outcomes: Awaited<ReturnType<typeof outcomeViews>> = [];
+  await waitFor(async () => {
+    outcomes = await outcomeViews(h, formId);
+    return outcomes.filter((o) => o.status === "delivered").length >= count;
+  }, { timeoutMs: 10_000, message: "outcomes recorded" });
+  return outcomes;
+}

@@ -17,7 +17,7 @@ const TOKEN = "123456789:AAEabcdefghijklmnopqrstuvwxyz012345";
 
 /** A connector of `service` and the config pointing at `url`. */
 function connectorFor(service: ChatService, url: string, extra: Record<string, unknown> = {}) {
-  const deps = httpDeps(5000);
+  const deps = httpDeps(15_000);
   const connectors: Record<ChatService, [Connector<unknown>, unknown]> = {
     slack: [createSlackConnector(deps) as Connector<unknown>, { url }],
     discord: [createDiscordConnector(deps) as Connector<unknown>, { url }],
@@ -87,25 +87,38 @@ for (const service of SERVICES) {
     assert.deepEqual(receiver.refused, []);
   });
 
-  Deno.test(`${service}: a deleted webhook or lost chat is "gone", and a 429 waits as told`, async () => {
+  Deno.test(`${service}: a 429 holds the message as told and it is sent then; a deleted webhook is "gone"`, async () => {
     await using receiver = startChatReceiver(service);
     const { deliver } = connectorFor(service, receiver.url);
-    receiver.perSecond = 1;
+    receiver.refuseNext = 1;
+    const started = Date.now();
     await deliver();
-    const limited = await deliveryFailure(() => deliver());
-    assert.equal(limited.statusCode, 429);
-    assert.equal(limited.permanent, false);
-    assert.equal(limited.gone, false);
-    assert.ok(
-      limited.retryAfterMs! > 0 && limited.retryAfterMs! <= 1000,
-      `${limited.retryAfterMs}`,
-    );
+    assert.deepEqual(receiver.refused, ["429"]);
+    assert.equal(receiver.accepted.length, 1);
+    assert.ok(Date.now() - started >= 250, "waited as the service said");
     receiver.deleted = true;
     const gone = await deliveryFailure(() => deliver());
     assert.equal(gone.gone, true);
     assert.equal(gone.permanent, false, "held, not failed: the destination is paused");
     assert.equal(gone.blame, "destination");
     assert.ok(!gone.message.includes("secretpath") && !gone.message.includes(TOKEN), gone.message);
+  });
+
+  Deno.test(`${service}: a burst becomes digests, each submission its own delivery, within limits`, async () => {
+    await using receiver = startChatReceiver(service);
+    const { deliver } = connectorFor(service, receiver.url);
+    const burst = Array.from({ length: 30 }, (_, i) => ({
+      ...worstCase(),
+      formName: "Contact",
+      submissionId: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`,
+    }));
+    const receipts = await Promise.all(burst.map((envelope) => deliver(envelope)));
+    assert.equal(receipts.length, 30);
+    assert.deepEqual(receiver.refused, []);
+    assert.ok(receiver.accepted.length < 30, `${receiver.accepted.length} messages`);
+    assert.match(allText(receiver.accepted.at(-1)), /\d+ new submissions to Contact/);
+    assert.ok(receipts.some((r) => /^Sent in a digest of \d+ submissions$/.test(r.detail ?? "")));
+    assert.ok(receipts.every((r) => r.statusCode! >= 200 && r.statusCode! < 300));
   });
 }
 

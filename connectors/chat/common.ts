@@ -30,7 +30,9 @@ import {
   type Connector,
   DeliveryError,
   type DeliveryReceipt,
+  type DeliveryRequest,
 } from "../types.ts";
+import { createDigestSender, type DigestSpec } from "./digest.ts";
 
 /** Secrets of a chat webhook config: its URL's path is the credential. */
 export const CHAT_SECRETS: Record<string, SecretKind> = { url: "wholeUrl" };
@@ -208,6 +210,10 @@ export interface ChatServiceSpec<C> {
   url(config: C): URL;
   /** The service's message of one submission. */
   message(envelope: SubmissionEnvelope, config: C): unknown;
+  /** The service's message of several submissions (a digest: "5 new submissions to …"). */
+  digest(envelopes: SubmissionEnvelope[], config: C): unknown;
+  /** How the service's messages are paced and joined (digest.ts). */
+  pace: Pick<DigestSpec, "maxPerMessage" | "minGapMs">;
   /** The service's rules for its answers. */
   read(url: URL, response: ChatResponse): ChatAnswer;
 }
@@ -217,18 +223,59 @@ export function createChatConnector<C>(
   deps: HttpConnectorDeps,
   spec: ChatServiceSpec<C>,
 ): Connector<C> {
-  return {
-    configSchema: spec.schema,
-    redact: (config) => redactSecrets(config, spec.secrets),
-    deliver: ({ envelope, config, signal }) =>
+  const sender = createDigestSender({
+    ...spec.pace,
+    // Within one attempt's time-out, so a waiting delivery never outlives its attempt.
+    maxWaitMs: Math.max(1000, Math.floor(deps.timeoutMs * 2 / 3)),
+    send: (envelopes, config, signal) =>
       sendChatMessage({
         deps,
-        url: spec.url(config),
-        body: spec.message(envelope, config),
+        url: spec.url(config as C),
+        body: envelopes.length === 1
+          ? spec.message(envelopes[0], config as C)
+          : spec.digest(envelopes, config as C),
         signal,
         read: spec.read,
       }),
+  });
+  return {
+    configSchema: spec.schema,
+    redact: (config) => redactSecrets(config, spec.secrets),
+    deliver: (request) => sender.deliver(request as DeliveryRequest<unknown>),
   };
+}
+
+/**
+ * One submission of a digest as text: its template, or its `name: value` lines, cut
+ * to `maxChars` with "(N more fields)" when fields were left out.
+ */
+export function digestPart(
+  envelope: SubmissionEnvelope,
+  options: {
+    template: string | undefined;
+    escape: (text: string) => string;
+    line: (name: string, value: string) => string;
+    maxChars: number;
+  },
+): string {
+  const { escape, line, maxChars } = options;
+  const list = () => {
+    let room = maxChars - 30;
+    const { shown, more } = fieldsWithin(envelope, { maxName: 100, maxValue: 300, escape }, (f) => {
+      room -= line(f.name, f.value).length + 1;
+      return room >= 0;
+    });
+    const lines = shown.map((f) => line(f.name, f.value));
+    if (more > 0) lines.push(moreFields(more));
+    return lines.join("\n");
+  };
+  const rendered = renderConfigTemplate(options.template, envelope, escape, list);
+  return cutMarkup(rendered ?? list(), maxChars);
+}
+
+/** The title of a digest: "5 new submissions to Contact". */
+export function digestTitle(envelopes: SubmissionEnvelope[]): string {
+  return `${envelopes.length} new submissions to ${envelopes[0].formName}`;
 }
 
 /** What a chat connector needs: the HTTP deps and how its service's answers read. */

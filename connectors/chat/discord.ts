@@ -20,6 +20,8 @@ import {
   createChatConnector,
   cut,
   cutMarkup,
+  digestPart,
+  digestTitle,
   fieldsWithin,
   moreFields,
   presentation,
@@ -112,6 +114,34 @@ export function discordMessage(
   };
 }
 
+/** The Discord message of several submissions: one embed each (at most 10). */
+export function discordDigest(
+  envelopes: SubmissionEnvelope[],
+  config: Pick<DiscordConfig, "username" | "template">,
+) {
+  const room = Math.floor((DISCORD_LIMITS.total - 100) / envelopes.length);
+  const embeds = envelopes.map((envelope) => {
+    const footer = cut(smallPrint(envelope), 200);
+    return {
+      description: digestPart(envelope, {
+        template: config.template,
+        escape: discordEscape,
+        line: (name, value) => `**${name}:** ${value}`,
+        maxChars: Math.min(DISCORD_LIMITS.description, room - footer.length),
+      }) || "—",
+      footer: { text: footer },
+      timestamp: envelope.metadata.submittedAt,
+      color: 0x5865f2,
+    };
+  });
+  return {
+    ...(config.username === undefined ? {} : { username: config.username }),
+    content: cut(digestTitle(envelopes), DISCORD_LIMITS.content),
+    allowed_mentions: { parse: [] },
+    embeds,
+  };
+}
+
 /** Reads Discord's answer: 204 (or 200); 429 with `retry_after`; 404/401 mean the webhook is gone. */
 export function readDiscordAnswer(url: URL, response: ChatResponse) {
   if (response.status >= 200 && response.status < 300) return { statusCode: response.status };
@@ -132,6 +162,9 @@ export function createDiscordConnector(deps: HttpConnectorDeps): Connector<Disco
     secrets: CHAT_SECRETS,
     url: (config) => new URL(config.url),
     message: discordMessage,
+    digest: discordDigest,
+    // Per-webhook buckets of about 5 in 2 s; 10 embeds a message at most.
+    pace: { maxPerMessage: 10, minGapMs: 500 },
     read: readDiscordAnswer,
   });
 }

@@ -20,6 +20,8 @@ import {
   chunkText,
   createChatConnector,
   cutEscaped,
+  digestPart,
+  digestTitle,
   fieldsWithin,
   moreFields,
   presentation,
@@ -102,6 +104,25 @@ function countLines(chunks: string[]): number {
   return chunks.reduce((sum, chunk) => sum + chunk.split("\n").length, 0);
 }
 
+/** The Slack message of several submissions: a section and a context line each. */
+export function slackDigest(
+  envelopes: SubmissionEnvelope[],
+  config: Pick<SlackConfig, "template">,
+) {
+  const title = cutEscaped(digestTitle(envelopes), 300, slackEscape);
+  const blocks: unknown[] = [section(`*${title}*`)];
+  for (const envelope of envelopes) {
+    const part = digestPart(envelope, {
+      template: config.template,
+      escape: slackEscape,
+      line: (name, value) => `*${name}:* ${value}`,
+      maxChars: SLACK_LIMITS.sectionChars,
+    });
+    blocks.push({ type: "divider" }, section(part), context(slackEscape(smallPrint(envelope))));
+  }
+  return { text: title, blocks };
+}
+
 /** Slack's answers that mean the webhook or its channel is gone. */
 const GONE = new Set([
   "channel_not_found",
@@ -128,6 +149,9 @@ export function createSlackConnector(deps: HttpConnectorDeps): Connector<SlackCo
     secrets: CHAT_SECRETS,
     url: (config) => new URL(config.url),
     message: slackMessage,
+    digest: slackDigest,
+    // About one message a second per webhook; 3 blocks a submission within 50.
+    pace: { maxPerMessage: 16, minGapMs: 1000 },
     read: readSlackAnswer,
   });
 }

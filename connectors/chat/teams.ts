@@ -18,6 +18,8 @@ import {
   createChatConnector,
   cut,
   cutMarkup,
+  digestPart,
+  digestTitle,
   fieldsWithin,
   moreFields,
   presentation,
@@ -51,6 +53,23 @@ const textBlock = (text: string, extra: Record<string, unknown> = {}) => ({
   wrap: true,
   ...extra,
 });
+
+/** An Adaptive Card 1.4 of `body` in the message envelope Workflows take. */
+function teamsEnvelope(body: unknown[]) {
+  return {
+    type: "message",
+    attachments: [{
+      contentType: "application/vnd.microsoft.card.adaptive",
+      contentUrl: null,
+      content: {
+        $schema: "http://adaptivecards.io/schemas/adaptive-card.json",
+        type: "AdaptiveCard",
+        version: "1.4",
+        body,
+      },
+    }],
+  };
+}
 
 /** The Teams message of one submission. */
 export function teamsMessage(envelope: SubmissionEnvelope, config: Pick<TeamsConfig, "template">) {
@@ -92,19 +111,36 @@ export function teamsMessage(envelope: SubmissionEnvelope, config: Pick<TeamsCon
     if (more > 0) body.push(textBlock(moreFields(more), { isSubtle: true }));
   }
   body.push(footer);
-  return {
-    type: "message",
-    attachments: [{
-      contentType: "application/vnd.microsoft.card.adaptive",
-      contentUrl: null,
-      content: {
-        $schema: "http://adaptivecards.io/schemas/adaptive-card.json",
-        type: "AdaptiveCard",
-        version: "1.4",
-        body,
-      },
-    }],
-  };
+  return teamsEnvelope(body);
+}
+
+/** The Teams message of several submissions: one container each, the card under its limit. */
+export function teamsDigest(
+  envelopes: SubmissionEnvelope[],
+  config: Pick<TeamsConfig, "template">,
+) {
+  // A character can take up to three bytes as UTF-8, and JSON adds its escapes.
+  const room = Math.floor((TEAMS_MAX_BYTES - 1000) / envelopes.length / 3) - 150;
+  const body: unknown[] = [
+    textBlock(cut(teamsEscape(digestTitle(envelopes)), 300), { size: "Medium", weight: "Bolder" }),
+  ];
+  for (const envelope of envelopes) {
+    const text = digestPart(envelope, {
+      template: config.template,
+      escape: teamsEscape,
+      line: (name, value) => `**${name}:** ${value}`,
+      maxChars: room,
+    });
+    body.push({
+      type: "Container",
+      separator: true,
+      items: [
+        textBlock(text.replaceAll("\n", "\n\n")),
+        textBlock(teamsEscape(smallPrint(envelope)), { size: "Small", isSubtle: true }),
+      ],
+    });
+  }
+  return teamsEnvelope(body);
 }
 
 /** Reads the Workflows answer: any 2xx (202); 404 and 410 mean the flow is gone. */
@@ -120,6 +156,8 @@ export function createTeamsConnector(deps: HttpConnectorDeps): Connector<TeamsCo
     secrets: CHAT_SECRETS,
     url: (config) => new URL(config.url),
     message: teamsMessage,
+    digest: teamsDigest,
+    pace: { maxPerMessage: 10, minGapMs: 1000 },
     read: readTeamsAnswer,
   });
 }

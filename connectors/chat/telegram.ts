@@ -18,6 +18,8 @@ import {
   createChatConnector,
   cutEscaped,
   cutMarkup,
+  digestPart,
+  digestTitle,
   fieldsWithin,
   moreFields,
   presentation,
@@ -93,6 +95,31 @@ export function telegramMessage(
   };
 }
 
+/** The `sendMessage` body of several submissions, within the one text's 4 096 characters. */
+export function telegramDigest(
+  envelopes: SubmissionEnvelope[],
+  config: Pick<TelegramConfig, "chatId" | "template">,
+) {
+  const title = `<b>${cutEscaped(digestTitle(envelopes), 300, telegramEscape)}</b>`;
+  const room = Math.floor((TELEGRAM_MAX_CHARS - title.length) / envelopes.length) - 4;
+  const parts = envelopes.map((envelope) => {
+    const footer = `<i>${telegramEscape(smallPrint(envelope))}</i>`;
+    const text = digestPart(envelope, {
+      template: config.template,
+      escape: telegramEscape,
+      line: (name, value) => `<b>${name}:</b> ${value}`,
+      maxChars: room - footer.length - 1,
+    });
+    return `${text}\n${footer}`;
+  });
+  return {
+    chat_id: config.chatId,
+    text: [title, ...parts].join("\n\n"),
+    parse_mode: "HTML",
+    link_preview_options: { is_disabled: true },
+  };
+}
+
 /** Reads the Bot API's answer: `{"ok":true}`; 429 with `parameters.retry_after`; a lost chat pauses. */
 export function readTelegramAnswer(url: URL, response: ChatResponse) {
   const json = answerJson(response.body);
@@ -122,6 +149,9 @@ export function createTelegramConnector(
     secrets: TELEGRAM_SECRETS,
     url: (config) => new URL(`${apiUrl}/bot${config.botToken}/sendMessage`),
     message: telegramMessage,
+    digest: telegramDigest,
+    // About one message a second per chat; 300 characters at least per submission.
+    pace: { maxPerMessage: 8, minGapMs: 1000 },
     read: readTelegramAnswer,
   });
 }

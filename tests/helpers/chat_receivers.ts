@@ -22,6 +22,8 @@ export interface ChatReceiver extends AsyncDisposable {
   deleted: boolean;
   /** Messages a second it takes before answering 429 (0: no limit). */
   perSecond: number;
+  /** Answer this many next messages 429 whatever the pace. */
+  refuseNext: number;
 }
 
 /** Characters of a Telegram HTML text after entity parsing: tags out, escapes as one. */
@@ -193,6 +195,7 @@ export function startChatReceiver(service: ChatService): ChatReceiver {
     refused: [],
     deleted: false,
     perSecond: 0,
+    refuseNext: 0,
     async [Symbol.asyncDispose]() {
       await server.shutdown();
     },
@@ -214,6 +217,11 @@ export function startChatReceiver(service: ChatService): ChatReceiver {
       return answer({ status: 400, body: "invalid_payload" });
     }
     const now = Date.now();
+    if (receiver.refuseNext > 0) {
+      receiver.refuseNext--;
+      receiver.refused.push("429");
+      return answer(tooMany(service, 300));
+    }
     if (receiver.perSecond > 0) {
       while (sent.length > 0 && sent[0] <= now - 1000) sent.shift();
       if (sent.length >= receiver.perSecond) {
