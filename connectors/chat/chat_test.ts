@@ -122,6 +122,18 @@ for (const service of SERVICES) {
   });
 }
 
+Deno.test("discord: its X-RateLimit headers are heeded, so a burst never meets a 429", async () => {
+  await using receiver = startChatReceiver("discord");
+  // One message a second, announced on every answer; the connector's own gap is shorter.
+  receiver.perSecond = 1;
+  const { deliver } = connectorFor("discord", receiver.url);
+  const first = deliver();
+  await first;
+  await Promise.all(Array.from({ length: 12 }, () => deliver()));
+  assert.deepEqual(receiver.refused, []);
+  assert.ok(receiver.accepted.length >= 2);
+});
+
 const INJECTION = {
   message: "@everyone @here <!channel> <!here> <@U123> <#C123> <b>bold</b> *md* [x](https://e.x)",
 };

@@ -289,7 +289,9 @@ export interface ChatSend {
 }
 
 /** One attempt: the message as JSON, the answer read by the service's rules. */
-export async function sendChatMessage(send: ChatSend): Promise<DeliveryReceipt> {
+export async function sendChatMessage(
+  send: ChatSend,
+): Promise<{ receipt: DeliveryReceipt; holdMs: number }> {
   const post = startAttempt(send.deps, send.signal);
   const response = await post(send.url, {
     method: "POST",
@@ -305,7 +307,18 @@ export async function sendChatMessage(send: ChatSend): Promise<DeliveryReceipt> 
   }
   const answer = send.read(send.url, { status: response.status, headers: response.headers, body });
   if (answer instanceof DeliveryError) throw answer;
-  return answer;
+  return { receipt: answer, holdMs: quotaHoldMs(response.headers) };
+}
+
+/**
+ * How long a service's quota headers say to wait before the next message: the time to
+ * the reset when `X-RateLimit-Remaining` is 0 (Discord's per-webhook buckets), else 0.
+ */
+export function quotaHoldMs(headers: Headers): number {
+  if (headers.get("x-ratelimit-remaining")?.trim() !== "0") return 0;
+  const seconds = Number(headers.get("x-ratelimit-reset-after") ?? NaN);
+  // At most a minute: a bucket resets within seconds; anything longer is not believed.
+  return Number.isFinite(seconds) && seconds > 0 ? Math.min(Math.ceil(seconds * 1000), 60_000) : 0;
 }
 
 /** A JSON answer's object, or an empty one. */

@@ -21,12 +21,15 @@ export interface DigestSpec {
   minGapMs: number;
   /** Longest a delivery waits for its turn; past it, it fails transient (retried later). */
   maxWaitMs: number;
-  /** Sends one message of these envelopes with this config; throws DeliveryError. */
+  /**
+   * Sends one message of these envelopes with this config; throws DeliveryError. Its
+   * `holdMs` is how long the service's quota says to wait before the next one.
+   */
   send(
     envelopes: SubmissionEnvelope[],
     config: unknown,
     signal: AbortSignal,
-  ): Promise<DeliveryReceipt>;
+  ): Promise<{ receipt: DeliveryReceipt; holdMs: number }>;
 }
 
 /** Destinations remembered before idle ones are forgotten. */
@@ -103,8 +106,8 @@ export function createDigestSender(spec: DigestSpec) {
     const signal = AbortSignal.any(batch.map((w) => w.request.signal));
     try {
       const envelopes = batch.map((w) => w.request.envelope);
-      const receipt = await spec.send(envelopes, batch[0].request.config, signal);
-      line.notBefore = Date.now() + spec.minGapMs;
+      const { receipt, holdMs } = await spec.send(envelopes, batch[0].request.config, signal);
+      line.notBefore = Date.now() + Math.max(spec.minGapMs, holdMs);
       const detail = batch.length > 1
         ? `Sent in a digest of ${batch.length} submissions`
         : receipt.detail;
