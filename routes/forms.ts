@@ -13,6 +13,8 @@ import type { Db } from "../store/db.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { ApiError, readValidJson, refuseOtherMethods } from "./http.ts";
 import { ERRORS } from "./errors.ts";
+import { spamRulesSchema } from "../rules/spam.ts";
+import { confirmationSchema } from "../rules/confirmation.ts";
 
 const anyHttpUrl = z.url({ protocol: /^https?$/ });
 
@@ -25,6 +27,8 @@ const formFields = {
   enabled: z.boolean(),
   honeypotField: z.string().min(1).max(100).nullable(),
   redirectUrl: anyHttpUrl.max(2000).nullable(),
+  spamRules: spamRulesSchema.nullable(),
+  confirmation: confirmationSchema.nullable(),
 };
 
 /** Longest form or destination id looked up; real ones are 36-character UUIDs. */
@@ -63,6 +67,8 @@ function formView(form: FormRecord) {
     enabled: form.enabled,
     honeypotField: form.honeypotField,
     redirectUrl: form.redirectUrl,
+    spamRules: form.spamRules ?? null,
+    confirmation: form.confirmation ?? null,
     createdAt: form.createdAt,
     updatedAt: form.updatedAt,
   };
