@@ -321,3 +321,46 @@ Deno.test("confirmation: the hourly cap, and a bot-chosen address gets nothing w
     await server.close();
   }
 });
+
+Deno.test("confirmation: sent through a tenant SMTP destination the tenant names; an unknown relay is refused", async () => {
+  const server = await startSmtpServer({
+    mode: "off",
+    username: "tenant",
+    password: "tenant-pass",
+  });
+  try {
+    await using h = await startHarness({ allowPrivateDestinations: true });
+    const form = await h.createForm();
+    const refused = await h.admin("PATCH", `/forms/${form.id}`, {
+      confirmation: { ...CONFIRMATION, via: crypto.randomUUID() },
+    });
+    assert.equal(refused.status, 400);
+    assert.equal((await refused.json()).issues[0].path, "confirmation.via");
+    const relayId = await h.addDestination(form.id, {
+      type: "smtp",
+      config: {
+        host: server.hostname,
+        port: server.port,
+        secureTransport: "off",
+        username: "tenant",
+        password: "tenant-pass",
+        from: "hello@tenant.example",
+        to: ["owner@tenant.example"],
+      },
+    });
+    const patched = await h.admin("PATCH", `/forms/${form.id}`, {
+      confirmation: { ...CONFIRMATION, via: relayId },
+    });
+    assert.equal(patched.status, 200);
+    await patched.body?.cancel();
+    await submitAndSettle(h, form.publicKey, { email: "bea@example.org", name: "Bea" });
+    const toVisitor = server.messages.filter((m) => m.to.includes("bea@example.org"));
+    const toOwner = server.messages.filter((m) => m.to.includes("owner@tenant.example"));
+    assert.equal(toVisitor.length, 1);
+    assert.equal(toOwner.length, 1, "the form's own delivery");
+    assert.ok(toVisitor[0].raw.includes("\r\nFrom: hello@tenant.example\r\n"));
+    assert.equal(toVisitor[0].user, "tenant");
+  } finally {
+    await server.close();
+  }
+});
