@@ -76,7 +76,8 @@ export function createConfirmationAttempt(
       formName: envelope.formName,
       submissionId: envelope.submissionId,
       submittedAt: envelope.metadata.submittedAt,
-      origin: envelope.metadata.origin,
+      // A bot chooses its Origin header: never in a confirmation.
+      origin: null,
       fields,
       maxFieldChars: MAX_ECHO_CHARS,
     };
