@@ -64,6 +64,17 @@ export function createFormRules(db: Db): FormRules {
   };
 }
 
+/**
+ * Takes the time trap's field out of a payload of a form without spam rules (a page may
+ * carry it all the same: it is the page's, never the visitor's). Returns false: not spam.
+ */
+export function dropPageToken(payload: unknown): false {
+  if (typeof payload === "object" && payload !== null) {
+    delete (payload as Record<string, unknown>)[TIME_TRAP_FIELD];
+  }
+  return false;
+}
+
 /** Whether a submission's jobs reach none of the form's destinations (a confirmation is not one). */
 export function sentNowhere(destinations: IngestTarget["destinations"]): boolean {
   const confirmations = destinations.at(-1)?.id === CONFIRMATION_DESTINATION_ID ? 1 : 0;

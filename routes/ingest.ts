@@ -14,7 +14,7 @@ import { bodyTimingOf } from "./env.ts";
 import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "./ingest_body.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
 import { ERRORS, submissionTypeError } from "./errors.ts";
-import { createFormRules, sentNowhere } from "./form_rules.ts";
+import { createFormRules, dropPageToken, sentNowhere } from "./form_rules.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
@@ -259,7 +259,7 @@ export function ingestRoutes(deps: AppDeps) {
       variant: config.ingestContentTypes,
     });
     const isSpam = (form.honeypotField !== null && takeHoneypot(payload, form.honeypotField)) ||
-      (!!form.spamRules && await formRules.caught(form, payload));
+      (form.spamRules ? await formRules.caught(form, payload) : dropPageToken(payload));
 
     if (form.verifyCaptcha) {
       const token = takeCaptchaToken(payload, c.req.header("x-captcha-token"));

@@ -25,7 +25,7 @@ document.getElementById("plain-form").action = SUBMIT_URL;
 // The time trap: formrelay signs the time this page loaded, and both forms send it back in
 // their hidden _formrelay_loaded field. A form whose spamRules.minSeconds is set drops a
 // submission sent sooner than that after loading (bots send within a second), or one
-// without a genuine token. (Without spam rules the field is delivered like any other.)
+// without a genuine token. The field itself is never delivered.
 fetch(`${ENDPOINT}/v1/f/${encodeURIComponent(PUBLIC_KEY)}/page-token`)
   .then((response) => response.json())
   .then((answer) => {
