@@ -6,7 +6,7 @@ import { UNROUTED_WARNING } from "../routes/ingest.ts";
 import { outcomeViews, storedJobs, submitAndSettle, webhook } from "./helpers/deliveries.ts";
 import { type Harness, startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
-import { startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";
+import { platformRelayOf, startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";
 
 /** A metric's value for the given labels (metrics are per process: tests compare deltas). */
 async function metricValue(name: string, labels: Record<string, string>): Promise<number> {
@@ -183,17 +183,7 @@ Deno.test("spam rules: a caught submission is answered 202 like a honeypot catch
 
 /** A harness whose platform relay is a local SMTP server. */
 async function withRelay(server: TestSmtpServer, overrides = {}) {
-  return await startHarness({
-    platformSmtp: {
-      host: server.hostname,
-      port: server.port,
-      secureTransport: "off",
-      username: "relay",
-      password: "relay-pass",
-      fromEmail: "forms@platform.example",
-    },
-    ...overrides,
-  });
+  return await startHarness({ platformSmtp: platformRelayOf(server), ...overrides });
 }
 
 const CONFIRMATION = {
