@@ -13,6 +13,7 @@
  *
  * With one unbounded repeat a search costs at most about n² steps (times 2^small), so a
  * 1 000-character value costs at most a few million steps: milliseconds, never minutes.
+ * And all the matching for one submission shares a budget of PATTERN_BUDGET_MS.
  *
  * @module
  */
@@ -22,7 +23,13 @@ export const MAX_PATTERN_CHARS = 200;
 /** Characters of a value a pattern is matched against; the rest is not looked at. */
 export const MAX_MATCH_CHARS = 1000;
 /** Small repeats (`?`, `{n,m}` with a short range) a pattern may have. */
-const MAX_SMALL_REPEATS = 4;
+const MAX_SMALL_REPEATS = 3;
+/**
+ * Milliseconds all pattern matching for one submission may take. A submission may hold
+ * thousands of values and a form up to 20 patterns: past this, the remaining tests count
+ * as no match, so one submission costs at most this plus one match (bench/form_rules.ts).
+ */
+export const PATTERN_BUDGET_MS = 50;
 /** Widest `{n,m}` range counted as small. */
 const SMALL_RANGE = 10;
 
@@ -131,4 +138,19 @@ export function compilePattern(source: string): RegExp {
 /** Whether a compiled pattern matches the first MAX_MATCH_CHARS characters of `value`. */
 export function matchesBounded(pattern: RegExp, value: string): boolean {
   return pattern.test(value.length > MAX_MATCH_CHARS ? value.slice(0, MAX_MATCH_CHARS) : value);
+}
+
+/** Pattern matching for one submission, within PATTERN_BUDGET_MS. */
+export interface MatchBudget {
+  /** matchesBounded, or false once the budget is spent. */
+  matches(pattern: RegExp, value: string): boolean;
+}
+
+/** A budget of `ms` milliseconds from now (`now` for tests). */
+export function matchBudget(
+  ms = PATTERN_BUDGET_MS,
+  now: () => number = () => performance.now(),
+): MatchBudget {
+  const end = now() + ms;
+  return { matches: (pattern, value) => now() <= end && matchesBounded(pattern, value) };
 }

@@ -10,7 +10,7 @@
  * @module
  */
 import { z } from "zod";
-import { compilePattern, matchesBounded, patternProblem } from "./patterns.ts";
+import { compilePattern, type MatchBudget, matchBudget, patternProblem } from "./patterns.ts";
 
 const fieldName = z.string().min(1).max(100);
 
@@ -52,8 +52,12 @@ function valuesOf(payload: unknown, field: string): string[] {
   return values;
 }
 
-/** Whether one condition holds for a payload. */
-export function conditionHolds(condition: Condition, payload: unknown): boolean {
+/** Whether one condition holds for a payload (patterns within the submission's budget). */
+export function conditionHolds(
+  condition: Condition,
+  payload: unknown,
+  budget: MatchBudget = matchBudget(),
+): boolean {
   const values = valuesOf(payload, condition.field);
   const present = values.some((value) => value.trim() !== "");
   switch (condition.op) {
@@ -65,7 +69,7 @@ export function conditionHolds(condition: Condition, payload: unknown): boolean 
       return values.some((value) => condition.values.includes(value));
     case "matches": {
       const pattern = compilePattern(condition.pattern);
-      return values.some((value) => matchesBounded(pattern, value));
+      return values.some((value) => budget.matches(pattern, value));
     }
   }
 }
@@ -80,7 +84,8 @@ export function routeSubmission<T extends { conditions?: Condition[] }>(
   payload: unknown,
 ): T[] {
   if (!target.routed) return target.destinations;
+  const budget = matchBudget();
   return target.destinations.filter((d) =>
-    (d.conditions ?? []).every((condition) => conditionHolds(condition, payload))
+    (d.conditions ?? []).every((condition) => conditionHolds(condition, payload, budget))
   );
 }

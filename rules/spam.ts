@@ -16,7 +16,7 @@
  */
 import { z } from "zod";
 import type { Sealer } from "../store/sealing.ts";
-import { compilePattern, MAX_MATCH_CHARS } from "./patterns.ts";
+import { compilePattern, matchBudget } from "./patterns.ts";
 import { boundedPatternSchema } from "./routing.ts";
 
 /** The hidden field the page's script fills with its page token. */
@@ -149,8 +149,8 @@ export async function spamRuleCaught(
   }
   if (rules.blockedPatterns?.length) {
     const patterns = rules.blockedPatterns.map(compilePattern);
-    const cut = values.map((v) => v.length > MAX_MATCH_CHARS ? v.slice(0, MAX_MATCH_CHARS) : v);
-    if (cut.some((v) => patterns.some((p) => p.test(v)))) return "blocked_patterns";
+    const budget = matchBudget();
+    if (values.some((v) => patterns.some((p) => budget.matches(p, v)))) return "blocked_patterns";
   }
   if (
     rules.disposableEmailField !== undefined &&
