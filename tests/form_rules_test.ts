@@ -355,3 +355,29 @@ Deno.test("confirmation: sent through a tenant SMTP destination the tenant names
     await server.close();
   }
 });
+
+Deno.test("confirmation: a refused address fails alone, masked, and pauses nothing", async () => {
+  const server = await startSmtpServer({
+    mode: "off",
+    username: "relay",
+    password: "relay-pass",
+    rejectRecipients: { "gone@example.org": 550 },
+  });
+  try {
+    await using h = await withRelay(server, { pauseAfterMs: 1 });
+    await using sink = startWebhookSink();
+    const form = await h.createForm({ confirmation: CONFIRMATION });
+    await h.addDestination(form.id, webhook(sink.url));
+    await submitAndSettle(h, form.publicKey, { email: "gone@example.org" });
+    assert.equal(sink.received.length, 1, "the form's destination got its delivery");
+    const outcomes = await outcomeViews(h, form.id);
+    const confirmation = outcomes.find((o) => o.destinationId === "confirmation");
+    assert.equal(confirmation?.status, "failed");
+    assert.match(confirmation?.lastError ?? "", /^Confirmation to g\*\*\*@example\.org: /);
+    assert.doesNotMatch(JSON.stringify(outcomes) + h.logs.join("\n"), /gone@example/);
+    const { destinations } = await (await h.admin("GET", `/forms/${form.id}/destinations`)).json();
+    assert.equal(destinations[0].health.state, "healthy");
+  } finally {
+    await server.close();
+  }
+});
