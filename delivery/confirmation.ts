@@ -21,7 +21,11 @@ import type { FormRecord } from "../store/forms.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
 import { formKey } from "../store/keys.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
-import type { AttemptResult } from "./attempt.ts";
+
+/** What an attempt at a confirmation came to (one of attempt.ts's AttemptResults). */
+export type ConfirmationResult =
+  | { delivered: true; receipt: DeliveryReceipt }
+  | { delivered: false; deferred: { until: number; reason: string } };
 
 /** A permanent failure of this confirmation alone. */
 function refused(message: string): DeliveryError {
@@ -31,7 +35,7 @@ function refused(message: string): DeliveryError {
 /** Attempts confirmation jobs; failures throw DeliveryErrors (attempt.ts classifies them). */
 export function createConfirmationAttempt(
   deps: { db: Db; mail: MailSender; outbound?: OutboundBudget },
-): (claimed: ClaimedJob, signal: AbortSignal) => Promise<AttemptResult> {
+): (claimed: ClaimedJob, signal: AbortSignal) => Promise<ConfirmationResult> {
   const { db, mail, outbound } = deps;
 
   /** The relay config the setting names: the platform's, or one of the form's SMTP destinations. */
