@@ -7,6 +7,7 @@ import { api, apiOk, deployment, healthIssue, SignedOut, targetOf, TYPE_NAMES } 
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
 import { formHeader, loadForm } from "./forms.js";
 import { messagePreview } from "./preview.js";
+import { conditionsField, formatConditions } from "./rules.js";
 
 /** What the API shows instead of a stored secret. */
 const REDACTED = "********";
@@ -172,6 +173,7 @@ function editor({ formId, destination, spec, onDone }) {
       messagePreview(spec.type, body.message),
     );
   };
+  const routing = conditionsField(destination);
   const element = h(
     "form",
     {
@@ -193,11 +195,13 @@ function editor({ formId, destination, spec, onDone }) {
           ? await api("PATCH", `/forms/${formId}/destinations/${destination.id}`, {
             config,
             isEnabled: enabled.checked,
+            conditions: routing.read(),
           })
           : await api("POST", `/forms/${formId}/destinations`, {
             type,
             config,
             isEnabled: enabled.checked,
+            conditions: routing.read(),
           });
         if (status !== 200) return showErrors(element, body);
         onDone();
@@ -205,6 +209,7 @@ function editor({ formId, destination, spec, onDone }) {
     },
     h("h2", {}, destination ? `Edit ${spec.label.toLowerCase()}` : `New: ${spec.label}`),
     fields,
+    routing.field,
     field({ label: "Enabled", path: "isEnabled", input: enabled }),
     formError(),
     h(
@@ -320,6 +325,14 @@ function destinationCard(form, destination, refresh, openEditor) {
         "p",
         { class: "health", role: "note" },
         `${issue.label} since ${when(issue.since)}: ${issue.reason}`,
+      )
+      : null,
+    destination.conditions?.length
+      ? h(
+        "p",
+        { class: "meta" },
+        "Only when: ",
+        h("code", {}, formatConditions(destination.conditions).replaceAll("\n", " · ")),
       )
       : null,
     h(
