@@ -53,9 +53,14 @@ function positionOf(text: string, offset: number): { line: number; column: numbe
 /**
  * Parses a template into its parts.
  *
+ * @param options.lenient keep an unknown placeholder or an unclosed `{{` as text instead
+ *   of a fault (for texts checked elsewhere, or stored before placeholders were checked)
  * @returns the parts, or the first fault: an unknown placeholder, or `{{` never closed
  */
-export function parseTemplate(template: string): TemplatePart[] | TemplateFault {
+export function parseTemplate(
+  template: string,
+  options: { lenient?: boolean } = {},
+): TemplatePart[] | TemplateFault {
   const parts: TemplatePart[] = [];
   let text = "";
   let i = 0;
@@ -69,13 +74,21 @@ export function parseTemplate(template: string): TemplatePart[] | TemplateFault 
     PLACEHOLDER.lastIndex = open;
     const match = PLACEHOLDER.exec(template);
     const at = positionOf(template, open);
-    if (match === null) return { message: 'A "{{" is not closed by "}}"', ...at };
+    if (match === null) {
+      if (!options.lenient) return { message: 'A "{{" is not closed by "}}"', ...at };
+      text += template.slice(open);
+      break;
+    }
     const inner = match[1];
     let part: TemplatePart;
     if ((NAMES as readonly string[]).includes(inner)) {
       part = { name: inner as typeof NAMES[number] };
     } else if (/^fields\.[^\s{}]+$/.test(inner)) {
       part = { field: inner.slice("fields.".length) };
+    } else if (options.lenient) {
+      text += match[0];
+      i = open + match[0].length;
+      continue;
     } else {
       return {
         message: `Unknown placeholder "{{${inner}}}": use {{formName}}, {{submissionId}}, ` +
@@ -129,6 +142,8 @@ export interface TemplateStyle {
   escape(value: string): string;
   /** `{{fields}}`: the destination's own field list, already escaped. */
   fieldList(): string;
+  /** Shapes a `{{fields.NAME}}` value before it is escaped (e.g. cuts it). */
+  fieldValue?(text: string): string;
 }
 
 /** Renders a parsed template for an envelope: the tenant's text as written, values escaped. */
@@ -143,7 +158,9 @@ export function renderTemplate(
   return parts.map((part) => {
     if ("text" in part) return part.text;
     if ("field" in part) {
-      return Object.hasOwn(payload, part.field) ? style.escape(valueText(payload[part.field])) : "";
+      if (!Object.hasOwn(payload, part.field)) return "";
+      const text = valueText(payload[part.field]);
+      return style.escape(style.fieldValue ? style.fieldValue(text) : text);
     }
     switch (part.name) {
       case "formName":

@@ -1,11 +1,14 @@
 /**
  * Placeholders in a tenant's text: `{{formName}}`, `{{submissionId}}`, `{{submittedAt}}`,
- * `{{origin}}` and `{{fields.NAME}}` (a missing field is empty), replaced by plain text.
- * One small function, so that it can be pointed at the shared template engine when it
- * exists; no code runs in a template.
+ * `{{origin}}` and `{{fields.NAME}}` (a missing field is empty), replaced by plain text,
+ * through the shared template engine (template.ts) in its lenient mode: an unknown
+ * placeholder stays as written. No code runs in a template.
  *
  * @module
  */
+
+import type { SubmissionEnvelope } from "../submission.ts";
+import { isTemplateFault, parseTemplate, renderTemplate } from "../template.ts";
 
 /** What placeholders are replaced with. */
 export interface RenderValues {
@@ -34,19 +37,24 @@ export function fieldText(value: unknown): string {
 
 /** `text` with its placeholders replaced; an unknown placeholder stays as written. */
 export function renderPlaceholders(text: string, values: RenderValues): string {
-  return text.replace(/\{\{\s*([A-Za-z]+)(?:\.([^{}\s]{1,100}))?\s*\}\}/g, (whole, name, field) => {
-    switch (name) {
-      case "formName":
-      case "submissionId":
-      case "submittedAt":
-        return field === undefined ? values[name as "formName"] : whole;
-      case "origin":
-        return field === undefined ? values.origin ?? "" : whole;
-      case "fields":
-        if (field === undefined || !Object.hasOwn(values.fields, field)) return "";
-        return cut(fieldText(values.fields[field]), values.maxFieldChars);
-      default:
-        return whole;
-    }
+  const parts = parseTemplate(text, { lenient: true });
+  if (isTemplateFault(parts)) return text;
+  const envelope: SubmissionEnvelope = {
+    submissionId: values.submissionId,
+    formId: "",
+    formName: values.formName,
+    payload: values.fields,
+    metadata: {
+      origin: values.origin,
+      ip: null,
+      userAgent: null,
+      referer: null,
+      submittedAt: values.submittedAt,
+    },
+  };
+  return renderTemplate(parts, envelope, {
+    escape: (value) => value,
+    fieldList: () => "",
+    fieldValue: (value) => cut(value, values.maxFieldChars),
   });
 }

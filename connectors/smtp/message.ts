@@ -135,7 +135,8 @@ const subjectValue = (text: string) => text.replace(/[\x00-\x1f\x7f]+/g, " ");
  * so no CR or LF from the tenant or the visitor can start another header.
  */
 export function renderSubject(template: string, envelope: SubmissionEnvelope): string {
-  const parsed = parseTemplate(template);
+  // Lenient: a subject stored before placeholders were checked keeps its unknown ones.
+  const parsed = parseTemplate(template, { lenient: true });
   if (isTemplateFault(parsed)) return template;
   return renderTemplate(parsed, envelope, {
     escape: subjectValue,
