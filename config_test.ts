@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { ConfigError, loadConfig } from "./config.ts";
+import {
+  ConfigError,
+  DEFAULT_DELIVERY_CONCURRENCY,
+  loadConfig,
+  openFileLimit,
+  PACE_INITIAL,
+} from "./config.ts";
 
 Deno.test("loadConfig applies the contract's defaults", () => {
   const config = loadConfig({});
@@ -18,7 +24,12 @@ Deno.test("loadConfig applies the contract's defaults", () => {
   });
   assert.equal(config.platformSmtp, null);
   assert.equal(config.allowPrivateDestinations, false);
-  assert.equal(config.deliveryConcurrency, 32);
+  assert.equal(
+    config.deliveryConcurrency,
+    Math.max(16, Math.min(DEFAULT_DELIVERY_CONCURRENCY, Math.floor(openFileLimit() * 0.2))),
+    "many in flight, within a fifth of the descriptor limit",
+  );
+  assert.deepEqual(config.pace, { initial: PACE_INITIAL, max: 128 });
   assert.equal(config.deliveryOrgShare, 0.5);
   assert.deepEqual(
     config.retryScheduleMs,
@@ -129,4 +140,11 @@ Deno.test("loadConfig reads the metrics and readiness settings", () => {
   assert.equal(set.readyMaxBacklog, 50);
   assert.throws(() => loadConfig({ METRICS_TOKEN: "short" }), ConfigError);
   assert.throws(() => loadConfig({ READY_MAX_BACKLOG: "0" }), ConfigError);
+});
+
+Deno.test("DELIVERY_CONCURRENCY and DESTINATION_MAX_CONCURRENCY are taken as given", () => {
+  const config = loadConfig({ DELIVERY_CONCURRENCY: "4000", DESTINATION_MAX_CONCURRENCY: "16" });
+  assert.equal(config.deliveryConcurrency, 4000);
+  assert.equal(config.pace.max, 16);
+  assert.throws(() => loadConfig({ DESTINATION_MAX_CONCURRENCY: "0" }), ConfigError);
 });

@@ -25,6 +25,7 @@
  *
  * @module
  */
+import { openFileLimit } from "./config.ts";
 import type { Logger } from "./log.ts";
 
 /** What a request handler is told about its connection. */
@@ -105,18 +106,12 @@ export function canGuardConnections(): boolean {
   return serveOnConnection() !== null;
 }
 
-/** Connections the process may hold: three quarters of its descriptor limit, at most 10 000. */
+/**
+ * Connections the process may hold: three quarters of its descriptor limit, at most
+ * 10 000 (deliveries in flight take up to a fifth: config.ts).
+ */
 export function defaultMaxConnections(): number {
-  let limit = 1024;
-  try {
-    const line = Deno.readTextFileSync("/proc/self/limits").split("\n")
-      .find((l) => l.startsWith("Max open files"));
-    const soft = Number(line?.split(/\s{2,}/)[1]);
-    if (Number.isFinite(soft) && soft > 0) limit = soft;
-  } catch {
-    // Not Linux, or no permission: keep the common default.
-  }
-  return Math.max(64, Math.min(10_000, Math.floor(limit * 0.75)));
+  return Math.max(64, Math.min(10_000, Math.floor(openFileLimit() * 0.75)));
 }
 
 /** Listens on `port` and serves `handler` on every connection, within `limits`. */

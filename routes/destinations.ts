@@ -8,6 +8,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
+import type { DeliveryEngine, DestinationPace } from "../delivery/engine.ts";
 import {
   addDestination,
   deleteDestination,
@@ -54,7 +55,11 @@ function storable<T>(config: T): T {
  * A destination as the API shows it. `disabledReason`/`disabledAt` repeat a pause's
  * reason and time for clients of earlier versions (deprecated: read `health`).
  */
-function destinationView(destination: Destination, connector?: Connector) {
+function destinationView(
+  destination: Destination,
+  connector: Connector | undefined,
+  engine: DeliveryEngine | null,
+) {
   const { health } = destination;
   return {
     id: destination.id,
@@ -63,11 +68,19 @@ function destinationView(destination: Destination, connector?: Connector) {
     config: connector ? connector.redact(destination.config) : destination.config,
     isEnabled: destination.isEnabled,
     health,
+    pace: engine === null ? null : paceView(engine.pace(destination.id)),
     disabledReason: health.reason,
     disabledAt: health.since,
     createdAt: destination.createdAt,
     updatedAt: destination.updatedAt,
   };
+}
+
+/** A destination's pace in this process, with its hold as a time. */
+function paceView(pace: DestinationPace) {
+  const { concurrency, inFlight, heldUntil, ratePerSecond } = pace;
+  const held = heldUntil === null ? null : new Date(heldUntil).toISOString();
+  return { concurrency, inFlight, heldUntil: held, ratePerSecond };
 }
 
 /** Destinations of a form: add, list, patch, resume, delete (spec 4.3, 4.4 and the contract). */
@@ -117,7 +130,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     const destinations = await listDestinations(db, form.id);
     return c.json({
       ok: true,
-      destinations: destinations.map((d) => destinationView(d, connectors[d.type])),
+      destinations: destinations.map((d) => destinationView(d, connectors[d.type], engine)),
     });
   });
 
@@ -140,7 +153,10 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     if (updated === null) throw new ApiError(404, "Destination not found");
     // Enabling resumes a paused destination; disabling ends its held jobs as failed.
     if (patch.isEnabled !== undefined) await releaseHeld(form.id, destId);
-    return c.json({ ok: true, destination: destinationView(updated, connectors[updated.type]) });
+    return c.json({
+      ok: true,
+      destination: destinationView(updated, connectors[updated.type], engine),
+    });
   });
 
   router.post("/forms/:id/destinations/:destId/resume", async (c) => {
@@ -152,7 +168,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     const released = await releaseHeld(form.id, destId);
     return c.json({
       ok: true,
-      destination: destinationView(resumed, connectors[resumed.type]),
+      destination: destinationView(resumed, connectors[resumed.type], engine),
       released,
     });
   });
