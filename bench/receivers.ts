@@ -21,7 +21,7 @@
  *    1.2 attempts each), LOAD to `load` (target: all delivered, no time-out).
  *
  * Prints per destination deliveries/s, the most requests in flight at it, attempts per
- * delivery; C's p99; the process's RSS. Bounded: about a minute and a half.
+ * delivery; C's p99; the process's RSS and the most descriptors it had open. Bounded: about a minute and a half.
  */
 import { createOrg } from "../store/orgs.ts";
 import { adminClient, createFormWith, submit } from "../tests/reliability/helpers/cluster.ts";
@@ -136,6 +136,19 @@ const slowA = await createFormWith(adminA, "A slow", [hook("s1")]);
 const limitedA = await createFormWith(adminA, "A limited", [hook("rate5")]);
 const slowB = await createFormWith(adminB, "B load", [hook("load")]);
 const probe = await createFormWith(adminC, "C", [hook("c")]);
+
+// The process's open descriptors (sockets in flight and kept alive, the KV, the listener), sampled.
+let maxDescriptors = 0;
+const descriptorWatch = setInterval(() => {
+  try {
+    maxDescriptors = Math.max(
+      maxDescriptors,
+      [...Deno.readDirSync(`/proc/${child.pid}/fd`)].length,
+    );
+  } catch {
+    // Not Linux: no figure.
+  }
+}, 100);
 
 // C's probe: a submission every 200 ms, each one's 202 → arrival kept per phase.
 let phase = "setup";
@@ -260,8 +273,10 @@ for (const [name, list] of byPhase) {
   const p99 = list[Math.min(list.length - 1, Math.floor(list.length * 0.99))];
   console.log(`  phase ${name}: ${list.length} probes, p99 ${p99.toFixed(0)} ms`);
 }
+clearInterval(descriptorWatch);
 console.log(
   `RSS now ${await rssMb(child.pid)} MB, peak ${await peakRssMb(child.pid)} MB; ` +
+    `most descriptors open ${maxDescriptors}; ` +
     `${
       ((performance.now() - started) / 1000).toFixed(0)
     } s; ${navigator.hardwareConcurrency} cores, ` +

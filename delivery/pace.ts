@@ -9,13 +9,19 @@
  *   per round trip; latency past twice the lowest seen (plus LATENCY_SLACK_MS) takes
  *   a tenth off, once per round trip; a time-out, a connection error or a 5xx halves
  *   it, once per second at most. It never grows unless the destination uses at least
- *   half of it, and never passes `max`.
+ *   half of it, and never passes `max`. Every PROBE_EVERY_MS, and when latency rises
+ *   (at most every PROBE_GAP_MS), the lowest latency is measured afresh at a
+ *   concurrency of PROBE_CONCURRENCY: a receiver slower whatever the load is then
+ *   taken as it is (and its concurrency found again by doubling), one slower with
+ *   load is cut back. Between two measures the lowest latency drifts up slowly
+ *   (MIN_LATENCY_DRIFT_MS).
  * - A refusal for rate (HTTP 429, a 503 with Retry-After, an SMTP relay's 421/451, or
  *   a connector's own reading of a service's answer: PaceHint) holds the destination's
  *   whole queue: for Retry-After when given, else 1 s; refusals in a row (no delivery
- *   between) hold at least 1 s doubling each time, up to MAX_DEFAULT_HOLD_MS. From then on starts are spaced to a rate: 0.9 × what the
- *   receiver accepted over the last RATE_WINDOW_MS, rising by 0.01/s per delivery (1 %
- *   a second while it is used), forgotten after RATE_FORGET_MS without a refusal.
+ *   between) hold at least 1 s doubling each time, up to MAX_DEFAULT_HOLD_MS. From
+ *   then on starts are spaced to a rate: 0.9 × what the receiver accepted over the
+ *   last RATE_WINDOW_MS, rising by 0.01/s per delivery (1 % a second while it is
+ *   used), forgotten after RATE_FORGET_MS without a refusal.
  * - A quota that runs out (remaining 0 with a reset time, on any answer) holds the
  *   destination until the reset, without a refusal.
  *
@@ -78,8 +84,20 @@ export interface Pace {
 export const LATENCY_SLACK_MS = 50;
 /** Weight of a new sample in the smoothed latency. */
 const SMOOTHING = 0.1;
-/** How fast the lowest latency seen drifts up towards what is measured (per sample). */
-const MIN_LATENCY_DRIFT = 0.002;
+/** How slowly the lowest latency seen drifts up towards what is measured: its time constant. */
+const MIN_LATENCY_DRIFT_MS = 60_000;
+/**
+ * How often the lowest latency is measured afresh, with the destination held to
+ * PROBE_CONCURRENCY until PROBE_SAMPLES deliveries started under it have answered (as
+ * Envoy's adaptive concurrency recalculates its minimum RTT). Between two, the lowest
+ * latency drifts up towards what is measured, which follows a busy event loop; without
+ * the fresh measure, a receiver that slows with load would let concurrency ratchet up.
+ */
+export const PROBE_EVERY_MS = 30_000;
+/** Rising latency asks for a fresh measure too, at most this often. */
+const PROBE_GAP_MS = 5_000;
+const PROBE_CONCURRENCY = 2;
+const PROBE_SAMPLES = 5;
 /** Multiplicative decreases: on rising latency, and on time-outs and errors. */
 const LATENCY_CUT = 0.9;
 const OVERLOAD_CUT = 0.5;
@@ -113,6 +131,13 @@ interface DestinationPace {
   minLatency: number | null;
   latency: number | null;
   lastCutAt: number;
+  /** When the last delivery was sampled. */
+  sampledAt: number;
+  /** When the lowest latency is next measured afresh (0: not yet due); since when it is. */
+  nextProbeAt: number;
+  /** When the last fresh measure ended. */
+  probedAt: number;
+  probe: { startedAt: number; lowest: number; samples: number } | null;
   heldUntil: number;
   /** Refusals for rate since the last delivery. */
   refusals: number;
@@ -154,6 +179,10 @@ export function createPace(options: PaceOptions): Pace {
       minLatency: null,
       latency: null,
       lastCutAt: 0,
+      sampledAt: 0,
+      nextProbeAt: 0,
+      probedAt: 0,
+      probe: null,
       heldUntil: 0,
       refusals: 0,
       rate: null,
@@ -187,9 +216,13 @@ export function createPace(options: PaceOptions): Pace {
       if (now - pace.lastRefusalAt > RATE_FORGET_MS) pace.rate = null;
       else pace.rate += RATE_STEP;
     }
-    const lowest = pace.minLatency === null
-      ? latencyMs
-      : Math.min(latencyMs, pace.minLatency + (latencyMs - pace.minLatency) * MIN_LATENCY_DRIFT);
+    if (probing(pace, latencyMs, now)) return;
+    const lowest = pace.minLatency === null ? latencyMs : Math.min(
+      latencyMs,
+      pace.minLatency +
+        (latencyMs - pace.minLatency) * Math.min(1, (now - pace.sampledAt) / MIN_LATENCY_DRIFT_MS),
+    );
+    pace.sampledAt = now;
     pace.minLatency = lowest;
     pace.latency = pace.latency === null
       ? latencyMs
@@ -198,12 +231,50 @@ export function createPace(options: PaceOptions): Pace {
     // Slow start stops at the first slow answer; after it, the smoothed latency decides.
     const rising = pace.slowStart ? latencyMs > threshold : pace.latency > threshold;
     if (rising) {
-      if (now - pace.lastCutAt >= pace.latency) cut(pace, LATENCY_CUT, now);
+      // Whether the receiver got slower whatever the load, or slower with it, a fresh
+      // measure at low concurrency tells (at most every PROBE_GAP_MS); then cut.
+      if (now - pace.probedAt >= PROBE_GAP_MS) startProbe(pace, now);
+      else if (now - pace.lastCutAt >= pace.latency) cut(pace, LATENCY_CUT, now);
       return;
     }
     // Growth needs evidence: a destination using less than half its limit proves nothing.
     if (inFlight < pace.limit / 2) return;
     pace.limit = Math.min(max, pace.limit + (pace.slowStart ? 1 : 1 / pace.limit));
+  }
+
+  /**
+   * Measures the lowest latency afresh when due (see PROBE_EVERY_MS); true while it does,
+   * when the sample is the measure's and concurrency is left as it is.
+   */
+  function probing(pace: DestinationPace, latencyMs: number, now: number): boolean {
+    if (pace.nextProbeAt === 0) pace.nextProbeAt = now + PROBE_EVERY_MS;
+    const { probe } = pace;
+    if (probe === null) {
+      if (now < pace.nextProbeAt) return false;
+      startProbe(pace, now);
+      return true;
+    }
+    // Only deliveries started under the probe's concurrency count.
+    if (now - latencyMs >= probe.startedAt) {
+      probe.lowest = Math.min(probe.lowest, latencyMs);
+      probe.samples++;
+    }
+    if (probe.samples < PROBE_SAMPLES) return true;
+    // A receiver now slower whatever the load: what was learnt of it no longer holds,
+    // so concurrency finds its level again as at the start (doubling per round trip).
+    if (pace.minLatency !== null && probe.lowest > 2 * pace.minLatency + LATENCY_SLACK_MS) {
+      pace.slowStart = true;
+    }
+    pace.minLatency = probe.lowest;
+    pace.probe = null;
+    pace.probedAt = now;
+    // Spread a little, so that destinations started together do not probe together.
+    pace.nextProbeAt = now + PROBE_EVERY_MS * (0.9 + Math.random() * 0.2);
+    return true;
+  }
+
+  function startProbe(pace: DestinationPace, now: number) {
+    pace.probe = { startedAt: now, lowest: Infinity, samples: 0 };
   }
 
   /** The rate the receiver accepted over the last RATE_WINDOW_MS, or null when nothing was. */
@@ -241,7 +312,12 @@ export function createPace(options: PaceOptions): Pace {
   }
 
   return {
-    limit: (destinationId) => Math.floor(paces.get(destinationId)?.limit ?? Math.min(initial, max)),
+    limit(destinationId) {
+      const pace = paces.get(destinationId);
+      if (pace === undefined) return Math.min(initial, max);
+      const limit = Math.floor(pace.limit);
+      return pace.probe === null ? limit : Math.min(PROBE_CONCURRENCY, limit);
+    },
     waitMs(destinationId) {
       const pace = paces.get(destinationId);
       if (pace === undefined) return 0;

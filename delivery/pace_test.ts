@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { DeliveryError } from "../connectors/types.ts";
-import { createPace, LATENCY_SLACK_MS, MAX_DEFAULT_HOLD_MS, signalOf } from "./pace.ts";
+import { createPace, MAX_DEFAULT_HOLD_MS, signalOf } from "./pace.ts";
 
 /** A pace on a clock the test moves. */
 function harness(options: { initial?: number; max?: number } = {}) {
@@ -60,17 +60,83 @@ Deno.test("time-outs and errors halve the concurrency, once a second at most", (
   assert.ok(grown >= 3 && grown < 6, `grew to ${grown}: by one per round trip, not doubling`);
 });
 
-Deno.test("latency rising past twice the lowest seen takes concurrency back", () => {
+Deno.test("rising latency is measured afresh at low concurrency: slower with load is cut back, slower anyway is taken as it is", () => {
+  for (
+    const [receiver, lowLoadMs, expected] of [["slower with load", 20, 28], [
+      "slower anyway",
+      300,
+      32,
+    ]] as const
+  ) {
+    const h = harness();
+    h.deliver("d", 24, 20);
+    assert.equal(h.pace.limit("d"), 32);
+    h.advance(300);
+    h.pace.record("d", { kind: "delivered", latencyMs: 300 }, 32);
+    assert.equal(h.pace.limit("d"), 2, `${receiver}: held low while measuring`);
+    // Five deliveries started under the measure, answered as the receiver does at low load.
+    for (let i = 0; i < 5; i++) {
+      h.advance(lowLoadMs);
+      h.pace.record("d", { kind: "delivered", latencyMs: lowLoadMs }, 2);
+    }
+    assert.equal(h.pace.limit("d"), 32, `${receiver}: the measure is over`);
+    // Back at 32 in flight, answers take 300 ms again.
+    h.advance(300);
+    h.deliver("d", 30, 300, 32);
+    if (expected === 28) assert.equal(h.pace.limit("d"), 28, `${receiver}: a tenth off`);
+    else assert.ok(h.pace.limit("d") > 32, `${receiver}: grows on (${h.pace.limit("d")})`);
+  }
+});
+
+/**
+ * Runs a simulated receiver against a pace for `seconds` on the test's clock, 1 ms a
+ * step: `answer(inFlight)` says how long a request started with that many in flight
+ * takes, or "timeout" for one that fails after 2 s.
+ */
+function simulate(seconds: number, answer: (inFlight: number) => number | "timeout") {
   const h = harness();
-  h.deliver("d", 24, 20);
-  assert.equal(h.pace.limit("d"), 32);
-  // The receiver slows with load: answers now take far longer than the 20 ms seen.
-  const slow = 2 * 20 + LATENCY_SLACK_MS + 200;
-  h.deliver("d", 30, slow, 32);
-  assert.equal(h.pace.limit("d"), 28, "a tenth off, once within one round trip");
-  h.advance(slow);
-  h.deliver("d", 1, slow, 28);
-  assert.equal(h.pace.limit("d"), 25, "and a tenth again a round trip later");
+  let running: { end: number; start: number; timeout: boolean }[] = [];
+  let maxInFlight = 0, delivered = 0, timeouts = 0;
+  for (let t = 0; t < seconds * 1000; t++) {
+    h.advance(1);
+    const done = running.filter((r) => r.end <= t);
+    running = running.filter((r) => r.end > t);
+    for (const [i, r] of done.entries()) {
+      const inFlight = running.length + done.length - i;
+      if (r.timeout) timeouts++;
+      else delivered++;
+      h.pace.record(
+        "d",
+        r.timeout ? { kind: "overloaded" } : { kind: "delivered", latencyMs: t - r.start },
+        inFlight,
+      );
+    }
+    while (running.length < h.pace.limit("d") && h.pace.waitMs("d") === 0) {
+      h.pace.started("d");
+      const ms = answer(running.length + 1);
+      running.push(
+        ms === "timeout"
+          ? { end: t + 2000, start: t, timeout: true }
+          : { end: t + ms, start: t, timeout: false },
+      );
+      maxInFlight = Math.max(maxInFlight, running.length);
+    }
+  }
+  return { maxInFlight, delivered, timeouts, limit: h.pace.limit("d") };
+}
+
+Deno.test("a receiver that slows with load keeps few in flight and never times out, minutes on", () => {
+  // 20 ms × in flight, a time-out past 2 s: 50 a second whatever the concurrency.
+  const run = simulate(300, (inFlight) => inFlight * 20 > 2000 ? "timeout" : inFlight * 20);
+  assert.equal(run.timeouts, 0);
+  assert.ok(run.maxInFlight <= 20, `at most ${run.maxInFlight} in flight`);
+  assert.ok(run.delivered >= 14_000, `${run.delivered} delivered in 300 s`);
+});
+
+Deno.test("a receiver answering in 100 ms whatever the load gets the cap", () => {
+  const run = simulate(60, () => 100);
+  assert.equal(run.limit, 128);
+  assert.ok(run.delivered >= 60_000, `${run.delivered} delivered in 60 s`);
 });
 
 Deno.test("a refusal for rate holds the destination for its Retry-After, then spaces starts to the rate it accepted", () => {
