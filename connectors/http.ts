@@ -99,7 +99,8 @@ export async function settleResponse(
 
 /**
  * What an answer says about the receiver's pace: `Retry-After` (on 429 and 503, where it
- * means "not before"; a 429, or a 503 that has one, is a refusal for rate), and the quota
+ * means "not before"; a 429 is a refusal for rate, a 503 that has one a refusal while the
+ * receiver is down), and the quota
  * headers many APIs send: `X-RateLimit-Remaining` with `X-RateLimit-Reset-After`
  * (seconds, Discord) or `X-RateLimit-Reset` (epoch seconds, GitHub and others), or the
  * IETF draft's `RateLimit-Remaining` with `RateLimit-Reset` (seconds). Undefined when it
@@ -111,7 +112,8 @@ export function readPaceHint(response: Response, now: number = Date.now()): Pace
   if (status === 429 || status === 503) {
     const retryAfterMs = parseRetryAfter(headers.get("retry-after"), now);
     if (retryAfterMs !== undefined) hint.retryAfterMs = retryAfterMs;
-    if (status === 429 || retryAfterMs !== undefined) hint.limited = true;
+    if (status === 429) hint.limited = true;
+    else if (retryAfterMs !== undefined) Object.assign(hint, { limited: true, unavailable: true });
   }
   const remaining = Number(
     headers.get("x-ratelimit-remaining") ?? headers.get("ratelimit-remaining") ?? NaN,

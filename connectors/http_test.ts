@@ -76,6 +76,7 @@ Deno.test("readPaceHint: a 429, or a 503 with Retry-After, is a refusal for rate
   );
   assert.deepEqual(answer(503, { "retry-after": "Thu, 02 Jan 2025 03:05:05 GMT" }), {
     limited: true,
+    unavailable: true,
     retryAfterMs: 60_000,
   });
   assert.equal(answer(503), undefined, "a plain 503 is an overload, not a rate");

@@ -22,6 +22,11 @@ export interface DeliveryRequest<C> {
 export interface PaceHint {
   /** The receiver refused this attempt for rate, not for what was sent: it is tried again, uncounted. */
   limited?: boolean;
+  /**
+   * The refusal says the receiver is down for a while (a 503 with Retry-After), not
+   * how fast it takes requests: the destination is held, not kept to a rate.
+   */
+  unavailable?: boolean;
   /** Send nothing to the destination for this long (ms). */
   retryAfterMs?: number;
   /** Requests the receiver still allows in its current window... */

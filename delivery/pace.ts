@@ -15,11 +15,12 @@
  *   taken as it is (and its concurrency found again by doubling), one slower with
  *   load is cut back. Between two measures the lowest latency drifts up slowly
  *   (MIN_LATENCY_DRIFT_MS).
- * - A refusal for rate (HTTP 429, a 503 with Retry-After, an SMTP relay's 421/451, or
- *   a connector's own reading of a service's answer: PaceHint) holds the destination's
- *   whole queue: for Retry-After when given, else 1 s; refusals in a row (no delivery
- *   between) hold at least 1 s doubling each time, up to MAX_DEFAULT_HOLD_MS. From
- *   then on starts are spaced to a rate: 0.9 × what the receiver accepted over the
+ * - A refusal (HTTP 429, a 503 with Retry-After, an SMTP relay's 421/451, or a
+ *   connector's own reading of a service's answer: PaceHint) holds the destination's
+ *   whole queue and halves its concurrency: for Retry-After when given, else 1 s; refusals in a row (no delivery
+ *   between) hold at least 1 s doubling each time, up to MAX_DEFAULT_HOLD_MS. After a
+ *   refusal for rate (all but a 503, which says the receiver is down for a while),
+ *   starts are spaced to a rate: 0.9 × what the receiver accepted over the
  *   last RATE_WINDOW_MS, rising by 0.01/s per delivery (1 % a second while it is
  *   used), forgotten after RATE_FORGET_MS without a refusal.
  * - A quota that runs out (remaining 0 with a reset time, on any answer) holds the
@@ -301,13 +302,17 @@ export function createPace(options: PaceOptions): Pace {
       ? escalated
       : Math.max(asked, pace.refusals > 1 ? escalated : 0);
     pace.heldUntil = now + Math.min(hold, MAX_RETRY_AFTER_MS);
-    const accepted = acceptedRate(pace, now);
-    pace.rate = Math.max(
-      MIN_RATE,
-      accepted !== null ? accepted * RATE_BACKOFF : pace.rate !== null ? pace.rate / 2 : FIRST_RATE,
-    );
-    pace.lastRefusalAt = now;
-    pace.nextStartAt = pace.heldUntil;
+    // A receiver down for a while says nothing of the rate it takes: only the hold applies.
+    if (!hint.unavailable) {
+      // Nothing accepted lately: the rate it was kept to (or a first guess) stands.
+      const accepted = acceptedRate(pace, now);
+      pace.rate = Math.max(
+        MIN_RATE,
+        accepted !== null ? accepted * RATE_BACKOFF : pace.rate ?? FIRST_RATE,
+      );
+      pace.lastRefusalAt = now;
+      pace.nextStartAt = pace.heldUntil;
+    }
     cut(pace, OVERLOAD_CUT, now);
   }
 

@@ -179,6 +179,27 @@ Deno.test("refusals without Retry-After hold for a second, doubling while they g
   assert.equal(h.pace.waitMs("d"), 1000, "a delivery starts the doubling afresh");
 });
 
+Deno.test("a receiver down for a while (503 with Retry-After) is held, not kept to a rate; refusals with nothing accepted keep the rate", () => {
+  const h = harness();
+  h.deliver("d", 5, 10);
+  h.pace.record("d", {
+    kind: "limited",
+    hint: { limited: true, unavailable: true, retryAfterMs: 2000 },
+  }, 1);
+  assert.equal(h.pace.waitMs("d"), 2000);
+  assert.equal(h.pace.view("d").ratePerSecond, null);
+  // A 429 sets a rate; later refusals with nothing accepted in between leave it as it is.
+  h.advance(10_000);
+  h.deliver("e", 5, 10);
+  h.pace.record("e", { kind: "limited", hint: { limited: true, retryAfterMs: 1000 } }, 1);
+  const rate = h.pace.view("e").ratePerSecond;
+  for (let i = 0; i < 4; i++) {
+    h.advance(h.pace.waitMs("e") + 2000);
+    h.pace.record("e", { kind: "limited", hint: { limited: true, retryAfterMs: 1000 } }, 1);
+  }
+  assert.equal(h.pace.view("e").ratePerSecond, rate);
+});
+
 Deno.test("a quota that runs out holds the destination until its reset, with no refusal", () => {
   const h = harness();
   const answer = (id: string, remaining: number) =>
