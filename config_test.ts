@@ -29,7 +29,7 @@ Deno.test("loadConfig applies the contract's defaults", () => {
     Math.max(16, Math.min(DEFAULT_DELIVERY_CONCURRENCY, Math.floor(openFileLimit() * 0.2))),
     "many in flight, within a fifth of the descriptor limit",
   );
-  assert.deepEqual(config.pace, { initial: PACE_INITIAL, max: 128 });
+  assert.deepEqual(config.pace, { initial: PACE_INITIAL, max: 64 });
   assert.equal(config.deliveryOrgShare, 0.5);
   assert.deepEqual(
     config.retryScheduleMs,

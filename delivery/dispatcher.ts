@@ -74,8 +74,14 @@ export interface Dispatcher {
   close(): Promise<void>;
 }
 
-/** Jobs recording their result, per delivery slot, before new ones wait. */
-const MAX_RECORDING_PER_SLOT = 2;
+/**
+ * Jobs that gave their slot back and are still recording their result, at most, before
+ * new ones wait: the KV's commit cycle, not the slots, bounds how many results wait to be
+ * written. It was two per slot with 32 slots; with the slots sized for receivers that
+ * take their time (DELIVERY_CONCURRENCY 1024), two per slot would let an instant
+ * receiver under a flood keep 2 000 jobs and their envelopes in memory.
+ */
+export const MAX_RECORDING = 64;
 /**
  * How long a burst of acceptance on an organization's forms holds its new deliveries
  * back: the burst's visitors get their answers first, its deliveries follow. After
@@ -156,15 +162,14 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     // from other tenants nor from their own tenant's other destinations.
     const perOrg = Math.max(1, Math.floor(concurrency * orgShare));
     const perDestination = Math.max(1, Math.floor(perOrg / 2));
-    const maxInProgress = MAX_RECORDING_PER_SLOT * concurrency;
     while (
-      !closed && started && active < concurrency && recording < maxInProgress &&
+      !closed && started && active < concurrency && recording - active < MAX_RECORDING &&
       waitingCount > 0
     ) {
       started = false;
       // One job per organization and round, in ring order (a snapshot: served ones move back).
       for (const orgId of [...waiting.keys()]) {
-        if (active >= concurrency || recording >= maxInProgress) break;
+        if (active >= concurrency || recording - active >= MAX_RECORDING) break;
         if ((runningByOrg.get(orgId) ?? 0) >= perOrg) continue;
         if (inBurstPause(orgId)) {
           paused = true;
