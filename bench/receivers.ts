@@ -28,7 +28,7 @@ import { adminClient, createFormWith, submit } from "../tests/reliability/helper
 import { freePort, MAIN, peakRssMb, rssMb, spawnDeno, START_V8_FLAGS, waitUntilUp } from "./lib.ts";
 import { START_ENV } from "../tests/helpers/process.ts";
 
-const BURST = Number(Deno.env.get("BENCH_BURST") ?? "1500");
+const BURST = Number(Deno.env.get("BENCH_BURST") ?? "3000");
 const SINGLE = Number(Deno.env.get("BENCH_SINGLE") ?? "3000");
 const S1 = 400;
 const RATE5 = 100;
