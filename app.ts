@@ -5,16 +5,29 @@ import { describeError } from "./log.ts";
 import { pingKv } from "./store/db.ts";
 import { tenantAuth } from "./routes/auth.ts";
 import { deliveryRoutes } from "./routes/deliveries.ts";
+import { deploymentRoutes } from "./routes/deployment.ts";
+import { refusalRoutes } from "./routes/refusals.ts";
+import { createRefusalCounter } from "./store/refusals.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
-import type { AdminEnv, AppDeps } from "./routes/env.ts";
+import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
 import { ingestRoutes } from "./routes/ingest.ts";
+import { ERRORS } from "./routes/errors.ts";
 import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
+import { organizationOperationLimit } from "./routes/limits.ts";
 import { openApiRoutes } from "./routes/openapi.ts";
 import { countIngestAnswer } from "./metrics.ts";
 import { observeRoutes } from "./routes/observe.ts";
 import { testSendRoutes } from "./routes/test_send.ts";
+
+/** Admin paths limited by ADMIN_OPERATIONS_PER_ORG: each change there touches delivery jobs. */
+const LIMITED_OPERATIONS = [
+  "/forms/:id/destinations/:destId",
+  "/forms/:id/destinations/:destId/resume",
+  "/forms/:id/destinations/:destId/redeliver",
+  "/forms/:id/deliveries/:deliveryId/redeliver",
+];
 
 /** A request path as logged: long ones cut, so a hostile URL cannot flood the log. */
 function loggedPath(path: string): string {
@@ -25,7 +38,10 @@ function loggedPath(path: string): string {
  * The HTTP application: health, admin API, ingestion, the API description and the
  * console, with one error handler.
  */
-export function createApp(deps: AppDeps): Hono {
+export function createApp(given: AppDeps): Hono {
+  // One refusal counter for ingestion (which counts) and the admin route (which reads).
+  const refusals = given.refusals ?? createRefusalCounter(given.db);
+  const deps = { ...given, refusals };
   const { db, logger } = deps;
   const app = new Hono();
 
@@ -47,7 +63,7 @@ export function createApp(deps: AppDeps): Hono {
       return c.json({ ok: true });
     } catch (error) {
       logger.error("health check failed", { error: describeError(error) });
-      return c.json(errorBody("KV is not answering"), 503);
+      return c.json(errorBody(ERRORS.kvNotAnswering.text), ERRORS.kvNotAnswering.status);
     }
   });
 
@@ -55,21 +71,27 @@ export function createApp(deps: AppDeps): Hono {
 
   const admin = new Hono<AdminEnv>();
   admin.use(tenantAuth(db));
+  const bodyTiming = bodyTimingOf(deps.config);
   admin.use(async (c, next) => {
-    c.set("bodyTimeoutMs", deps.config.http.bodyTimeoutMs);
+    c.set("bodyTiming", bodyTiming);
     await next();
   });
+  // Operations that touch delivery jobs are limited per organization (routes/limits.ts).
+  const operations = organizationOperationLimit(deps.config.adminOperationsPerOrg);
+  for (const path of LIMITED_OPERATIONS) admin.use(path, operations);
   admin.route("/", keyRoutes(deps));
   admin.route("/", formRoutes(deps));
   admin.route("/", destinationRoutes(deps));
   admin.route("/", testSendRoutes(deps));
   admin.route("/", deliveryRoutes(deps));
+  admin.route("/", deploymentRoutes(deps));
+  admin.route("/", refusalRoutes(deps, refusals));
   app.route("/v1/admin", admin);
   app.route("/v1/f", ingestRoutes(deps));
   app.route("/", openApiRoutes(deps.config));
   app.route("/", consoleRoutes());
 
-  app.notFound((c) => c.json(errorBody("Not found"), 404));
+  app.notFound((c) => c.json(errorBody(ERRORS.notFound.text), ERRORS.notFound.status));
   app.onError((error, c) => {
     if (error instanceof ApiError) {
       return c.json(errorBody(error.message, error.details), error.status);
@@ -82,7 +104,7 @@ export function createApp(deps: AppDeps): Hono {
       path: loggedPath(c.req.path),
       error: describeError(error),
     });
-    return c.json(errorBody("Internal error"), 500);
+    return c.json(errorBody(ERRORS.internal.text), ERRORS.internal.status);
   });
   return app;
 }

@@ -2,6 +2,7 @@ import { z } from "zod";
 
 const boolean = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 const positiveInt = z.coerce.number().int().positive();
+const nonNegativeInt = z.coerce.number().int().min(0);
 const secureTransport = z.enum(["off", "starttls", "on"]);
 
 /** Every environment variable the service reads, with its default. */
@@ -19,16 +20,28 @@ const envSchema = z.object({
   HTTP_HEADERS_TIMEOUT_MS: positiveInt.default(10_000),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(5_000),
   HTTP_BODY_TIMEOUT_MS: positiveInt.default(10_000),
+  /** From this long after a body's read began, it must average HTTP_BODY_MIN_RATE. */
+  HTTP_BODY_GRACE_MS: positiveInt.default(2_000),
+  /** Bytes a second a body must average once its grace has passed; 0: no minimum. */
+  HTTP_BODY_MIN_RATE: z.coerce.number().int().min(0).default(500),
   /** Open connections at most; unset: three quarters of the descriptor limit, at most 10 000. */
   HTTP_MAX_CONNECTIONS: positiveInt.optional(),
   /** Declared bytes of request bodies being read and processed at once. */
   HTTP_BODY_MEMORY_BYTES: positiveInt.min(262_144).default(8 * 1024 * 1024),
+  /** Declared bytes of bodies one client address (an IPv6 /64) may hold in that budget. */
+  HTTP_BODY_CLIENT_BYTES: positiveInt.min(131_072).default(4 * 131_072),
   PLATFORM_SMTP_HOST: z.string().min(1).optional(),
   PLATFORM_SMTP_PORT: z.coerce.number().int().min(1).max(65535).optional(),
   PLATFORM_SMTP_SECURE_TRANSPORT: secureTransport.default("starttls"),
   PLATFORM_SMTP_USERNAME: z.string().min(1).optional(),
   PLATFORM_SMTP_PASSWORD: z.string().min(1).optional(),
   PLATFORM_SMTP_FROM_EMAIL: z.email().optional(),
+  /** Most recipients of one Variant B (platform relay) destination. */
+  PLATFORM_SMTP_MAX_RECIPIENTS: positiveInt.max(1000).default(5),
+  /** Platform relay recipients per organization per minute (test sends included); 0: no limit. */
+  PLATFORM_SMTP_ORG_PER_MINUTE: nonNegativeInt.default(30),
+  /** Platform relay recipients per organization per UTC day (test sends included); 0: no limit. */
+  PLATFORM_SMTP_ORG_PER_DAY: nonNegativeInt.default(1000),
   SMTP_HELO_NAME: z.string().regex(/^[A-Za-z0-9.-]+$/, "Expected a host name").default(
     "localhost",
   ),
@@ -64,6 +77,22 @@ const envSchema = z.object({
   DESTINATION_PAUSE_AFTER_HOURS: z.coerce.number().min(0).default(24),
   /** Hours a failed submission's sealed data is kept for redelivery; 0 (default) not at all. */
   FAILED_RETENTION_HOURS: z.coerce.number().min(0).max(24 * 30).default(0),
+  /** Test sends per destination per minute; 0: no limit. */
+  TEST_SENDS_PER_DESTINATION: nonNegativeInt.default(6),
+  /** Test sends per organization per minute; 0: no limit. */
+  TEST_SENDS_PER_ORG: nonNegativeInt.default(20),
+  /** Resumes, redeliveries, destination changes and deletions per organization per minute; 0: no limit. */
+  ADMIN_OPERATIONS_PER_ORG: nonNegativeInt.default(60),
+  /** The window of the outbound budgets below, in seconds. */
+  OUTBOUND_WINDOW_SECONDS: positiveInt.default(60),
+  /** Outbound requests (deliveries and test sends) per organization per window; 0: no limit. */
+  OUTBOUND_ORG_REQUESTS: nonNegativeInt.default(30_000),
+  /** Outbound bytes per organization per window; 0: no limit. */
+  OUTBOUND_ORG_BYTES: nonNegativeInt.default(64 * 1024 * 1024),
+  /** Outbound requests per organization and target host per window; 0: no limit. */
+  OUTBOUND_HOST_REQUESTS: nonNegativeInt.default(6000),
+  /** Outbound bytes per organization and target host per window; 0: no limit. */
+  OUTBOUND_HOST_BYTES: nonNegativeInt.default(32 * 1024 * 1024),
   METRICS_TOKEN: z.string().min(16, "Expected at least 16 characters").optional(),
   METRICS_PER_FORM: boolean.default(false),
   READY_MAX_BACKLOG: positiveInt.default(10_000),
@@ -101,16 +130,36 @@ export interface Config {
   clientIpHeader: string | null;
   /** With X-Forwarded-For: how many entries from the right were added by trusted proxies. */
   trustedProxyHops: number;
-  /** Limits of the HTTP listener (serve.ts) and of request bodies (routes/body_gate.ts). */
+  /** Limits of the HTTP listener (listener.ts) and of request bodies (routes/body_gate.ts). */
   http: {
     headersTimeoutMs: number;
     keepAliveTimeoutMs: number;
     bodyTimeoutMs: number;
+    /** A body's grace before it must keep its minimum rate. */
+    bodyGraceMs: number;
+    /** Bytes a second a body must average after its grace (0: no minimum). */
+    bodyMinBytesPerSecond: number;
     /** null: derived from the process's descriptor limit at start-up. */
     maxConnections: number | null;
     bodyMemoryBytes: number;
+    /** The share of bodyMemoryBytes one client may hold (at most half of it). */
+    bodyClientBytes: number;
   };
   platformSmtp: PlatformSmtp | null;
+  /** Caps of the platform relay: recipients per destination, recipients per org per minute and per UTC day (0: none). */
+  relayLimits: { maxRecipients: number; orgPerMinute: number; orgPerDay: number };
+  /** Test sends per destination and per organization per minute (0: no limit). */
+  testSendLimits: { perDestination: number; perOrg: number };
+  /** Resumes, redeliveries and destination changes per organization per minute (0: no limit). */
+  adminOperationsPerOrg: number;
+  /** Outbound requests and bytes per organization, and per organization and host, per window (0: none). */
+  outbound: {
+    windowMs: number;
+    orgRequests: number;
+    orgBytes: number;
+    hostRequests: number;
+    hostBytes: number;
+  };
   smtpHeloName: string;
   allowPrivateDestinations: boolean;
   /** 32-byte key, base64; null = generate or load beside the local KV file. */
@@ -180,8 +229,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
       keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
       bodyTimeoutMs: e.HTTP_BODY_TIMEOUT_MS,
+      bodyGraceMs: e.HTTP_BODY_GRACE_MS,
+      bodyMinBytesPerSecond: e.HTTP_BODY_MIN_RATE,
       maxConnections: e.HTTP_MAX_CONNECTIONS ?? null,
       bodyMemoryBytes: e.HTTP_BODY_MEMORY_BYTES,
+      bodyClientBytes: Math.min(e.HTTP_BODY_CLIENT_BYTES, Math.floor(e.HTTP_BODY_MEMORY_BYTES / 2)),
     },
     platformSmtp: givenPlatform.length === 0 ? null : {
       host: e.PLATFORM_SMTP_HOST!,
@@ -191,10 +243,28 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       password: e.PLATFORM_SMTP_PASSWORD!,
       fromEmail: e.PLATFORM_SMTP_FROM_EMAIL!,
     },
+    relayLimits: {
+      maxRecipients: e.PLATFORM_SMTP_MAX_RECIPIENTS,
+      orgPerMinute: e.PLATFORM_SMTP_ORG_PER_MINUTE,
+      orgPerDay: e.PLATFORM_SMTP_ORG_PER_DAY,
+    },
+    testSendLimits: {
+      perDestination: e.TEST_SENDS_PER_DESTINATION,
+      perOrg: e.TEST_SENDS_PER_ORG,
+    },
+    adminOperationsPerOrg: e.ADMIN_OPERATIONS_PER_ORG,
+    outbound: {
+      windowMs: e.OUTBOUND_WINDOW_SECONDS * 1000,
+      orgRequests: e.OUTBOUND_ORG_REQUESTS,
+      orgBytes: e.OUTBOUND_ORG_BYTES,
+      hostRequests: e.OUTBOUND_HOST_REQUESTS,
+      hostBytes: e.OUTBOUND_HOST_BYTES,
+    },
     smtpHeloName: e.SMTP_HELO_NAME,
     allowPrivateDestinations: e.ALLOW_PRIVATE_DESTINATIONS,
     submissionEncryptionKey: e.SUBMISSION_ENCRYPTION_KEY ?? null,
-    deliveryConcurrency: e.DELIVERY_CONCURRENCY ?? defaultDeliveryConcurrency(),
+    deliveryConcurrency: e.DELIVERY_CONCURRENCY ??
+      deliveryConcurrencyFor(descriptorLimit() ?? ASSUMED_DESCRIPTOR_LIMIT),
     pace: { initial: PACE_INITIAL, max: e.DESTINATION_MAX_CONCURRENCY },
     deliveryOrgShare: e.DELIVERY_ORG_SHARE,
     backlog: { maxJobs: e.BACKLOG_MAX_JOBS, orgShare: e.BACKLOG_ORG_SHARE },
@@ -214,39 +284,45 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
 
 /**
  * Deliveries in flight by default: enough for receivers that take their time (an
- * in-flight request costs about 60 KB and one descriptor), within a fifth of the
- * descriptor limit, since the listener may take three quarters (serve.ts).
+ * in-flight request costs about 60 KB and one descriptor: bench:in-flight), within a
+ * fifth of the descriptor limit, since the listener may take three quarters
+ * (listener.ts); where the limit cannot be read, a fifth of ASSUMED_DESCRIPTOR_LIMIT.
  */
 export const DEFAULT_DELIVERY_CONCURRENCY = 1024;
 /** Deliveries in flight a destination starts with (what each got before it had a pace). */
 export const PACE_INITIAL = 8;
 
-function defaultDeliveryConcurrency(): number {
-  return Math.max(16, Math.min(DEFAULT_DELIVERY_CONCURRENCY, Math.floor(openFileLimit() * 0.2)));
+/** Deliveries in flight by default for a process with `descriptors`. */
+export function deliveryConcurrencyFor(descriptors: number): number {
+  return Math.max(16, Math.min(DEFAULT_DELIVERY_CONCURRENCY, Math.floor(descriptors * 0.2)));
 }
 
-/** The process's descriptor limit (Deno raises the soft limit to the hard one); 1024 when unknown. */
-export function openFileLimit(): number {
+/** The descriptor limit assumed when the process's own cannot be read. */
+export const ASSUMED_DESCRIPTOR_LIMIT = 1024;
+
+/**
+ * The process's open-file limit from /proc/self/limits, or null where it cannot be
+ * read: not Linux, or without `--allow-all` (Deno 2 asks for all permissions to read
+ * /proc/self, so `deno task start`, with its narrower flags, cannot).
+ */
+export function descriptorLimit(): number | null {
   try {
     const line = Deno.readTextFileSync("/proc/self/limits").split("\n")
       .find((l) => l.startsWith("Max open files"));
     const soft = Number(line?.split(/\s{2,}/)[1]);
-    if (Number.isFinite(soft) && soft > 0) return soft;
+    return Number.isFinite(soft) && soft > 0 ? soft : null;
   } catch {
-    // Not Linux, or no permission: keep the common default.
+    return null;
   }
-  return 1024;
+}
+
+/** Every environment variable the service reads, with its default (undefined: none). */
+export function environmentVariables(): { name: string; defaultValue: unknown }[] {
+  const defaults: Record<string, unknown> = envSchema.parse({});
+  return Object.keys(envSchema.shape).map((name) => ({ name, defaultValue: defaults[name] }));
 }
 
 /** Whether a KV path is a KV Connect URL (remote) rather than a local file or ":memory:". */
 export function isRemoteKvPath(path: string): boolean {
   return /^https?:\/\//.test(path);
-}
-
-/** Config for tests: defaults plus overrides, with an in-memory KV and private targets allowed. */
-export function testConfig(overrides: Partial<Config> = {}): Config {
-  return {
-    ...loadConfig({ KV_PATH: ":memory:", ALLOW_PRIVATE_DESTINATIONS: "true", LOG_LEVEL: "silent" }),
-    ...overrides,
-  };
 }

@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
 import {
+  ASSUMED_DESCRIPTOR_LIMIT,
   ConfigError,
   DEFAULT_DELIVERY_CONCURRENCY,
+  deliveryConcurrencyFor,
+  descriptorLimit,
   loadConfig,
-  openFileLimit,
   PACE_INITIAL,
 } from "./config.ts";
 
@@ -19,15 +21,24 @@ Deno.test("loadConfig applies the contract's defaults", () => {
     headersTimeoutMs: 10_000,
     keepAliveTimeoutMs: 5_000,
     bodyTimeoutMs: 10_000,
+    bodyGraceMs: 2_000,
+    bodyMinBytesPerSecond: 500,
     maxConnections: null,
     bodyMemoryBytes: 8 * 1024 * 1024,
+    bodyClientBytes: 4 * 131_072,
   });
   assert.equal(config.platformSmtp, null);
   assert.equal(config.allowPrivateDestinations, false);
   assert.equal(
     config.deliveryConcurrency,
-    Math.max(16, Math.min(DEFAULT_DELIVERY_CONCURRENCY, Math.floor(openFileLimit() * 0.2))),
+    deliveryConcurrencyFor(descriptorLimit() ?? ASSUMED_DESCRIPTOR_LIMIT),
     "many in flight, within a fifth of the descriptor limit",
+  );
+  assert.equal(deliveryConcurrencyFor(20_000), DEFAULT_DELIVERY_CONCURRENCY);
+  assert.equal(
+    deliveryConcurrencyFor(1024),
+    204,
+    "with the listener's three quarters, under 1 024 descriptors",
   );
   assert.deepEqual(config.pace, { initial: PACE_INITIAL, max: 64 });
   assert.equal(config.deliveryOrgShare, 0.5);

@@ -1,5 +1,11 @@
 import { type Config, ConfigError, loadConfig } from "./config.ts";
-import { canGuardConnections, defaultMaxConnections, serveGuarded } from "./serve.ts";
+import {
+  ASSUMED_DESCRIPTOR_LIMIT,
+  canGuardConnections,
+  descriptorLimit,
+  maxConnectionsFor,
+  serveGuarded,
+} from "./listener.ts";
 import { observeServer } from "./metrics.ts";
 import { startService } from "./service.ts";
 
@@ -43,10 +49,21 @@ if (onDeploy || !canGuardConnections()) {
   }, service.app.fetch);
   shutdown = () => server.shutdown();
 } else {
+  const descriptors = config.http.maxConnections === null ? descriptorLimit() : null;
+  if (config.http.maxConnections === null && descriptors === null) {
+    const assumed = maxConnectionsFor(ASSUMED_DESCRIPTOR_LIMIT);
+    logger.warn(
+      `cannot read the descriptor limit (it needs --allow-all): at most ${assumed} connections, ` +
+        "as for 1 024 descriptors (and a fifth of them for deliveries in flight); set " +
+        "HTTP_MAX_CONNECTIONS to three quarters of `ulimit -Hn` and DELIVERY_CONCURRENCY to a fifth",
+      { maxConnections: assumed },
+    );
+  }
   const limits = {
     headersTimeoutMs: config.http.headersTimeoutMs,
     keepAliveTimeoutMs: config.http.keepAliveTimeoutMs,
-    maxConnections: config.http.maxConnections ?? defaultMaxConnections(),
+    maxConnections: config.http.maxConnections ??
+      maxConnectionsFor(descriptors ?? ASSUMED_DESCRIPTOR_LIMIT),
   };
   const server = serveGuarded({ port: config.port, limits, logger }, service.app.fetch);
   observeServer(server);
@@ -54,10 +71,21 @@ if (onDeploy || !canGuardConnections()) {
   shutdown = () => server.shutdown();
 }
 
+/**
+ * Set by `deno task dev`: this runs under `deno run --watch`, where Deno.exit() ends only
+ * this run and the watcher goes on waiting for a file change. A stop signal must end the
+ * watcher too, so it is raised again once the service has shut down.
+ */
+const underWatcher = Deno.args.includes("--dev-watch");
+
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  Deno.addSignalListener(signal, async () => {
+  const stop = async () => {
     await shutdown();
     await service.close();
-    Deno.exit(0);
-  });
+    if (!underWatcher) Deno.exit(0);
+    // Without a listener the signal's default action ends the whole process.
+    Deno.removeSignalListener(signal, stop);
+    Deno.kill(Deno.pid, signal);
+  };
+  Deno.addSignalListener(signal, stop);
 }

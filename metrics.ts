@@ -20,36 +20,28 @@ import { trace } from "@opentelemetry/api";
 import client from "prom-client";
 import type { Context } from "hono";
 import { DESTINATION_TYPES } from "./connectors/registry.ts";
+import { ERRORS, type ErrorSpec } from "./routes/errors.ts";
+import { ApiError } from "./routes/http.ts";
 
 /** The registry `/metrics` shows. */
 export const registry = new client.Registry();
 
 /**
- * Why a submission was refused, by answer status and, where one status has several
- * causes, the error text (see routes/ingest.ts).
+ * The refusal reason of an answer that carries no catalogued error (a browser form post
+ * answered with a page, an unknown path): the first reason of its status in the
+ * catalogue, so a page's 400 counts as "invalid" and its 503 as "busy".
  */
-const REASON_BY_STATUS: Record<number, string> = {
-  400: "invalid",
-  403: "origin",
-  404: "not_found",
-  405: "method",
-  408: "body_timeout",
-  413: "size",
-  415: "type",
-  429: "rate_limit",
-  500: "error",
-  503: "busy",
-};
-const REASON_BY_ERROR: Record<string, string> = {
-  "Captcha token is required": "captcha",
-  "Invalid captcha token": "captcha",
-  "Submission could not be stored: try again": "store_failed",
-  "Too many submissions waiting for delivery: try again later": "backlog",
-};
+const REASON_BY_STATUS = new Map<number, string>();
+for (const error of Object.values(ERRORS) as ErrorSpec[]) {
+  if (error.reason !== undefined && !REASON_BY_STATUS.has(error.status)) {
+    REASON_BY_STATUS.set(error.status, error.reason);
+  }
+}
 
 /**
- * Delivery attempt outcomes as labelled ("held" is a job kept back while its destination
- * is paused; "rate_limited" an attempt the receiver refused for rate, tried again uncounted).
+ * Delivery attempt outcomes as labelled ("held" is a job kept back while its destination is
+ * paused, "deferred" one kept back by its organization's outbound budget, "rate_limited" an
+ * attempt the receiver refused for rate, tried again uncounted).
  */
 const DELIVERY_OUTCOMES = [
   "delivered",
@@ -57,6 +49,7 @@ const DELIVERY_OUTCOMES = [
   "rate_limited",
   "failed",
   "held",
+  "deferred",
   "lease_lost",
 ] as const;
 
@@ -295,15 +288,15 @@ gauge(
 /**
  * Counts a refusal of `POST /v1/f/:publicKey` (called for every request; anything else,
  * and every answer below 400, returns at once: acceptances are counted by
- * countAccepted). The reason comes from the status, or the error text where a status
- * has several causes; browser form posts answered with a page have no error text here,
- * so their 400s count as "invalid".
+ * countAccepted). The reason is the catalogue's (routes/errors.ts) for the error the
+ * route threw; an answer without one (a browser form post's error page, an unknown
+ * path) takes the first reason of its status.
  */
 export function countIngestAnswer(c: Context): void {
   const status = c.res.status;
   if (status < 400 || c.req.method !== "POST" || !c.req.path.startsWith("/v1/f/")) return;
-  const text = c.error?.message ?? "";
-  refused(String(status), REASON_BY_ERROR[text] ?? REASON_BY_STATUS[status] ?? "other");
+  const reason = c.error instanceof ApiError ? c.error.reason : undefined;
+  refused(String(status), reason ?? REASON_BY_STATUS.get(status) ?? "other");
 }
 
 /** Counts a submission answered 202 (a honeypot one as refused with 202). */
@@ -329,13 +322,13 @@ function refused(status: string, reason: string, by = 1) {
   child.inc(by);
 }
 
-// The usual refusals start at 0, so rate() and alerts see their series before the first one.
-for (const status of ["400", "403", "404", "408", "413", "415", "429", "503"]) {
-  refused(status, REASON_BY_STATUS[Number(status)], 0);
+// The refusals of the catalogue start at 0, so rate() and alerts see their series before
+// the first one (the 405 and 500 of any route only when they happen).
+for (const error of Object.values(ERRORS) as ErrorSpec[]) {
+  if (error.reason !== undefined && error.status !== 405 && error.status !== 500) {
+    refused(String(error.status), error.reason, 0);
+  }
 }
-refused("400", "captcha", 0);
-refused("503", "store_failed", 0);
-refused("503", "backlog", 0);
 refused("202", "honeypot", 0);
 
 /** Puts a submission's id on the request's span (the runtime's, with OTEL_DENO=true). */

@@ -17,6 +17,31 @@ export function urlOrigin(url: URL | string): string {
   }
 }
 
+/** What replaces a secret in an admin answer (connectors/types.ts REDACTED is the same). */
+const HIDDEN = "********";
+
+/**
+ * A destination URL as admin answers show it (all but the one that stored it): scheme,
+ * host and path kept, the userinfo's name and password, every query value and the
+ * fragment replaced by `********` (`?token=…`, `https://user:pass@…`). A URL that does
+ * not parse is hidden whole.
+ */
+export function redactUrlSecrets(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return HIDDEN;
+  }
+  const userinfo = parsed.username === "" && parsed.password === ""
+    ? ""
+    : `${HIDDEN}${parsed.password === "" ? "" : `:${HIDDEN}`}@`;
+  const query = parsed.search === "" ? "" : "?" + [...parsed.searchParams.keys()]
+    .map((name) => `${encodeURIComponent(name)}=${HIDDEN}`).join("&");
+  const fragment = parsed.hash === "" ? "" : `#${HIDDEN}`;
+  return `${parsed.protocol}//${userinfo}${parsed.host}${parsed.pathname}${query}${fragment}`;
+}
+
 /** `scheme://` and the rest of the word: the URL is cut at white space or a quote. */
 const URL_IN_TEXT = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s"'<>`]*/gi;
 /** Punctuation that more likely closes the sentence than belongs to the URL. */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createLogger, describeError } from "./log.ts";
-import { redactUrls, urlOrigin } from "./redact.ts";
+import { redactUrls, redactUrlSecrets, urlOrigin } from "./redact.ts";
 
 Deno.test("urlOrigin keeps scheme, host and port only", () => {
   assert.equal(
@@ -58,4 +58,14 @@ Deno.test("describeError and every log line cut URLs down to their origin", () =
   assert.equal(parsed.error, 'Cannot deliver to "https://h.example": 500');
   assert.deepEqual(parsed.nested, { url: "http://h.example:81" });
   assert.equal(parsed.count, 3);
+});
+
+Deno.test("redactUrlSecrets hides userinfo, query values and fragment, keeps scheme, host and path", () => {
+  assert.equal(
+    redactUrlSecrets("https://user:pass@hooks.example.com:8443/in/abc?token=s3cret&x=1#frag"),
+    "https://********:********@hooks.example.com:8443/in/abc?token=********&x=********#********",
+  );
+  assert.equal(redactUrlSecrets("https://u@h.example/"), "https://********@h.example/");
+  assert.equal(redactUrlSecrets("https://h.example/exec"), "https://h.example/exec");
+  assert.equal(redactUrlSecrets("not a url"), "********");
 });

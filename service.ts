@@ -11,14 +11,17 @@ import { type Config, isRemoteKvPath } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createIngestLoad } from "./delivery/ingest_load.ts";
+import { createOutboundBudget } from "./delivery/outbound_budget.ts";
 import { type BodyGate, createBodyGate } from "./routes/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
 import { recordHealth } from "./store/destination_health.ts";
+import { indexUnindexedRecords } from "./store/destination_index.ts";
 import { observeService } from "./metrics.ts";
 import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
+import { createRefusalCounter } from "./store/refusals.ts";
 
 /** A running formrelay: its app, store and delivery engine. */
 export interface Service {
@@ -58,7 +61,12 @@ export async function startService(
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
   const queues = options.queues ?? kvHasQueues(config.kvPath);
   const db = await openDb(config.kvPath, await createSealer(sealingKey), { queues });
+  // Once per KV: jobs stored by versions before the by-destination indexes get theirs.
+  const indexed = await indexUnindexedRecords(db);
+  if (indexed > 0) logger.info("indexed earlier jobs by destination", { count: indexed });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
+  // One budget for deliveries and test sends alike.
+  const outbound = createOutboundBudget(db, config);
   const ingestLoad = createIngestLoad();
   // Destinations this process found healthy: their deliveries skip the health read.
   const healthyDestinations = new Map<string, number>();
@@ -68,6 +76,7 @@ export async function startService(
     config,
     logger,
     queues,
+    outbound,
     ingestBurstMs: ingestLoad.burstMs,
     // Failing by its own fault for DESTINATION_PAUSE_AFTER_HOURS pauses a destination (0:
     // never). The outcome is already recorded, so a failure here is logged, not the delivery's.
@@ -93,7 +102,7 @@ export async function startService(
       : undefined,
   });
   const writer = createSubmissionWriter(db, { retainMs: config.failedRetentionMs });
-  const bodyGate = createBodyGate(config.http.bodyMemoryBytes);
+  const bodyGate = createBodyGate(config.http);
   let delivering = engine !== null;
   const backlog = createBacklogReader(db, { limit: config.readyMaxBacklog });
   const observed = { backlog, delivering: () => delivering };
@@ -105,7 +114,9 @@ export async function startService(
   }, {
     perForm: config.metrics.perForm,
   });
+  const refusals = createRefusalCounter(db);
   const app = createApp({
+    refusals,
     config,
     db,
     connectors,
@@ -114,6 +125,7 @@ export async function startService(
     engine,
     ingestLoad,
     bodyGate,
+    outbound,
     ...observed,
   });
   return {
@@ -124,6 +136,7 @@ export async function startService(
     logger,
     async close() {
       delivering = false;
+      await refusals.flush();
       await engine?.close();
       connectors.close();
       closeDb(db);

@@ -1,11 +1,8 @@
 /** Shared pieces of the benchmarks: child processes, wrk, RSS. Not tests. */
-import { freePort } from "../tests/helpers/ports.ts";
-import { START_ENV, START_V8_FLAGS } from "../tests/helpers/process.ts";
+import { freePort } from "../tools/ports.ts";
+import { START_TASK } from "../tools/start_task.ts";
 
 export const MAIN = new URL("../main.ts", import.meta.url).pathname;
-
-/** The V8 flags `deno task start` runs with (shared with the tests; re-exported for the benchmarks). */
-export { START_V8_FLAGS };
 
 /** A child process started from a Deno script, with its pid for RSS readings. */
 export function spawnDeno(
@@ -181,12 +178,18 @@ export async function startBenchService(
   const { loadConfig } = await import("../config.ts");
   const { startService } = await import("../service.ts");
   const { createOrg } = await import("../store/orgs.ts");
-  const { adminClient, createFormWith } = await import("../tests/reliability/helpers/cluster.ts");
+  const { adminClient, createFormWith } = await import("../tools/admin_client.ts");
   const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-" });
   const fullEnv = {
     KV_PATH: `${dir}/formrelay.kv`,
     ALLOW_PRIVATE_DESTINATIONS: "true",
     RATE_LIMIT_MAX: "0",
+    // The benchmarks measure the engine: every delivery goes to one local sink of one
+    // organization, exactly what the outbound budget exists to hold back (OUTBOUND_*).
+    OUTBOUND_HOST_REQUESTS: "0",
+    OUTBOUND_HOST_BYTES: "0",
+    OUTBOUND_ORG_REQUESTS: "0",
+    OUTBOUND_ORG_BYTES: "0",
     LOG_LEVEL: "info",
     ...env,
   };
@@ -205,8 +208,8 @@ export async function startBenchService(
   const ports = new Set<number>();
   while (ports.size < (options.processes ?? 1)) ports.add(freePort());
   for (const port of ports) {
-    const child = spawnDeno([START_V8_FLAGS, ...profileFlags(), MAIN], {
-      ...START_ENV,
+    const child = spawnDeno([START_TASK.v8Flags, ...profileFlags(), MAIN], {
+      ...START_TASK.env,
       ...fullEnv,
       PORT: String(port),
     });

@@ -25,8 +25,8 @@
  */
 import { createOrg } from "../store/orgs.ts";
 import { adminClient, createFormWith, submit } from "../tests/reliability/helpers/cluster.ts";
-import { freePort, MAIN, peakRssMb, rssMb, spawnDeno, START_V8_FLAGS, waitUntilUp } from "./lib.ts";
-import { START_ENV } from "../tests/helpers/process.ts";
+import { freePort, MAIN, peakRssMb, rssMb, spawnDeno, waitUntilUp } from "./lib.ts";
+import { START_TASK } from "../tools/start_task.ts";
 
 const BURST = Number(Deno.env.get("BENCH_BURST") ?? "3000");
 const SINGLE = Number(Deno.env.get("BENCH_SINGLE") ?? "3000");
@@ -124,7 +124,11 @@ const orgs = [];
 for (const name of ["A", "B", "C"]) orgs.push(await createOrg(setup.db, name));
 await setup.close();
 const port = freePort();
-const child = spawnDeno([START_V8_FLAGS, MAIN], { ...START_ENV, ...env, PORT: String(port) });
+const child = spawnDeno([START_TASK.v8Flags, MAIN], {
+  ...START_TASK.env,
+  ...env,
+  PORT: String(port),
+});
 const origin = `http://127.0.0.1:${port}`;
 await waitUntilUp(`${origin}/healthz`);
 const [adminA, adminB, adminC] = orgs.map((org) => adminClient(() => origin, org.tenantKey));

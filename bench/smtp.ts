@@ -9,10 +9,10 @@
  *
  * @module
  */
-import nodemailer from "nodemailer";
+import { nodemailer } from "../tests/deps.ts";
 import { createSmtpConnector, type SmtpRelayConfig } from "../connectors/smtp.ts";
 import { buildMessage } from "../connectors/smtp/message.ts";
-import type { SubmissionEnvelope } from "../delivery/envelope.ts";
+import type { SubmissionEnvelope } from "../store/envelope.ts";
 import { testCertificates } from "../tests/helpers/certs.ts";
 import { startSmtpServer } from "../tests/helpers/smtp_server.ts";
 

@@ -14,8 +14,8 @@ import {
   percentile,
   prepareWorkspace,
 } from "../tests/reliability/helpers/cluster.ts";
-import { START_ENV } from "../tests/helpers/process.ts";
-import { freePort, MAIN, rssMb, spawnDeno, START_V8_FLAGS, waitUntilUp } from "./lib.ts";
+import { START_TASK } from "../tools/start_task.ts";
+import { freePort, MAIN, rssMb, spawnDeno, waitUntilUp } from "./lib.ts";
 
 const SECONDS = Number(Deno.env.get("SOAK_SECONDS") ?? "600");
 const RATE = Number(Deno.env.get("SOAK_RATE") ?? "200");
@@ -39,8 +39,8 @@ const workspace = await prepareWorkspace(1, {
   SWEEP_INTERVAL_SECONDS: "15",
 });
 const port = freePort();
-const child = spawnDeno([START_V8_FLAGS, MAIN], {
-  ...START_ENV,
+const child = spawnDeno([START_TASK.v8Flags, MAIN], {
+  ...START_TASK.env,
   ...workspace.env,
   PORT: String(port),
 });

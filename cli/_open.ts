@@ -1,7 +1,7 @@
 /**
  * What the operator CLIs share: the service opened from the environment's config, with
- * logs silenced and no delivery, and a failure printed as `formrelay: <reason>` with exit
- * code 1.
+ * logs silenced and no delivery, a failure printed as `formrelay: <reason>` with exit
+ * code 1, and tenant-supplied text made safe to print.
  *
  * @module
  */
@@ -25,4 +25,10 @@ export async function withService<T>(task: (service: Service) => Promise<T>): Pr
     console.error(`formrelay: ${error instanceof ConfigError ? error.message : error}`);
     Deno.exit(1);
   }
+}
+
+/** Tenant-supplied text made safe for a terminal: control characters escaped. */
+export function printable(value: string): string {
+  // deno-lint-ignore no-control-regex
+  return value.replace(/[\u0000-\u001f\u007f-\u009f]/g, (ch) => JSON.stringify(ch).slice(1, -1));
 }

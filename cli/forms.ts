@@ -9,7 +9,7 @@ import type { Db } from "../store/db.ts";
 import { type DestinationHealth, listDestinations } from "../store/destinations.ts";
 import { listForms } from "../store/forms.ts";
 import { getOrg } from "../store/orgs.ts";
-import { withService } from "./_open.ts";
+import { printable, withService } from "./_open.ts";
 
 interface FormListing {
   org: { id: string; name: string };
@@ -61,12 +61,6 @@ async function listing(db: Db, orgId: string): Promise<FormListing | null> {
       })),
     }))),
   };
-}
-
-/** Tenant-supplied text made safe for a terminal: control characters escaped. */
-function printable(value: string): string {
-  // deno-lint-ignore no-control-regex
-  return value.replace(/[\u0000-\u001f\u007f-\u009f]/g, (ch) => JSON.stringify(ch).slice(1, -1));
 }
 
 function targetText(target: DestinationTarget | null): string {

@@ -8,7 +8,7 @@
  */
 import { redactUrls, urlOrigin } from "../redact.ts";
 import { VERSION } from "../version.ts";
-import type { HttpTransport } from "./http_transport.ts";
+import { type HttpTransport, reasonPhrase } from "./http_transport.ts";
 import { blameOfHttpStatus, DeliveryError, type DeliveryReceipt, type PaceHint } from "./types.ts";
 
 /** `User-Agent` of every delivery request. */
@@ -86,7 +86,7 @@ export async function settleResponse(
     return pace ? { statusCode: status, pace } : { statusCode: status };
   }
   const transient = status === 408 || status === 429 || status >= 500;
-  const statusLine = `${status} ${response.statusText}`.trim();
+  const statusLine = `${status} ${reasonPhrase(response.statusText)}`.trim();
   const note = detail === undefined ? "" : ` (${detail})`;
   throw new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": ${statusLine}${note}`, {
     permanent: !transient,
@@ -177,6 +177,15 @@ function abortReason(signal: AbortSignal, timeoutMs: number): string {
 function networkReason(error: unknown): string {
   const inner = error instanceof Error && error.cause instanceof Error ? error.cause : error;
   const text = inner instanceof Error ? inner.message : String(inner);
+  // A refused, reset or dropped connection and an answer that is not HTTP read the same,
+  // so that deliveries and test sends cannot be used to scan a host's ports.
+  if (CONNECTION_FAILURE.test(text)) return NO_HTTP_SERVICE;
   // A serialised URL holds no space, so the first "): " ends the description.
   return redactUrls(text.replace(/^error sending request\b.*?\): /, "")) || "network error";
 }
+
+/** The one text of connection failures (see networkReason). */
+const NO_HTTP_SERVICE = "no HTTP service answered";
+/** Errors of `fetch` and `node:http` that say whether a port is open and what speaks there. */
+const CONNECTION_FAILURE =
+  /refused|reset|closed|broken pipe|EPIPE|ECONN|invalid HTTP|Parse Error|unexpected (end|eof)|incomplete message|socket hang up/i;

@@ -94,6 +94,20 @@ export function createHttpTransport(
   };
 }
 
+/** Characters of a receiver's reason phrase kept, as of an SMTP reply's text. */
+const MAX_REASON_CHARS = 200;
+
+/**
+ * A receiver's reason phrase as it may be stored and logged: printable, one line, cut to
+ * MAX_REASON_CHARS and "..." (a hostile receiver can send kilobytes; a Response status
+ * text takes Latin-1 only).
+ */
+export function reasonPhrase(text: string): string {
+  // deno-lint-ignore no-control-regex -- control characters are what is removed here
+  const line = text.replace(/[\x00-\x1f\x7f]+/g, " ").replace(/\s+/g, " ").trim();
+  return line.length > MAX_REASON_CHARS ? line.slice(0, MAX_REASON_CHARS) + "..." : line;
+}
+
 /** A URL's host is an IP literal: the WHATWG parser writes IPv4 dotted and IPv6 bracketed. */
 function isIpLiteral(hostname: string): boolean {
   return hostname.startsWith("[") || /^\d+\.\d+\.\d+\.\d+$/.test(hostname);
@@ -118,7 +132,7 @@ function pinnedRequest(url: URL, init: TransportRequest, agent: http.Agent): Pro
       for (let i = 0; i + 1 < raw.length; i += 2) received.append(raw[i], raw[i + 1]);
       response = new Response(null, {
         status: answer.statusCode,
-        statusText: answer.statusMessage,
+        statusText: reasonPhrase(answer.statusMessage ?? ""),
         headers: received,
       });
     } catch (error) {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { loopbackGuard, startSink } from "./_test_sink.ts";
+import { loopbackGuard, startSink } from "../tests/helpers/connector_sink.ts";
 import { createHttpTransport } from "./http_transport.ts";
 
 function post(signal = new AbortController().signal) {
@@ -77,5 +77,30 @@ Deno.test("pinned transport gives up when its signal aborts", async () => {
     await assert.rejects(pending, (error) => error === reason);
   } finally {
     transport.close();
+  }
+});
+
+Deno.test("pinned transport cuts a receiver's 2 000-byte reason phrase to 200 characters", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const phrase = "Overloaded ".repeat(200).slice(0, 2000);
+  const serving = (async () => {
+    const conn = await listener.accept();
+    await conn.read(new Uint8Array(4096));
+    const head = `HTTP/1.1 503 ${phrase}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`;
+    await conn.write(new TextEncoder().encode(head));
+    conn.close();
+  })();
+  const transport = createHttpTransport(loopbackGuard().guard);
+  try {
+    const response = await transport.request(
+      new URL(`http://pinned.test:${listener.addr.port}/`),
+      post(),
+    );
+    assert.equal(response.status, 503);
+    assert.equal(response.statusText, phrase.trim().slice(0, 200) + "...");
+  } finally {
+    transport.close();
+    await serving;
+    listener.close();
   }
 });

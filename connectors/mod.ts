@@ -23,6 +23,7 @@ export function createConnectors(config: Config, options: { caCerts?: string[] }
   const http = { timeoutMs: config.httpTimeoutMs, transport };
   const smtp = createSmtpConnector({
     platform: config.platformSmtp,
+    maxPlatformRecipients: config.relayLimits.maxRecipients,
     heloName: config.smtpHeloName,
     timeoutMs: config.smtpTimeoutMs,
     caCerts: options.caCerts,

@@ -158,9 +158,33 @@ export async function checkDestinationHost(
   return addresses;
 }
 
+/**
+ * Why a destination host may not even be saved: an IP literal or a `localhost` name that
+ * is blocked, judged without resolving anything (names are checked when delivering, as
+ * their answers may change). Null when allowed, or when only a delivery can tell.
+ */
+export function literalHostRefusal(hostname: string, allowPrivate: boolean): string | null {
+  if (allowPrivate) return null;
+  const host = normaliseHost(hostname);
+  if (host === null) return null; // the config's own schema speaks about invalid hosts
+  const local = host === "localhost" || host.endsWith(".localhost");
+  if (!local && !host.includes(":") && parseIpv4(host) === null) return null;
+  const reason = local ? LOOPBACK : isBlockedAddress(host);
+  return reason === null ? null : notAllowed(host, reason).message;
+}
+
+/**
+ * What a refusal of a blocked address adds: the way forward for someone trying formrelay
+ * with a receiver on their own machine, and that it is not for production.
+ */
+export const PRIVATE_DESTINATIONS_HINT = " (local and private addresses are allowed only with " +
+  "ALLOW_PRIVATE_DESTINATIONS=true, meant for development: `deno task dev` sets it)";
+
 function notAllowed(host: string, reason: string): DeliveryError {
   const subject = reason.startsWith("resolves") ? reason : `is ${reason}`;
-  return new DeliveryError(`Destination address is not allowed: "${host}" ${subject}`, {
+  // An invalid name is no private address: the setting would not help it.
+  const hint = reason === "not a valid host name" ? "" : PRIVATE_DESTINATIONS_HINT;
+  return new DeliveryError(`Destination address is not allowed: "${host}" ${subject}${hint}`, {
     permanent: true,
   });
 }

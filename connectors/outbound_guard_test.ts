@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { checkDestinationHost, isBlockedAddress, type ResolveAddresses } from "./outbound_guard.ts";
+import {
+  checkDestinationHost,
+  isBlockedAddress,
+  PRIVATE_DESTINATIONS_HINT,
+  type ResolveAddresses,
+} from "./outbound_guard.ts";
 import { DeliveryError } from "./types.ts";
 
 const BLOCKED: [address: string, reason: RegExp][] = [
@@ -182,7 +187,7 @@ Deno.test("checkDestinationHost refuses IP literals and localhost permanently", 
     await t.step(hostname, async () => {
       const error = await refusal(hostname, resolveNothing);
       assert.equal(error.permanent, true);
-      assert.equal(error.message, message);
+      assert.equal(error.message, message + PRIVATE_DESTINATIONS_HINT);
     });
   }
 });
@@ -261,4 +266,11 @@ Deno.test("checkDestinationHost treats resolution failures as transient", async 
     });
     assert.equal(error.permanent, false);
   });
+});
+
+Deno.test("a refused private address names ALLOW_PRIVATE_DESTINATIONS and says it is for development", async () => {
+  const error = await refusal("127.0.0.1", resolveNothing);
+  assert.match(error.message, /ALLOW_PRIVATE_DESTINATIONS=true, meant for development/);
+  const invalid = await refusal("exa mple.com", resolveNothing);
+  assert.doesNotMatch(invalid.message, /ALLOW_PRIVATE_DESTINATIONS/);
 });

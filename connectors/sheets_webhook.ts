@@ -6,6 +6,7 @@ import {
   settleResponse,
   startAttempt,
 } from "./http.ts";
+import { redactUrlSecrets } from "../redact.ts";
 import { type Connector, REDACTED } from "./types.ts";
 
 /** Spreadsheet script web app destination config (spec 2.3). */
@@ -34,7 +35,9 @@ export function createSheetsWebhookConnector(
   return {
     configSchema: sheetsWebhookConfigSchema,
     redact(config) {
-      return config.authHeader === undefined ? config : { ...config, authHeader: REDACTED };
+      const redacted = { ...config, url: redactUrlSecrets(config.url) };
+      if (config.authHeader !== undefined) redacted.authHeader = REDACTED;
+      return redacted;
     },
     async deliver({ envelope, config, signal }) {
       const send = startAttempt(deps, signal);

@@ -6,7 +6,7 @@ import {
   httpDeps,
   type ReceivedRequest,
   startSink,
-} from "./_test_sink.ts";
+} from "../tests/helpers/connector_sink.ts";
 import { createOutboundGuard } from "./outbound_guard.ts";
 import {
   createSheetsWebhookConnector,

@@ -1,3 +1,4 @@
+import { humanMessages } from "../validation_messages.ts";
 import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
 import { buildMessage } from "./smtp/message.ts";
@@ -44,13 +45,19 @@ export function isRelayConfig(config: SmtpConfig): config is SmtpRelayConfig {
 
 /**
  * The smtp config schema: Variant A when `host` is given, else Variant B, which is
- * only valid when the platform relay is configured.
+ * only valid when the platform relay is configured, with at most `maxPlatformRecipients`
+ * addresses (PLATFORM_SMTP_MAX_RECIPIENTS: the platform's relay and reputation are
+ * shared, so one destination cannot mail a list).
  */
-export function smtpConfigSchema(platformConfigured: boolean): z.ZodType<SmtpConfig> {
+export function smtpConfigSchema(
+  platformConfigured: boolean,
+  maxPlatformRecipients = Infinity,
+): z.ZodType<SmtpConfig> {
   return z.unknown().transform((value, ctx): SmtpConfig => {
     const isObject = typeof value === "object" && value !== null;
     const schema = isObject && "host" in value ? smtpRelayConfigSchema : smtpPlatformConfigSchema;
-    const result = schema.safeParse(value);
+    // The routes' words for each issue: they are re-added below as custom issues.
+    const result = schema.safeParse(value, { error: humanMessages });
     if (!result.success) {
       for (const issue of result.error.issues) ctx.addIssue({ ...issue, code: "custom" });
       return z.NEVER;
@@ -63,6 +70,15 @@ export function smtpConfigSchema(platformConfigured: boolean): z.ZodType<SmtpCon
       });
       return z.NEVER;
     }
+    if (schema === smtpPlatformConfigSchema && result.data.to.length > maxPlatformRecipients) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["to"],
+        message:
+          `At most ${maxPlatformRecipients} recipients through the platform relay (PLATFORM_SMTP_MAX_RECIPIENTS)`,
+      });
+      return z.NEVER;
+    }
     return result.data;
   }) as unknown as z.ZodType<SmtpConfig>;
 }
@@ -71,6 +87,8 @@ export function smtpConfigSchema(platformConfigured: boolean): z.ZodType<SmtpCon
 export interface SmtpConnectorDeps {
   /** The platform relay for Variant B configs; null when not configured. */
   platform: PlatformSmtp | null;
+  /** Most recipients of a Variant B config (PLATFORM_SMTP_MAX_RECIPIENTS); none by default. */
+  maxPlatformRecipients?: number;
   /** The name sent with EHLO (SMTP_HELO_NAME). */
   heloName: string;
   /** Time-out of one whole conversation (SMTP_TIMEOUT_MS); also caps each wait. */
@@ -116,7 +134,7 @@ export function createSmtpConnector(
   };
 
   return {
-    configSchema: smtpConfigSchema(deps.platform !== null),
+    configSchema: smtpConfigSchema(deps.platform !== null, deps.maxPlatformRecipients),
 
     redact(config) {
       return isRelayConfig(config) ? { ...config, password: REDACTED } : { ...config };

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { SubmissionEnvelope } from "../delivery/envelope.ts";
+import type { SubmissionEnvelope } from "../store/envelope.ts";
 import { redactUrls } from "../redact.ts";
 
 /** One attempt to hand a submission to one destination. */

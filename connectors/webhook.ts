@@ -5,6 +5,7 @@ import {
   settleResponse,
   startAttempt,
 } from "./http.ts";
+import { redactUrlSecrets } from "../redact.ts";
 import { type Connector, REDACTED } from "./types.ts";
 
 /** The key bytes of a `whsec_` secret: the base64 after the prefix; throws when not base64. */
@@ -48,7 +49,7 @@ export function createWebhookConnector(deps: HttpConnectorDeps): Connector<Webho
       const headers = Object.fromEntries(
         Object.keys(config.headers).map((name) => [name, REDACTED]),
       );
-      const redacted: WebhookConfig = { ...config, headers };
+      const redacted: WebhookConfig = { ...config, url: redactUrlSecrets(config.url), headers };
       if (config.secret !== undefined) redacted.secret = REDACTED;
       return redacted;
     },

@@ -18,13 +18,20 @@ import type { DestinationType } from "../connectors/registry.ts";
 import { describeError } from "../log.ts";
 import type { Db } from "../store/db.ts";
 import { type DestinationRecord, openDestinationConfig } from "../store/destinations.ts";
-import { readSealedEnvelope } from "../store/envelope_chunks.ts";
+import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
-import { openEnvelope } from "./envelope.ts";
+import type { OutboundBudget } from "./outbound_budget.ts";
 
-/** What an attempt came to: the connector's result, or held (the destination is paused). */
-export type AttemptResult = SendResult | { delivered: false; held: true };
+/**
+ * What an attempt came to: the connector's result; held (the destination is paused); or
+ * deferred until a time, nothing sent, because the organization's outbound budget is
+ * spent (outbound_budget.ts).
+ */
+export type AttemptResult =
+  | SendResult
+  | { delivered: false; held: true }
+  | { delivered: false; deferred: { until: number; reason: string } };
 
 /** What handing an envelope to a connector came to. */
 export type SendResult =
@@ -93,9 +100,14 @@ export interface JobAttempts {
  * configs cached (most jobs share a few destinations).
  */
 export function createJobAttempts(
-  deps: { db: Db; connectors: Record<DestinationType, Connector> },
+  deps: {
+    db: Db;
+    connectors: Record<DestinationType, Connector>;
+    /** Without it nothing is deferred. */
+    outbound?: OutboundBudget;
+  },
 ): JobAttempts {
-  const { db, connectors } = deps;
+  const { db, connectors, outbound } = deps;
   const destinations = createDestinationCache(db, { ttlMs: DESTINATION_CACHE_MS });
   // Opened and validated configs, by destination; a changed config has a new sealed text.
   const configs = new Map<string, { sealed: string; config: unknown }>();
@@ -130,11 +142,23 @@ export function createJobAttempts(
         blame: "submission",
       });
     }
-    const envelope = await openEnvelope(db.sealer, job.submissionId, sealed);
     const connector = connectors[destination.type];
+    const config = await openConfig(destination, connector);
+    if (outbound) {
+      // The sealed envelope's size is the JSON's plus a few bytes: close enough, and known.
+      const request = outbound.requestOf({ type: destination.type, config }, {
+        orgId: job.orgId,
+        bytes: sealed.length,
+      });
+      const answer = await outbound.take(request, Date.now());
+      if (!answer.ok) {
+        return { delivered: false, deferred: { until: answer.retryAt, reason: answer.reason } };
+      }
+    }
+    const envelope = await openEnvelope(db.sealer, job.submissionId, sealed);
     return await sendEnvelope(connector, {
       envelope,
-      config: await openConfig(destination, connector),
+      config,
       deliveryId: `${job.submissionId}.${job.destinationId}`,
       destinationId: job.destinationId,
       signal,

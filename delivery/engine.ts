@@ -22,9 +22,10 @@ import { type Admission, createAdmission } from "./admission.ts";
 import { createClaimHints } from "./claim_hints.ts";
 import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
+import type { OutboundBudget } from "./outbound_budget.ts";
 import { createOutcomeStep } from "./outcome.ts";
 import { createPace, type PaceSignal, type PaceView, signalOf } from "./pace.ts";
-import { envelopeTtlMs } from "./retry.ts";
+import { envelopeTtlMs } from "../store/envelope.ts";
 
 /** What the engine needs. */
 export interface EngineDeps {
@@ -47,6 +48,8 @@ export interface EngineDeps {
   now?: () => number;
   /** How long acceptance for an organization has been saturated, null when it is not (see DispatcherOptions.burstMs). */
   ingestBurstMs?: (orgId: string) => number | null;
+  /** Organizations' outbound budgets; past them a delivery is deferred. None: no limit. */
+  outbound?: OutboundBudget;
   /** Called after every recorded delivery or failure (destination health hooks in here). */
   onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
 }

@@ -6,7 +6,8 @@
  * like: the destination's pace holds its whole queue) puts it back uncounted, off the
  * retry schedule and out of the destination's health; a job whose destination is
  * paused is held (until resumed, at most as long as its data lives); a job cut short by
- * shutdown goes back at once, its attempt uncounted. The destination's health hook
+ * shutdown goes back at once, its attempt uncounted; a job the outbound budget refused
+ * is deferred until it allows, its attempt uncounted. The destination's health hook
  * hears of every delivery and every failure.
  *
  * @module
@@ -74,6 +75,8 @@ const RECENTLY_DONE_MAX = 50_000;
  * holds the queue at least this long; the job waits in the dispatcher for the rest.
  */
 const RATE_LIMITED_DELAY_MS = 1000;
+/** A deferred job waits at least this long, so a budget at its edge is not polled. */
+const MIN_DEFER_MS = 1000;
 
 /** The outcome step of one engine. */
 export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
@@ -155,6 +158,56 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
     return leaveTo.length === 0 ? "delete" : { leaveTo };
   }
 
+  /**
+   * Defers a job the outbound budget refused: nothing was sent, so its attempt is not
+   * counted and nothing is said about its destination's health; it is due again when
+   * the budget allows (at least a second on). Past its data's lifetime it fails.
+   */
+  async function defer(
+    claimed: ClaimedJob,
+    deferred: { until: number; reason: string },
+  ): Promise<OutcomeFields> {
+    const { job } = claimed;
+    const at = now();
+    if (at >= job.submittedAt + deps.envelopeTtlMs) {
+      return await finish(claimed, "failed", {
+        error: `Submission data expired while deferred: ${deferred.reason}`,
+      });
+    }
+    const delay = Math.max(MIN_DEFER_MS, deferred.until - at);
+    const next: JobRecord = {
+      ...job,
+      state: "pending",
+      attempts: job.attempts - 1,
+      dueAt: at + delay,
+      lastError: `Deferred: ${deferred.reason}`,
+      updatedAt: at,
+    };
+    return await putBack(claimed, next, delay, { result: "deferred", error: next.lastError });
+  }
+
+  /** Puts a claimed job back pending until `delay` from now, woken then. */
+  async function putBack(
+    claimed: ClaimedJob,
+    next: JobRecord,
+    delay: number,
+    fields: OutcomeFields,
+  ): Promise<OutcomeFields> {
+    const { job } = claimed;
+    const ref = {
+      submittedAt: job.submittedAt,
+      submissionId: job.submissionId,
+      destinationId: job.destinationId,
+      orgId: job.orgId,
+    };
+    const ok = await rescheduleJob(db, claimed, next, {
+      wakeUp: deps.queues ? { message: wakeMessage([ref]), delayMs: delay } : null,
+    });
+    if (!ok) return { result: "lease lost" };
+    if (delay < config.sweepIntervalMs) deps.wakeLater(ref, delay);
+    return { ...fields, retryInMs: delay };
+  }
+
   async function fail(claimed: ClaimedJob, failure: DeliveryError): Promise<OutcomeFields> {
     const { job } = claimed;
     const limited = failure.pace?.limited === true && !failure.permanent;
@@ -188,23 +241,11 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       lastStatusCode: failure.statusCode ?? null,
       updatedAt: now(),
     };
-    const ref = {
-      submittedAt: job.submittedAt,
-      submissionId: job.submissionId,
-      destinationId: job.destinationId,
-      orgId: job.orgId,
-    };
-    const ok = await rescheduleJob(db, claimed, next, {
-      wakeUp: deps.queues ? { message: wakeMessage([ref]), delayMs: delay } : null,
-    });
-    if (!ok) return { result: "lease lost" };
-    if (delay < config.sweepIntervalMs) deps.wakeLater(ref, delay);
-    return {
+    return await putBack(claimed, next, delay, {
       result: limited ? "rate limited" : "retry",
-      retryInMs: delay,
       statusCode: next.lastStatusCode,
       error: next.lastError,
-    };
+    });
   }
 
   async function record(claimed: ClaimedJob, result: SendResult): Promise<OutcomeFields> {
@@ -222,7 +263,9 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
 
   return {
     record(claimed, result) {
-      return "held" in result ? hold(claimed) : record(claimed, result);
+      if ("held" in result) return hold(claimed);
+      if ("deferred" in result) return defer(claimed, result.deferred);
+      return record(claimed, result);
     },
     async handBack(claimed) {
       const { job } = claimed;

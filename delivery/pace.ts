@@ -153,7 +153,7 @@ interface DestinationPace {
 
 /** What an attempt's result tells the pace; `latencyMs` is how long the attempt took. */
 export function signalOf(result: AttemptResult, latencyMs: number): PaceSignal {
-  if ("held" in result) return { kind: "neutral" };
+  if ("held" in result || "deferred" in result) return { kind: "neutral" };
   if (result.delivered) return { kind: "delivered", latencyMs, hint: result.receipt.pace };
   const { failure } = result;
   if (failure.pace?.limited) return { kind: "limited", hint: failure.pace };

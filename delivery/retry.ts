@@ -17,9 +17,3 @@ export function nextRetryDelay(
   const asked = Math.min(options.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS);
   return Math.max(delay, asked);
 }
-
-/** How long a sealed envelope may outlive its acceptance: every retry, every lease, a day spare. */
-export function envelopeTtlMs(scheduleMs: number[], leaseMs: number): number {
-  const retries = scheduleMs.reduce((sum, ms) => sum + ms * 1.2, 0);
-  return Math.ceil(retries + (scheduleMs.length + 1) * leaseMs + 24 * 3600 * 1000);
-}

@@ -3,18 +3,24 @@
  *
  * A body is read and processed (parsed, sealed, stored) only with room reserved in a
  * budget of declared bytes (`HTTP_BODY_MEMORY_BYTES`; a body without a length counts
- * as its cap), and one client may hold at most half of it, so neither many large
- * bodies at once nor one client trickling many can take memory the budget does not
- * allow: past it, new bodies are refused at once with 503 and `Retry-After`. The body's
- * deadline is readBodyWithin's (routes/http.ts).
+ * as its cap). One client address may hold a few bodies' worth of it
+ * (`HTTP_BODY_CLIENT_BYTES`, at most half), past which its new bodies are refused at
+ * once with 503 and `Retry-After`. When the whole budget is taken, a newcomer gets the
+ * room of a body still arriving: the oldest of the address holding the most, whose
+ * read ends with 408. So addresses trickling bodies hold room only while nobody else
+ * needs it, and a newcomer is refused only when every body held is complete (being
+ * processed). The body's deadline and minimum rate are readBodyWithin's
+ * (routes/http.ts).
  *
  * @module
  */
 import type { Context } from "hono";
-import { ApiError } from "./http.ts";
+import type { Config } from "../config.ts";
+import { ApiError, type BodyRoom } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** Room reserved for one body; release it once the body's data is no longer held. */
-export interface BodyLease {
+export interface BodyLease extends BodyRoom {
   release(): void;
 }
 
@@ -29,38 +35,84 @@ export interface BodyGate {
 /** How long a refused client is asked to wait (seconds). */
 const RETRY_AFTER_SECONDS = 1;
 
-/** A gate over `memoryBytes` of bodies. */
-export function createBodyGate(memoryBytes: number): BodyGate {
-  const perClient = Math.floor(memoryBytes / 2);
+/** The budget's limits (Config["http"]). */
+type BodyBudget = Pick<Config["http"], "bodyMemoryBytes" | "bodyClientBytes">;
+
+/** One body's room. */
+interface Held {
+  key: string;
+  bytes: number;
+  /** When its read began (performance.now()); null until then or once it is read. */
+  readingSince: number | null;
+  /** Ends its read (set while it is being read). */
+  end: (() => void) | null;
+  released: boolean;
+}
+
+/** A gate over `budget`. */
+export function createBodyGate(budget: BodyBudget): BodyGate {
+  const perClient = Math.min(budget.bodyClientBytes, Math.floor(budget.bodyMemoryBytes / 2));
   const byClient = new Map<string, number>();
+  const leases = new Set<Held>();
   let held = 0;
-  let bodies = 0;
+
+  function free(lease: Held) {
+    if (lease.released) return;
+    lease.released = true;
+    leases.delete(lease);
+    held -= lease.bytes;
+    const left = byClient.get(lease.key)! - lease.bytes;
+    if (left === 0) byClient.delete(lease.key);
+    else byClient.set(lease.key, left);
+  }
+
+  /** The body to give way: still being read, of the client holding the most, the oldest. */
+  function victim(): Held | null {
+    let chosen: Held | null = null;
+    let chosenHolds = 0;
+    for (const lease of leases) {
+      if (lease.readingSince === null) continue;
+      const holds = byClient.get(lease.key)!;
+      const older = chosen !== null && lease.readingSince < chosen.readingSince!;
+      if (chosen === null || holds > chosenHolds || (holds === chosenHolds && older)) {
+        chosen = lease;
+        chosenHolds = holds;
+      }
+    }
+    return chosen;
+  }
+
+  function refuse(c: Context): never {
+    c.header("Retry-After", String(RETRY_AFTER_SECONDS));
+    c.header("Connection", "close");
+    throw new ApiError(ERRORS.serverBusy, { retryAfter: RETRY_AFTER_SECONDS });
+  }
+
   return {
     admit(c, key, bytes) {
-      const client = byClient.get(key) ?? 0;
-      if (held + bytes > memoryBytes || client + bytes > perClient) {
-        c.header("Retry-After", String(RETRY_AFTER_SECONDS));
-        c.header("Connection", "close");
-        throw new ApiError(503, "Server busy: try again later", {
-          retryAfter: RETRY_AFTER_SECONDS,
-        });
+      if ((byClient.get(key) ?? 0) + bytes > perClient) refuse(c);
+      while (held + bytes > budget.bodyMemoryBytes) {
+        const slow = victim();
+        if (slow === null) refuse(c);
+        slow.end!();
+        free(slow);
       }
+      const lease: Held = { key, bytes, readingSince: null, end: null, released: false };
+      leases.add(lease);
       held += bytes;
-      bodies++;
-      byClient.set(key, client + bytes);
-      let released = false;
+      byClient.set(key, (byClient.get(key) ?? 0) + bytes);
       return {
-        release() {
-          if (released) return;
-          released = true;
-          held -= bytes;
-          bodies--;
-          const left = byClient.get(key)! - bytes;
-          if (left === 0) byClient.delete(key);
-          else byClient.set(key, left);
+        reading(end) {
+          lease.readingSince = performance.now();
+          lease.end = end;
+          return () => {
+            lease.readingSince = null;
+            lease.end = null;
+          };
         },
+        release: () => free(lease),
       };
     },
-    stats: () => ({ bytes: held, bodies }),
+    stats: () => ({ bytes: held, bodies: leases.size }),
   };
 }

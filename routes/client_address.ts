@@ -42,8 +42,11 @@ function fromHeader(rule: ClientAddressRule, value: string): string | null {
   let entry = value;
   if (rule.header === "x-forwarded-for") {
     // Each proxy appends the address it saw; the client may write anything before them.
+    // Fewer entries than trusted proxies: the request did not come through all of them,
+    // so none of its entries is known to be a proxy's (the connection's address is used).
     const entries = value.split(",");
-    entry = entries[Math.max(0, entries.length - rule.trustedProxyHops)];
+    if (entries.length < rule.trustedProxyHops) return null;
+    entry = entries[entries.length - rule.trustedProxyHops];
   }
   const ip = stripPort(entry.trim());
   return isIPv4(ip) || isIPv6(ip) ? ip : null;
@@ -58,13 +61,24 @@ function stripPort(text: string): string {
 }
 
 /**
- * The key per-client limits count under: an IPv4 address whole (an IPv4-mapped IPv6
- * one too), an IPv6 address by its /64, since one subscriber usually holds a /64.
+ * The key per-client limits count under: an IPv4 address whole, an IPv6 address by
+ * its /64, since one subscriber usually holds a /64. An IPv4 address written as IPv6
+ * (IPv4-mapped `::ffff:a.b.c.d`, or NAT64's `64:ff9b::/96`) counts as that IPv4
+ * address, so a client cannot multiply its share by changing how it is written.
  */
 function limitKey(ip: string): string {
   if (isIPv4(ip)) return ip;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (mapped) return mapped[1];
+  const groups = ipv6Groups(ip);
+  const embedded = groups.slice(0, 6).join(":");
+  if (embedded === "0:0:0:0:0:ffff" || embedded === "64:ff9b:0:0:0:0") {
+    const [high, low] = [parseInt(groups[6], 16), parseInt(groups[7], 16)];
+    return [high >> 8, high & 255, low >> 8, low & 255].join(".");
+  }
+  return groups.slice(0, 4).join(":") + "::/64";
+}
+
+/** The eight groups of a valid IPv6 address, lower case without leading zeros. */
+function ipv6Groups(ip: string): string[] {
   // A trailing dotted quad stands for two groups.
   const hex = ip.toLowerCase().split("%", 1)[0].replace(
     /(\d+)\.(\d+)\.(\d+)\.(\d+)$/,
@@ -76,5 +90,10 @@ function limitKey(ip: string): string {
   const groups = hex.includes("::")
     ? [...left, ...Array(8 - left.length - right.length).fill("0"), ...right]
     : left;
-  return groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, "")).join(":") + "::/64";
+  return groups.map((g) => g.replace(/^0+(?=.)/, ""));
+}
+
+/** The key the listener groups a connection's address under (see limitKey). */
+export function addressKey(ip: string): string {
+  return isIPv4(ip) || isIPv6(ip) ? limitKey(ip) : ip;
 }

@@ -19,8 +19,39 @@ Deno.test("X-Forwarded-For is read from the right, counting trusted hops", () =>
   const value = "6.6.6.6, 198.51.100.7, 203.0.113.2";
   assert.equal(clientAddress(forwarded(1), value, remote("10.0.0.1")).ip, "203.0.113.2");
   assert.equal(clientAddress(forwarded(2), value, remote("10.0.0.1")).ip, "198.51.100.7");
-  // Fewer entries than hops: the leftmost there is, never beyond it.
-  assert.equal(clientAddress(forwarded(5), value, remote("10.0.0.1")).ip, "6.6.6.6");
+});
+
+Deno.test("fewer X-Forwarded-For entries than trusted hops: the connection's address", () => {
+  // With two proxies, one entry was written by the first proxy's client or by no proxy
+  // at all: nothing in it is known to be a proxy's.
+  assert.equal(clientAddress(forwarded(2), "6.6.6.6", remote("10.0.0.1")).ip, "10.0.0.1");
+  assert.equal(clientAddress(forwarded(2), "6.6.6.6", remote("10.0.0.1")).key, "10.0.0.1");
+  assert.equal(
+    clientAddress(forwarded(5), "6.6.6.6, 198.51.100.7", remote("10.0.0.1")).ip,
+    "10.0.0.1",
+  );
+  assert.equal(
+    clientAddress(forwarded(2), "6.6.6.6, 198.51.100.7", remote("10.0.0.1")).ip,
+    "6.6.6.6",
+  );
+});
+
+Deno.test("IPv4 written as IPv6 (mapped, NAT64) counts as its IPv4 address", () => {
+  const key = (ip: string) => clientAddress(direct, undefined, remote(ip)).key;
+  assert.equal(key("::ffff:c633:6407"), "198.51.100.7");
+  assert.equal(key("::FFFF:C633:6408"), "198.51.100.8");
+  assert.equal(key("0:0:0:0:0:ffff:c633:6407"), "198.51.100.7");
+  assert.equal(key("64:ff9b::c633:6407"), "198.51.100.7");
+  assert.equal(key("64:ff9b::198.51.100.9"), "198.51.100.9");
+  assert.equal(key("0064:ff9b:0000::c633:6409"), "198.51.100.9");
+  // Other addresses of those prefixes' neighbours stay IPv6 /64s.
+  assert.equal(key("64:ff9b:1::c633:6407"), "64:ff9b:1:0::/64");
+  assert.equal(key("::fffe:c633:6407"), "0:0:0:0::/64");
+  // Each mapped address its own key: 256 of them are 256 clients, not one.
+  const keys = new Set(
+    Array.from({ length: 256 }, (_, i) => key(`::ffff:c633:64${i.toString(16).padStart(2, "0")}`)),
+  );
+  assert.equal(keys.size, 256);
 });
 
 Deno.test("a named header that is missing or not an address falls back to the connection", () => {

@@ -15,9 +15,12 @@ import {
   type Redelivery,
   type RedeliverySelection,
 } from "../store/redelivery.ts";
+import { sendNow } from "../store/send_now.ts";
+import type { DeliveryOutcome } from "../store/outcomes.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { ERRORS, type ErrorSpec } from "./errors.ts";
 
 /** Query of `GET /forms/:id/deliveries`. */
 export const deliveriesQuerySchema = z.strictObject({
@@ -26,20 +29,26 @@ export const deliveriesQuerySchema = z.strictObject({
 /** Body of `POST /forms/:id/destinations/:destId/redeliver`. */
 export const redeliverSinceSchema = z.strictObject({ since: z.iso.datetime({ offset: true }) });
 
-/** The 409 answers of the redelivery routes (also in the API description). */
-export const REDELIVERY_CONFLICTS = {
-  disabled: "Destination is disabled: enable it to redeliver",
-  paused: "Destination is paused: resume it (POST …/resume), which delivers what it holds",
-  underWay: "Delivery is already under way",
-  gone: "The submission's data is no longer held: delivered, or failed longer ago than " +
-    "FAILED_RETENTION_HOURS, or expired",
-  notRetained: "The submission's data is no longer held: failed submissions are not retained " +
-    "on this service (FAILED_RETENTION_HOURS=0)",
+/** The 409 answers of `POST …/deliveries/:deliveryId/send-now`, by what was found. */
+export const SEND_NOW_CONFLICTS = {
+  in_flight: ERRORS.redeliveryUnderWay,
+  held: ERRORS.redeliveryPaused,
+  not_waiting: ERRORS.sendNowNotWaiting,
 } as const;
 
 /**
+ * A delivery outcome as the API lists it: with its `deliveryId`
+ * (`<submissionId>.<destinationId>`, the webhook's `webhook-id`), the name the
+ * redelivery and send-now routes take.
+ */
+function outcomeView(outcome: DeliveryOutcome) {
+  return { deliveryId: `${outcome.submissionId}.${outcome.destinationId}`, ...outcome };
+}
+
+/**
  * `GET /forms/:id/deliveries`: recent delivery outcomes of a form, newest first, no
- * payloads; `POST /forms/:id/deliveries/:deliveryId/redeliver` and
+ * payloads; `POST /forms/:id/deliveries/:deliveryId/redeliver`,
+ * `POST /forms/:id/deliveries/:deliveryId/send-now` and
  * `POST /forms/:id/destinations/:destId/redeliver` (`{ since }`).
  */
 export function deliveryRoutes({ config, db, engine }: AppDeps) {
@@ -47,7 +56,8 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
   router.get("/forms/:id/deliveries", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const { limit } = validate(deliveriesQuerySchema, c.req.query());
-    return c.json({ ok: true, deliveries: await listOutcomes(db, form.id, limit) });
+    const outcomes = await listOutcomes(db, form.id, limit);
+    return c.json({ ok: true, deliveries: outcomes.map(outcomeView) });
   });
 
   /**
@@ -56,13 +66,13 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
    */
   async function redeliverTo(
     selection: Omit<RedeliverySelection, "now">,
-    notFound: string,
+    notFound: ErrorSpec,
   ): Promise<Redelivery> {
     const destination = await getDestination(db, selection.formId, selection.destinationId);
-    if (destination === null) throw new ApiError(404, notFound);
-    if (!destination.isEnabled) throw new ApiError(409, REDELIVERY_CONFLICTS.disabled);
+    if (destination === null) throw new ApiError(notFound);
+    if (!destination.isEnabled) throw new ApiError(ERRORS.redeliveryDisabled);
     if (destination.health.state === "paused" && selection.submissionId === undefined) {
-      throw new ApiError(409, REDELIVERY_CONFLICTS.paused);
+      throw new ApiError(ERRORS.redeliveryPaused);
     }
     const result = await redeliver(db, { ...selection, now: Date.now() });
     engine?.wake(result.woken);
@@ -70,19 +80,31 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
   }
 
   const notHeld = () =>
-    config.failedRetentionMs > 0 ? REDELIVERY_CONFLICTS.gone : REDELIVERY_CONFLICTS.notRetained;
+    config.failedRetentionMs > 0 ? ERRORS.redeliveryGone : ERRORS.redeliveryNotRetained;
 
   router.post("/forms/:id/deliveries/:deliveryId/redeliver", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     await readEmptyBody(c);
     const ref = parseDeliveryId(c.req.param("deliveryId"));
-    if (ref === null) throw new ApiError(404, "Delivery not found");
-    const result = await redeliverTo({ formId: form.id, ...ref }, "Delivery not found");
+    if (ref === null) throw new ApiError(ERRORS.deliveryNotFound);
+    const result = await redeliverTo({ formId: form.id, ...ref }, ERRORS.deliveryNotFound);
     if (result.woken.length === 0) {
-      if (result.underWay > 0) throw new ApiError(409, REDELIVERY_CONFLICTS.underWay);
-      throw new ApiError(409, notHeld());
+      if (result.underWay > 0) throw new ApiError(ERRORS.redeliveryUnderWay);
+      throw new ApiError(notHeld());
     }
     return c.json({ ok: true, redelivered: result.woken.length });
+  });
+
+  // Only a delivery waiting for its next retry: the rest is what redeliver is for.
+  router.post("/forms/:id/deliveries/:deliveryId/send-now", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    await readEmptyBody(c);
+    const ref = parseDeliveryId(c.req.param("deliveryId"));
+    if (ref === null) throw new ApiError(ERRORS.deliveryNotFound);
+    const result = await sendNow(db, { formId: form.id, ...ref, now: Date.now() });
+    if ("state" in result) throw new ApiError(SEND_NOW_CONFLICTS[result.state]);
+    engine?.wake([result.sent]);
+    return c.json({ ok: true });
   });
 
   router.post("/forms/:id/destinations/:destId/redeliver", async (c) => {
@@ -90,7 +112,7 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     const { since } = await readValidJson(c, redeliverSinceSchema);
     const result = await redeliverTo(
       { formId: form.id, destinationId: c.req.param("destId"), since: Date.parse(since) },
-      "Destination not found",
+      ERRORS.destinationNotFound,
     );
     return c.json({
       ok: true,
@@ -104,6 +126,7 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     router,
     "/forms/:id/deliveries",
     "/forms/:id/deliveries/:deliveryId/redeliver",
+    "/forms/:id/deliveries/:deliveryId/send-now",
     "/forms/:id/destinations/:destId/redeliver",
   );
   return router;

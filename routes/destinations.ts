@@ -6,6 +6,7 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
+import { literalHostRefusal } from "../connectors/outbound_guard.ts";
 import { DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine, DestinationPace } from "../delivery/engine.ts";
@@ -23,6 +24,7 @@ import { redeliver } from "../store/redelivery.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** Body of `POST /forms/:id/destinations`; `config` is checked by the type's connector. */
 export const destinationCreateSchema = z.strictObject({
@@ -43,10 +45,29 @@ export const destinationPatchSchema = z.strictObject({
  */
 export const MAX_CONFIG_BYTES = 40 * 1024;
 
+/**
+ * Refuses at save a config whose URL or host is a private address this deployment will
+ * not deliver to (ALLOW_PRIVATE_DESTINATIONS unset): the tenant learns it, and what allows
+ * it, at once instead of at the first delivery. Names are checked when delivering.
+ */
+function refusePrivateHosts(config: unknown, allowPrivate: boolean): void {
+  const fields = (config ?? {}) as Record<string, unknown>;
+  const hosts: [string, string][] = [];
+  if (typeof fields.url === "string" && URL.canParse(fields.url)) {
+    hosts.push(["config.url", new URL(fields.url).hostname]);
+  }
+  if (typeof fields.host === "string") hosts.push(["config.host", fields.host]);
+  const issues = hosts.flatMap(([path, host]) => {
+    const message = literalHostRefusal(host, allowPrivate);
+    return message === null ? [] : [{ path, message }];
+  });
+  if (issues.length > 0) throw new ApiError(ERRORS.validation, { issues });
+}
+
 /** The config, or 413 when its stored form would not fit in KV. */
 function storable<T>(config: T): T {
   if (new TextEncoder().encode(JSON.stringify(config)).length > MAX_CONFIG_BYTES) {
-    throw new ApiError(413, "Destination config too large (max 40KB)");
+    throw new ApiError(ERRORS.configTooLarge);
   }
   return config;
 }
@@ -84,7 +105,8 @@ function paceView(pace: DestinationPace) {
 }
 
 /** Destinations of a form: add, list, patch, resume, delete (spec 4.3, 4.4 and the contract). */
-export function destinationRoutes({ db, connectors, engine }: AppDeps) {
+export function destinationRoutes({ config: settings, db, connectors, engine }: AppDeps) {
+  const allowPrivate = settings.allowPrivateDestinations;
   const router = new Hono<AdminEnv>();
 
   /**
@@ -108,15 +130,16 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     const config = storable(
       validate(connectors[input.type].configSchema, input.config, ["config"]),
     );
+    refusePrivateHosts(config, allowPrivate);
     try {
       const destination = await addDestination(db, form, { ...input, config });
-      if (destination === null) throw new ApiError(404, "Form not found");
+      if (destination === null) throw new ApiError(ERRORS.formNotFound);
       const { id, formId, type, isEnabled } = destination;
       // The spec's answer: exactly the stored config, as the one who stored it sent it.
       return c.json({ ok: true, destination: { id, formId, type, config, isEnabled } });
     } catch (error) {
       if (!(error instanceof TooManyDestinationsError)) throw error;
-      throw new ApiError(400, "Validation error", {
+      throw new ApiError(ERRORS.validation, {
         issues: [{
           path: "",
           message: `A form can have at most ${MAX_DESTINATIONS_PER_FORM} destinations`,
@@ -141,16 +164,17 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     let config: unknown = undefined;
     if (patch.config !== undefined) {
       const current = await getDestination(db, form.id, destId);
-      if (current === null) throw new ApiError(404, "Destination not found");
+      if (current === null) throw new ApiError(ERRORS.destinationNotFound);
       config = storable(
         validate(connectors[current.type].configSchema, patch.config, ["config"]),
       );
+      refusePrivateHosts(config, allowPrivate);
     }
     const updated = await updateDestination(db, form.id, destId, {
       config,
       isEnabled: patch.isEnabled,
     });
-    if (updated === null) throw new ApiError(404, "Destination not found");
+    if (updated === null) throw new ApiError(ERRORS.destinationNotFound);
     // Enabling resumes a paused destination; disabling ends its held jobs as failed.
     if (patch.isEnabled !== undefined) await releaseHeld(form.id, destId);
     return c.json({
@@ -164,7 +188,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     await readEmptyBody(c);
     const destId = c.req.param("destId");
     const resumed = await updateDestination(db, form.id, destId, { resume: true });
-    if (resumed === null) throw new ApiError(404, "Destination not found");
+    if (resumed === null) throw new ApiError(ERRORS.destinationNotFound);
     const released = await releaseHeld(form.id, destId);
     return c.json({
       ok: true,
@@ -177,7 +201,7 @@ export function destinationRoutes({ db, connectors, engine }: AppDeps) {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const destId = c.req.param("destId");
     if (!await deleteDestination(db, form.id, destId)) {
-      throw new ApiError(404, "Destination not found");
+      throw new ApiError(ERRORS.destinationNotFound);
     }
     await releaseHeld(form.id, destId);
     return c.json({ ok: true });

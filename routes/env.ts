@@ -5,13 +5,16 @@
  */
 import type { Config } from "../config.ts";
 import type { BodyGate } from "./body_gate.ts";
+import type { BodyTiming } from "./http.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
+import type { OutboundBudget } from "../delivery/outbound_budget.ts";
 import type { Logger } from "../log.ts";
 import type { BacklogReader } from "../store/backlog.ts";
 import type { Db } from "../store/db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
+import type { RefusalCounter } from "../store/refusals.ts";
 import type { SubmissionWriter } from "../store/submissions.ts";
 
 /** What the routes are built from. */
@@ -27,13 +30,26 @@ export interface AppDeps {
   ingestLoad: IngestLoad;
   /** The budget of request bodies being read and processed at once. */
   bodyGate: BodyGate;
+  /** Organizations' outbound budgets, shared with the delivery engine (default: one of its own). */
+  outbound?: OutboundBudget;
   /** The backlog `/metrics` and `/readyz` read (default: a reader of their own). */
   backlog?: BacklogReader;
+  /** Refusals counted per form for the console (default: a counter of the routes' own). */
+  refusals?: RefusalCounter;
   /** Whether this process's delivery engine runs (default: whether it has one). */
   delivering?: () => boolean;
 }
 
 /** Hono environment of the admin routes: the caller's organization. */
 export interface AdminEnv {
-  Variables: { orgId: string; bodyTimeoutMs: number };
+  Variables: { orgId: string; bodyTiming: BodyTiming };
+}
+
+/** How long request bodies may take, from the configuration. */
+export function bodyTimingOf(config: Config): BodyTiming {
+  return {
+    timeoutMs: config.http.bodyTimeoutMs,
+    graceMs: config.http.bodyGraceMs,
+    minBytesPerSecond: config.http.bodyMinBytesPerSecond,
+  };
 }

@@ -12,6 +12,7 @@ import {
 import type { Db } from "../store/db.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { ApiError, readValidJson, refuseOtherMethods } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 const anyHttpUrl = z.url({ protocol: /^https?$/ });
 
@@ -44,7 +45,7 @@ const DEFAULTS = {
 
 function assertCaptchaSecret(settings: FormSettings, hasStoredSecret: boolean) {
   if (settings.verifyCaptcha && settings.captchaSecret === undefined && !hasStoredSecret) {
-    throw new ApiError(400, "Validation error", {
+    throw new ApiError(ERRORS.validation, {
       issues: [{ path: "captchaSecret", message: "Required when verifyCaptcha is true" }],
     });
   }
@@ -70,7 +71,7 @@ function formView(form: FormRecord) {
 /** The caller's form, or `404 Form not found`. */
 export async function requireForm(db: Db, orgId: string, formId: string) {
   const form = await getForm(db, orgId, formId);
-  if (form === null) throw new ApiError(404, "Form not found");
+  if (form === null) throw new ApiError(ERRORS.formNotFound);
   return form;
 }
 
@@ -81,9 +82,9 @@ export function formRoutes({ db }: AppDeps) {
   // Ids are UUIDs: a longer one names nothing, and would go over KV's key size limit.
   router.use("/forms/*", async (c, next) => {
     const [formId, sub, destId] = c.req.path.slice(c.req.path.indexOf("/forms/") + 7).split("/");
-    if (formId.length > MAX_ID_LENGTH) throw new ApiError(404, "Form not found");
+    if (formId.length > MAX_ID_LENGTH) throw new ApiError(ERRORS.formNotFound);
     if (sub === "destinations" && (destId?.length ?? 0) > MAX_ID_LENGTH) {
-      throw new ApiError(404, "Destination not found");
+      throw new ApiError(ERRORS.destinationNotFound);
     }
     await next();
   });
@@ -116,13 +117,13 @@ export function formRoutes({ db }: AppDeps) {
       assertCaptchaSecret(settings, sealedCaptchaSecret !== null);
       return settings;
     });
-    if (form === null) throw new ApiError(404, "Form not found");
+    if (form === null) throw new ApiError(ERRORS.formNotFound);
     return c.json({ ok: true, form: formView(form) });
   });
 
   router.delete("/forms/:id", async (c) => {
     if (!await deleteForm(db, c.get("orgId"), c.req.param("id"))) {
-      throw new ApiError(404, "Form not found");
+      throw new ApiError(ERRORS.formNotFound);
     }
     return c.json({ ok: true });
   });

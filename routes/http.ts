@@ -1,18 +1,26 @@
 import { concatBytes } from "../bytes.ts";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { humanMessages } from "../validation_messages.ts";
+import type { ErrorSpec, RefusalReason } from "./errors.ts";
+import { ERRORS } from "./errors.ts";
 
 /** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
 export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
-/** An error answer with the contract's body `{ ok: false, error, ...details }`. */
+/**
+ * An error answer of the catalogue (routes/errors.ts) with the contract's body
+ * `{ ok: false, error, ...details }`.
+ */
 export class ApiError extends HTTPException {
   readonly details: Record<string, unknown>;
-  constructor(status: ContentfulStatusCode, error: string, details: Record<string, unknown> = {}) {
-    super(status, { message: error });
+  /** Why a submission was refused, for metrics (the catalogue's reason). */
+  readonly reason: RefusalReason | undefined;
+  constructor(error: ErrorSpec, details: Record<string, unknown> = {}) {
+    super(error.status, { message: error.text });
     this.details = details;
+    this.reason = error.reason;
   }
 }
 
@@ -29,17 +37,30 @@ export function validationIssues(error: z.ZodError, prefix: PropertyKey[] = []) 
   }));
 }
 
-/** Parses with a zod schema or throws `400 Validation error` listing each issue. */
+/**
+ * Parses with a zod schema or throws `400 Validation error` listing each issue, in plain
+ * words (validation_messages.ts).
+ */
 export function validate<T>(schema: z.ZodType<T>, input: unknown, prefix: PropertyKey[] = []): T {
-  const result = schema.safeParse(input);
+  const result = schema.safeParse(input, { error: humanMessages });
   if (!result.success) {
-    throw new ApiError(400, "Validation error", { issues: validationIssues(result.error, prefix) });
+    throw new ApiError(ERRORS.validation, { issues: validationIssues(result.error, prefix) });
   }
   return result.data;
 }
 
+/**
+ * How long a request body may take: all of it within `timeoutMs`, and once `graceMs`
+ * have passed, at least `minBytesPerSecond` on average since then (0: no minimum).
+ */
+export interface BodyTiming {
+  timeoutMs: number;
+  graceMs: number;
+  minBytesPerSecond: number;
+}
+
 /** What the admin body readers need of a route's environment (AdminEnv has it). */
-type BodyEnv = { Variables: { bodyTimeoutMs: number } };
+type BodyEnv = { Variables: { bodyTiming: BodyTiming } };
 
 /** Admin request bodies: JSON only, at most 64 KB. */
 export const ADMIN_BODY_LIMIT = 64 * 1024;
@@ -48,23 +69,28 @@ export const ADMIN_BODY_LIMIT = 64 * 1024;
 export async function readJsonBody<E extends BodyEnv>(c: Context<E>): Promise<unknown> {
   const type = c.req.header("content-type") ?? "";
   if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw new ApiError(415, "Unsupported content type: use application/json");
+    throw new ApiError(ERRORS.adminContentType);
   }
-  const declared = Number(c.req.header("content-length") ?? "0");
-  if (declared > ADMIN_BODY_LIMIT) throw new ApiError(413, "Payload too large (max 64KB)");
-  const bytes = await readBodyWithin(c, {
-    limit: ADMIN_BODY_LIMIT,
-    declaredLength: null,
-    timeoutMs: c.var.bodyTimeoutMs,
-    // A client that hangs up before its declared length is a bad request, not our error.
-    hangUp: () => new ApiError(400, "Invalid JSON body"),
-  });
-  if (bytes === null) throw new ApiError(413, "Payload too large (max 64KB)");
+  const bytes = await readAdminBody(c);
   try {
     return JSON.parse(strictUtf8.decode(bytes));
   } catch {
-    throw new ApiError(400, "Invalid JSON body");
+    throw new ApiError(ERRORS.invalidJsonBody);
   }
+}
+
+/** An admin body, whatever its type, within ADMIN_BODY_LIMIT and the body timing. */
+async function readAdminBody<E extends BodyEnv>(c: Context<E>): Promise<Uint8Array> {
+  const declared = declaredLength(c);
+  if (declared !== null && declared > ADMIN_BODY_LIMIT) throw new ApiError(ERRORS.adminTooLarge);
+  const bytes = await readBodyWithin(c, {
+    limit: ADMIN_BODY_LIMIT,
+    timing: c.var.bodyTiming,
+    // A client that hangs up before its declared length is a bad request, not our error.
+    hangUp: () => new ApiError(ERRORS.invalidJsonBody),
+  });
+  if (bytes === null) throw new ApiError(ERRORS.adminTooLarge);
+  return bytes;
 }
 
 /** Reads an admin JSON body (see readJsonBody) and validates it (see validate). */
@@ -75,13 +101,20 @@ export async function readValidJson<T, E extends BodyEnv>(
   return validate(schema, await readJsonBody(c));
 }
 
+/** The request's Content-Length, null when it has none (chunked). */
+export function declaredLength(c: Context): number | null {
+  const header = c.req.header("content-length");
+  return header === undefined ? null : Number(header);
+}
+
 /**
  * Reads a body stream up to `limit` bytes; null as soon as it goes over, without
  * buffering the rest (the stream is cancelled).
  */
-export async function readCapped(
+async function readCapped(
   body: ReadableStream<Uint8Array<ArrayBuffer>> | null,
   limit: number,
+  progress: { received: number } = { received: 0 },
 ): Promise<Uint8Array<ArrayBuffer> | null> {
   if (body === null) return new Uint8Array(0);
   const chunks: Uint8Array<ArrayBuffer>[] = [];
@@ -91,6 +124,7 @@ export async function readCapped(
     const { done, value } = await reader.read();
     if (done) break;
     size += value.length;
+    progress.received = size;
     if (size > limit) {
       await reader.cancel().catch(() => {});
       return null;
@@ -105,34 +139,62 @@ export async function readCapped(
 export function refuseOtherMethods(router: Hono<any>, ...paths: string[]): void {
   for (const path of paths) {
     router.all(path, () => {
-      throw new ApiError(405, "Method not allowed");
+      throw new ApiError(ERRORS.methodNotAllowed);
     });
   }
 }
 
-/** The body did not arrive within its deadline. */
+/** The body did not arrive within its deadline, or its room was needed (body_gate.ts). */
 class LateBody extends Error {}
 
-/** Body reads under way, each with its deadline (performance.now()) and how to end it late. */
-const pendingReads = new Set<{ deadline: number; late(): void }>();
+/** A body read under way: when it began, its deadline, what it received, how to end it. */
+interface PendingRead {
+  start: number;
+  deadline: number;
+  /** Bytes a second required once `graceEnd` has passed (0: none). */
+  minRate: number;
+  graceEnd: number;
+  progress: { received: number };
+  late(): void;
+}
+
+/** Body reads under way (times are performance.now()). */
+const pendingReads = new Set<PendingRead>();
 let deadlineWatch: ReturnType<typeof setInterval> | undefined;
-/** How often body deadlines are checked: they hold to within this. */
+/** How often body deadlines and rates are checked: they hold to within this. */
 const BODY_DEADLINE_CHECK_MS = 100;
 
+/** Whether a read is past its deadline or, after its grace, behind its minimum rate. */
+function isLate(read: PendingRead, now: number): boolean {
+  if (now >= read.deadline) return true;
+  return read.minRate > 0 && now > read.graceEnd &&
+    read.progress.received < (now - read.graceEnd) * read.minRate / 1000;
+}
+
 /**
- * Ends `reading` with LateBody once `timeoutMs` have passed. One interval watches every
- * read under way (and stops when none is), so a request pays no timer of its own.
+ * Ends `reading` with LateBody once `read` is late (or ended by its `late`). One
+ * interval watches every read under way (and stops when none is), so a request pays
+ * no timer of its own.
  */
-function within<T>(reading: Promise<T>, timeoutMs: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const entry = { deadline: performance.now() + timeoutMs, late: () => reject(new LateBody()) };
+function within<T>(reading: Promise<T>, read: Omit<PendingRead, "late">): {
+  result: Promise<T>;
+  /** Ends the read now, as if late. */
+  end(): void;
+} {
+  let end = () => {};
+  const result = new Promise<T>((resolve, reject) => {
+    const entry: PendingRead = { ...read, late: () => reject(new LateBody()) };
+    end = () => {
+      pendingReads.delete(entry);
+      entry.late();
+    };
     pendingReads.add(entry);
     deadlineWatch ??= setInterval(() => {
       const now = performance.now();
-      for (const read of pendingReads) {
-        if (now < read.deadline) continue;
-        pendingReads.delete(read);
-        read.late();
+      for (const pending of pendingReads) {
+        if (!isLate(pending, now)) continue;
+        pendingReads.delete(pending);
+        pending.late();
       }
       if (pendingReads.size === 0) {
         clearInterval(deadlineWatch);
@@ -141,38 +203,64 @@ function within<T>(reading: Promise<T>, timeoutMs: number): Promise<T> {
     }, BODY_DEADLINE_CHECK_MS);
     reading.then(resolve, reject).finally(() => pendingReads.delete(entry));
   });
+  return { result, end };
 }
 
 /**
- * Reads a request body of at most `limit` bytes within `timeoutMs`: null when it is
- * longer; throws 408 (and marks the answer to close the connection) when late, and the
- * `hangUp` error when the client went away before sending all of it. With a declared
- * length within the limit the runtime delivers no more than that, so it is read whole.
+ * What the listener lends each request (listener.ts passes it as the handler's second
+ * argument, Hono's `c.env`): it is told while a body is being read, so that a
+ * connection whose body is slow can be closed to make room under pressure.
+ */
+export interface BodyWatch {
+  /** A body starts being read; call the returned function once it is read. */
+  readingBody?(): () => void;
+}
+
+/** Room a request body holds in the body budget (routes/body_gate.ts). */
+export interface BodyRoom {
+  /** The body is being read: `end` cuts the read short; call the result once it is read. */
+  reading(end: () => void): () => void;
+}
+
+/**
+ * Reads a request body of at most `limit` bytes within `timing`: null when it is
+ * longer; throws 408 (and marks the answer to close the connection) when it is late
+ * or slower than the minimum rate, or when the budget took its `room` back, and the
+ * `hangUp` error when the client went away before sending all of it.
  */
 export async function readBodyWithin(
   c: Context,
   options: {
     limit: number;
-    declaredLength: number | null;
-    timeoutMs: number;
+    timing: BodyTiming;
     /** The error for a client that hung up (made only then: an error's stack costs). */
     hangUp: () => ApiError;
+    room?: BodyRoom;
   },
 ): Promise<Uint8Array<ArrayBuffer> | null> {
-  const request = c.req.raw;
-  const reading = options.declaredLength !== null && options.declaredLength <= options.limit
-    ? request.arrayBuffer().then((b) => new Uint8Array(b))
-    : readCapped(request.body, options.limit);
+  const { limit, timing } = options;
+  const progress = { received: 0 };
+  const start = performance.now();
+  const read = within(readCapped(c.req.raw.body, limit, progress), {
+    start,
+    deadline: start + timing.timeoutMs,
+    graceEnd: start + timing.graceMs,
+    minRate: timing.minBytesPerSecond,
+    progress,
+  });
+  const listenerDone = (c.env as BodyWatch | undefined)?.readingBody?.();
+  const roomDone = options.room?.reading(read.end);
   try {
-    const bytes = await within(reading, options.timeoutMs);
-    return bytes !== null && bytes.length > options.limit ? null : bytes;
+    return await read.result;
   } catch (error) {
     if (!(error instanceof LateBody)) throw options.hangUp();
     // The connection goes (the runtime closes it after this answer), which also ends
     // the read still pending.
-    reading.catch(() => {});
     c.header("Connection", "close");
-    throw new ApiError(408, "Request body not received in time");
+    throw new ApiError(ERRORS.bodyTimeout);
+  } finally {
+    listenerDone?.();
+    roomDone?.();
   }
 }
 
@@ -186,11 +274,9 @@ export const emptyBody = z.strictObject({});
  */
 export async function readEmptyBody<E extends BodyEnv>(c: Context<E>): Promise<void> {
   if (c.req.header("content-type") === undefined) {
-    // A client that hangs up mid-body is a bad request, not our error.
-    const bytes = await readCapped(c.req.raw.body, ADMIN_BODY_LIMIT).catch(() => {
-      throw new ApiError(400, "Invalid JSON body");
-    });
-    if (bytes !== null && bytes.length === 0) return;
+    // Without a type, under the same deadline and cap as any other body.
+    if ((await readAdminBody(c)).length === 0) return;
+    throw new ApiError(ERRORS.adminContentType);
   }
   await readValidJson(c, emptyBody);
 }

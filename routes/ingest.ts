@@ -1,23 +1,19 @@
 import { type Context, Hono } from "hono";
-import { sealEnvelope, type SubmissionEnvelope } from "../delivery/envelope.ts";
-import { envelopeTtlMs } from "../delivery/retry.ts";
+import { envelopeTtlMs, sealEnvelope, type SubmissionEnvelope } from "../store/envelope.ts";
 import { countAccepted, traceSubmission } from "../metrics.ts";
 import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter, type RateSlot } from "../store/rate_limit.ts";
+import { createRefusalCounter, type RefusalReason } from "../store/refusals.ts";
 import type { BodyLease } from "./body_gate.ts";
-import { verifyCaptcha } from "./captcha.ts";
+import { takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
 import { clientAddress } from "./client_address.ts";
-import { ApiError, readBodyWithin, refuseOtherMethods } from "./http.ts";
-import {
-  type BodyKind,
-  bodyKind,
-  parsePayload,
-  takeHoneypot,
-  unsupportedTypeMessage,
-} from "./ingest_body.ts";
+import { ApiError, declaredLength, readBodyWithin, refuseOtherMethods } from "./http.ts";
+import { bodyTimingOf } from "./env.ts";
+import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "./ingest_body.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
+import { ERRORS, submissionTypeError } from "./errors.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
@@ -33,8 +29,6 @@ const BACKLOG_RETRY_AFTER_SECONDS = 10;
  * Held, each connection gets one refusal a second.
  */
 const BACKLOG_REFUSAL_DELAY_MS = 1_000;
-/** The refusal when the backlog is full (metrics.ts counts it as "backlog" by this text). */
-const BACKLOG_FULL_MESSAGE = "Too many submissions waiting for delivery: try again later";
 /** Longest User-Agent and Referer kept in the envelope; longer ones are cut. */
 export const MAX_METADATA_CHARS = 1024;
 
@@ -65,6 +59,25 @@ function setCorsHeaders(c: Context, allow: string | null) {
   if (allow !== "*") c.header("Vary", "Origin");
 }
 
+/** What a refusal of a known form is counted as for its tenant (refusals.ts), or null. */
+function refusalReason(error: ApiError): RefusalReason | null {
+  switch (error.reason) {
+    case "origin":
+    case "captcha":
+    case "size":
+    case "invalid":
+      return error.reason;
+    case "rate_limit":
+      return "rate";
+    default:
+      return null;
+  }
+}
+
+/** The 202 answer's note when a form has no enabled destination (see store()). */
+export const NO_DESTINATION_WARNING =
+  "This form has no enabled destination: the submission was accepted but sent nowhere";
+
 /** How long a form's settings may be cached by ingestion (see createIngestTargets). */
 const TARGET_CACHE_MS = 1000;
 
@@ -74,6 +87,8 @@ export function ingestRoutes(deps: AppDeps) {
   const ttlMs = envelopeTtlMs(config.retryScheduleMs, config.leaseMs);
   const targets = createIngestTargets(db, { ttlMs: TARGET_CACHE_MS });
   const rateLimiter = createRateLimiter(db, config.rateLimit);
+  const bodyTiming = bodyTimingOf(config);
+  const refusals = deps.refusals ?? createRefusalCounter(db);
   const addressRule = {
     header: config.clientIpHeader,
     trustedProxyHops: config.trustedProxyHops,
@@ -91,8 +106,8 @@ export function ingestRoutes(deps: AppDeps) {
     const allow = allowedOrigin(form, originOf(c.req.header("origin")));
     setCorsHeaders(c, allow);
     // Thrown, the error keeps the CORS headers set above (app.onError answers on this context).
-    if (form === null) throw new ApiError(404, "Form endpoint not found or disabled");
-    if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
+    if (form === null) throw new ApiError(ERRORS.formEndpointNotFound);
+    if (allow === null) throw new ApiError(ERRORS.originNotAllowed);
     c.header("Access-Control-Allow-Methods", "POST");
     c.header("Access-Control-Allow-Headers", "Content-Type, x-captcha-token");
     c.header("Access-Control-Max-Age", "86400");
@@ -102,9 +117,20 @@ export function ingestRoutes(deps: AppDeps) {
   router.post("/:publicKey", async (c) => {
     const contentType = c.req.header("content-type") ?? "";
     const browserPost = isBrowserFormPost(contentType, c.req.header("accept") ?? "");
+    /** The form, once known: its refusals are counted for its tenant. */
+    const seen: { formId: string | null } = { formId: null };
     try {
-      return await accept(c, c.req.param("publicKey"), contentType, browserPost);
+      return await accept(c, {
+        publicKey: c.req.param("publicKey"),
+        contentType,
+        browserPost,
+        seen,
+      });
     } catch (error) {
+      if (error instanceof ApiError && seen.formId !== null) {
+        const reason = refusalReason(error);
+        if (reason !== null) refusals.count(seen.formId, reason);
+      }
       // A person who posted a plain HTML form gets a page to read, not JSON. Headers set
       // before the throw (CORS, Retry-After) stay on the context, so the page has them too.
       if (!browserPost || !(error instanceof ApiError)) throw error;
@@ -114,27 +140,31 @@ export function ingestRoutes(deps: AppDeps) {
 
   async function accept(
     c: Context<IngestEnv>,
-    publicKey: string,
-    contentType: string,
-    browserPost: boolean,
+    { publicKey, contentType, browserPost, seen }: {
+      publicKey: string;
+      contentType: string;
+      browserPost: boolean;
+      seen: { formId: string | null };
+    },
   ) {
-    const declaredLength = declaredLengthOf(c);
+    const declared = declaredLength(c);
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
     const target = await lookUp(publicKey);
     const form = target?.form ?? null;
+    seen.formId = form?.id ?? null;
     const originHeader = c.req.header("origin");
     const allow = allowedOrigin(form, originOf(originHeader));
     setCorsHeaders(c, allow);
 
-    if (declaredLength !== null && declaredLength > MAX_SUBMISSION_BYTES) {
-      throw new ApiError(413, "Payload too large (max 128KB)");
+    if (declared !== null && declared > MAX_SUBMISSION_BYTES) {
+      throw new ApiError(ERRORS.submissionTooLarge);
     }
-    if (kind === null) throw new ApiError(415, unsupportedTypeMessage(config.ingestContentTypes));
+    if (kind === null) throw new ApiError(submissionTypeError(config.ingestContentTypes));
     if (target === null || form === null) {
-      throw new ApiError(404, "Form endpoint not found or disabled");
+      throw new ApiError(ERRORS.formEndpointNotFound);
     }
-    if (allow === null) throw new ApiError(403, "Origin is not allowed for this form");
+    if (allow === null) throw new ApiError(ERRORS.originNotAllowed);
     const client = clientAddress(
       addressRule,
       addressRule.header === null ? undefined : c.req.header(addressRule.header),
@@ -143,26 +173,11 @@ export function ingestRoutes(deps: AppDeps) {
     const reserved = await rateLimiter.reserve(form.id, client.key);
     if ("retryAfter" in reserved) {
       c.header("Retry-After", String(reserved.retryAfter));
-      throw new ApiError(429, "Too many submissions", { retryAfter: reserved.retryAfter });
+      throw new ApiError(ERRORS.rateLimited, { retryAfter: reserved.retryAfter });
     }
     let lease: BodyLease | null = null;
-    let room: (() => void) | null = null;
     try {
-      // Refused before its body is read: a 202 is a promise to deliver, made only while
-      // the backlog of this form's organization and of this process is under its bound.
-      let jobs = 0;
-      for (const destination of target.destinations) if (!destination.held) jobs++;
-      if (jobs > 0 && deps.engine !== null) {
-        room = deps.engine.admission.admit(form.orgId, jobs);
-        if (room === null) {
-          await new Promise((resolve) => setTimeout(resolve, BACKLOG_REFUSAL_DELAY_MS));
-          c.header("Retry-After", String(BACKLOG_RETRY_AFTER_SECONDS));
-          throw new ApiError(503, BACKLOG_FULL_MESSAGE, {
-            retryAfter: BACKLOG_RETRY_AFTER_SECONDS,
-          });
-        }
-      }
-      lease = deps.bodyGate.admit(c, client.key, declaredLength ?? MAX_SUBMISSION_BYTES);
+      lease = deps.bodyGate.admit(c, client.key, declared ?? MAX_SUBMISSION_BYTES);
       return await store(c, {
         target,
         kind,
@@ -171,12 +186,34 @@ export function ingestRoutes(deps: AppDeps) {
         ip: client.ip,
         origin: originOf(originHeader),
         reserved,
+        lease,
       });
     } finally {
       lease?.release();
-      room?.();
       reserved.release();
     }
+  }
+
+  /**
+   * Reserves backlog room for a submission whose body is complete: a 202 is a promise
+   * to deliver, made only while the backlog of its organization and of this process is
+   * under its bound. Reserved only now, so bodies still arriving (slow ones too) hold
+   * no room another organization's submissions need. Returns its release, or null
+   * when the submission makes no jobs here.
+   */
+  async function admitJobs(
+    c: Context<IngestEnv>,
+    orgId: string,
+    destinations: IngestTarget["destinations"],
+  ): Promise<(() => void) | null> {
+    let jobs = 0;
+    for (const destination of destinations) if (!destination.held) jobs++;
+    if (jobs === 0 || deps.engine === null) return null;
+    const room = deps.engine.admission.admit(orgId, jobs);
+    if (room !== null) return room;
+    await new Promise((resolve) => setTimeout(resolve, BACKLOG_REFUSAL_DELAY_MS));
+    c.header("Retry-After", String(BACKLOG_RETRY_AFTER_SECONDS));
+    throw new ApiError(ERRORS.backlogFull, { retryAfter: BACKLOG_RETRY_AFTER_SECONDS });
   }
 
   /** Reads, parses and checks the body of an admitted request, and stores the submission. */
@@ -191,20 +228,26 @@ export function ingestRoutes(deps: AppDeps) {
       /** The request's origin as scheme://host[:port], null when absent or not one. */
       origin: string | null;
       reserved: RateSlot;
+      lease: BodyLease;
     },
   ) {
     const { target, kind, contentType, ip } = request;
     const { form } = target;
-    const invalid = kind === "json" ? "Invalid JSON payload" : "Invalid form payload";
+    const invalid = kind === "json" ? ERRORS.invalidJsonPayload : ERRORS.invalidFormPayload;
     const bytes = await readBodyWithin(c, {
       limit: MAX_SUBMISSION_BYTES,
-      declaredLength: declaredLengthOf(c),
-      timeoutMs: config.http.bodyTimeoutMs,
+      timing: bodyTiming,
       // A client that hangs up before its declared length is a bad request, not our error.
-      hangUp: () => new ApiError(400, invalid, { detail: "The body ended before it was complete" }),
+      hangUp: () => new ApiError(invalid, { detail: "The body ended before it was complete" }),
+      room: request.lease,
+    }).catch((error) => {
+      // A body late, too slow or cut off uses the client's slot: holding a body open
+      // until its deadline costs the attacker what a submission costs.
+      request.reserved.count();
+      throw error;
     });
-    if (bytes === null) throw new ApiError(413, "Payload too large (max 128KB)");
-    if (bytes.length === 0) throw new ApiError(400, invalid, { detail: "Empty body" });
+    if (bytes === null) throw new ApiError(ERRORS.submissionTooLarge);
+    if (bytes.length === 0) throw new ApiError(invalid, { detail: "Empty body" });
     const payload = await parsePayload(kind, bytes, {
       contentType,
       variant: config.ingestContentTypes,
@@ -212,8 +255,8 @@ export function ingestRoutes(deps: AppDeps) {
     const isSpam = form.honeypotField !== null && takeHoneypot(payload, form.honeypotField);
 
     if (form.verifyCaptcha) {
-      const token = c.req.header("x-captcha-token");
-      if (!token) throw new ApiError(400, "Captcha token is required");
+      const token = takeCaptchaToken(payload, c.req.header("x-captcha-token"));
+      if (token === null) throw new ApiError(ERRORS.captchaRequired);
       const secret = await openCaptchaSecret(db, form);
       const valid = secret !== null && token.length <= 10_000 &&
         await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip });
@@ -221,69 +264,90 @@ export function ingestRoutes(deps: AppDeps) {
         // A failed verification uses the client's slot: one that keeps failing is
         // limited like one that keeps submitting, and the provider is not called for it.
         request.reserved.count();
-        throw new ApiError(400, "Invalid captcha token");
+        throw new ApiError(ERRORS.captchaInvalid);
       }
     }
 
-    const submittedAt = Date.now();
-    const envelope: SubmissionEnvelope = {
-      submissionId: crypto.randomUUID(),
-      formId: form.id,
-      formName: form.name,
-      payload,
-      metadata: {
-        origin: request.origin,
-        ip,
-        userAgent: c.req.header("user-agent")?.slice(0, MAX_METADATA_CHARS) ?? null,
-        referer: c.req.header("referer")?.slice(0, MAX_METADATA_CHARS) ?? null,
-        submittedAt: new Date(submittedAt).toISOString(),
-      },
-    };
-    traceSubmission(envelope.submissionId);
-    request.reserved.count();
     // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
     const destinations = isSpam ? [] : target.destinations;
-    if (destinations.length > 0) {
-      let stored;
-      // Counted from here, not from the start: a client slow to send its body is not load.
-      deps.ingestLoad.enter(form.orgId);
-      try {
-        stored = await writer.write({
-          submissionId: envelope.submissionId,
-          formId: form.id,
-          orgId: form.orgId,
-          sealedEnvelope: await sealEnvelope(db.sealer, envelope),
-          destinations,
-          submittedAt,
-          envelopeTtlMs: ttlMs,
-        });
-      } catch (error) {
-        logger.error("submission not stored", {
-          formId: form.id,
-          submissionId: envelope.submissionId,
-          error: error instanceof Error ? error.message : String(error),
-        });
-        throw new ApiError(503, "Submission could not be stored: try again");
-      } finally {
-        deps.ingestLoad.leave(form.orgId);
+    if (isSpam) refusals.count(form.id, "spam");
+    // Accepted all the same (the visitor did nothing wrong, and a refusal would lose
+    // their message too), but the tenant is told: counted, and said in the answer.
+    const nowhere = !isSpam && destinations.length === 0;
+    if (nowhere) refusals.count(form.id, "nowhere");
+    const room = await admitJobs(c, form.orgId, destinations);
+    try {
+      const submittedAt = Date.now();
+      const envelope: SubmissionEnvelope = {
+        submissionId: crypto.randomUUID(),
+        formId: form.id,
+        formName: form.name,
+        payload,
+        metadata: {
+          origin: request.origin,
+          ip,
+          userAgent: c.req.header("user-agent")?.slice(0, MAX_METADATA_CHARS) ?? null,
+          referer: c.req.header("referer")?.slice(0, MAX_METADATA_CHARS) ?? null,
+          submittedAt: new Date(submittedAt).toISOString(),
+        },
+      };
+      traceSubmission(envelope.submissionId);
+      request.reserved.count();
+      if (destinations.length > 0) {
+        await storeEnvelope(envelope, { form, destinations, submittedAt });
       }
-      deps.engine?.wakeStored(stored);
+      countAccepted(form.id, isSpam);
+      if (request.browserPost) {
+        // The thank-you page is the form's own setting, never taken from the request.
+        if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
+        return c.html(thankYouPage(), 202);
+      }
+      return c.json(
+        nowhere
+          ? { ok: true, submissionId: envelope.submissionId, warning: NO_DESTINATION_WARNING }
+          : { ok: true, submissionId: envelope.submissionId },
+        202,
+      );
+    } finally {
+      room?.();
     }
-    countAccepted(form.id, isSpam);
-    if (request.browserPost) {
-      // The thank-you page is the form's own setting, never taken from the request.
-      if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
-      return c.html(thankYouPage(), 202);
+  }
+
+  /** Seals and stores an accepted submission with its jobs, and wakes them. */
+  async function storeEnvelope(
+    envelope: SubmissionEnvelope,
+    { form, destinations, submittedAt }: {
+      form: FormRecord;
+      destinations: IngestTarget["destinations"];
+      submittedAt: number;
+    },
+  ) {
+    let stored;
+    // Counted from here, not from the start: a client slow to send its body is not load.
+    deps.ingestLoad.enter(form.orgId);
+    try {
+      stored = await writer.write({
+        submissionId: envelope.submissionId,
+        formId: form.id,
+        orgId: form.orgId,
+        sealedEnvelope: await sealEnvelope(db.sealer, envelope),
+        destinations,
+        submittedAt,
+        envelopeTtlMs: ttlMs,
+      });
+    } catch (error) {
+      logger.error("submission not stored", {
+        formId: form.id,
+        submissionId: envelope.submissionId,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      throw new ApiError(ERRORS.storeFailed);
+    } finally {
+      deps.ingestLoad.leave(form.orgId);
     }
-    return c.json({ ok: true, submissionId: envelope.submissionId }, 202);
+    deps.engine?.wakeStored(stored);
   }
 
   refuseOtherMethods(router, "/:publicKey");
   return router;
-}
-
-/** The request's Content-Length, null when it has none (chunked). */
-function declaredLengthOf(c: Context): number | null {
-  const header = c.req.header("content-length");
-  return header === undefined ? null : Number(header);
 }

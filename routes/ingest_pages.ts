@@ -48,12 +48,49 @@ ${body}
 `;
 }
 
+/**
+ * What the visitor can do about a refusal, by its status and reason. Some refusals are
+ * the website's to fix (an origin not allowed, a form taken down): the visitor is told it
+ * is not their input and to reach the site's owner another way, not to "check the form".
+ */
+export function visitorAdvice(status: number, reason: string): string {
+  if (/captcha/i.test(reason)) {
+    return "Go back, complete the captcha (the “I am human” check) and send the form again.";
+  }
+  if (/file uploads/i.test(reason)) {
+    return "This form cannot take files: go back, remove the attachment and send it again.";
+  }
+  switch (status) {
+    case 403:
+      return "This website is not set up to send messages through this form. Nothing you " +
+        "entered is wrong: please tell the site's owner, or reach them another way.";
+    case 404:
+      return "This form no longer takes messages. Please reach the site's owner another way.";
+    case 408:
+      return "Your message took too long to arrive: go back and send it again.";
+    case 413:
+      return "Your message is too long: go back, shorten it and send it again.";
+    case 415:
+      return "This form is set up wrongly on the website. Nothing you entered is wrong: " +
+        "please tell the site's owner, or reach them another way.";
+    case 429:
+      return "You have sent several messages in a short time: please wait a few minutes, " +
+        "then go back and send it again.";
+    case 503:
+      return "The form service is busy right now: please go back and try again in a few minutes.";
+    default:
+      return status >= 500
+        ? "Something went wrong on our side: please go back and try again in a few minutes."
+        : "Go back, check what you entered and send it again.";
+  }
+}
+
 /** The page a person sees when a plain HTML form post is refused. */
 export function errorPage(status: number, reason: string): string {
   return page(
     "Your submission was not sent",
-    `<p>${escapeHtml(reason)}.</p>
-<p>Go back, check the form and try again. (Error ${status})</p>
+    `<p>${escapeHtml(visitorAdvice(status, reason))}</p>
+<p>The reason given: ${escapeHtml(reason)} (error ${status}).</p>
 <p><a href="javascript:history.back()">Back to the form</a></p>`,
   );
 }

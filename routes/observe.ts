@@ -1,7 +1,8 @@
 /**
  * What operators ask of a running process: `GET /metrics` (Prometheus text format,
  * behind a bearer token when METRICS_TOKEN is set) and `GET /readyz` (whether this
- * process can accept and deliver). `/healthz` stays in app.ts: the cheap liveness check.
+ * process can accept and deliver; its KV write is made at most once a second, and its
+ * backlog read at most every five, however many ask). `/healthz` stays in app.ts: the cheap liveness check.
  *
  * @module
  */
@@ -12,7 +13,8 @@ import { registry } from "../metrics.ts";
 import { createBacklogReader } from "../store/backlog.ts";
 import { probeKvWrite } from "../store/db.ts";
 import type { AppDeps } from "./env.ts";
-import { ApiError } from "./http.ts";
+import { ApiError, errorBody } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** SHA-256 of a text, for comparing tokens in constant time whatever their lengths. */
 async function digest(text: string): Promise<Uint8Array> {
@@ -21,6 +23,34 @@ async function digest(text: string): Promise<Uint8Array> {
 
 /** One readiness check's answer: null when it passed, else what failed. */
 type Check = Promise<string | null>;
+
+/**
+ * How long the KV write check's answer stands. `/readyz` needs no credentials; checked
+ * on every request, a flood of probes was a flood of KV writes competing with
+ * submissions' commits. Cached, a flood costs one write a second.
+ */
+export const READY_KV_CACHE_MS = 1000;
+
+/**
+ * `check` run at most once at a time, its answer kept for `ttlMs` after it settles:
+ * callers meanwhile share the run under way or the kept answer.
+ */
+export function cachedCheck(
+  check: () => Check,
+  ttlMs: number,
+  now: () => number = performance.now.bind(performance),
+): () => Check {
+  let last: { answer: Check; settledAt: number | null } | null = null;
+  return () => {
+    if (last !== null && (last.settledAt === null || now() - last.settledAt < ttlMs)) {
+      return last.answer;
+    }
+    const run = { answer: check(), settledAt: null as number | null };
+    run.answer.finally(() => run.settledAt = now()).catch(() => {});
+    last = run;
+    return run.answer;
+  };
+}
 
 /** `GET /metrics` and `GET /readyz`. */
 export function observeRoutes(deps: AppDeps) {
@@ -35,7 +65,7 @@ export function observeRoutes(deps: AppDeps) {
       const given = /^Bearer (.+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
       if (given === undefined || !timingSafeEqual(await digest(given), await token)) {
         c.header("WWW-Authenticate", 'Bearer realm="metrics"');
-        throw new ApiError(401, "Invalid metrics token");
+        throw new ApiError(ERRORS.invalidMetricsToken);
       }
     }
     c.header("Content-Type", registry.contentType);
@@ -44,7 +74,7 @@ export function observeRoutes(deps: AppDeps) {
 
   /** Each readiness check by name; they run together. */
   const checks: Record<string, () => Check> = {
-    async kv() {
+    kv: cachedCheck(async () => {
       try {
         await probeKvWrite(db);
         return null;
@@ -52,7 +82,7 @@ export function observeRoutes(deps: AppDeps) {
         logger.error("readiness: KV write failed", { error: describeError(error) });
         return "KV is not writable";
       }
-    },
+    }, READY_KV_CACHE_MS),
     delivery: () => Promise.resolve(delivering() ? null : "Delivery engine is not running"),
     async backlog() {
       try {
@@ -76,7 +106,7 @@ export function observeRoutes(deps: AppDeps) {
     const ready = Object.keys(failed).length === 0;
     return ready
       ? c.json({ ok: true, checks: Object.fromEntries(names.map((name) => [name, "ok"])) })
-      : c.json({ ok: false, error: "Not ready", checks: failed }, 503);
+      : c.json(errorBody(ERRORS.notReady.text, { checks: failed }), ERRORS.notReady.status);
   });
 
   return router;

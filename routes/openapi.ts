@@ -3,7 +3,8 @@
  *
  * Request bodies and queries come from the very zod schemas the routes and connectors
  * validate with (converted by zod's own `z.toJSONSchema`), so they cannot drift from
- * the code. Answers are described by the zod schemas below; tests/openapi_test.ts
+ * the code. Answers are described by the zod schemas below, and error answers are
+ * taken from the catalogue the routes throw from (routes/errors.ts); tests/openapi_test.ts
  * checks real answers against them and that every route of the app is listed here.
  *
  * @module
@@ -16,11 +17,13 @@ import { smtpPlatformConfigSchema, smtpRelayConfigSchema } from "../connectors/s
 import { DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
 import { webhookConfigSchema } from "../connectors/webhook.ts";
 import { VERSION } from "../version.ts";
-import { deliveriesQuerySchema, redeliverSinceSchema, REDELIVERY_CONFLICTS } from "./deliveries.ts";
+import { deliveriesQuerySchema, redeliverSinceSchema, SEND_NOW_CONFLICTS } from "./deliveries.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
+import { ERRORS, type ErrorSpec, submissionTypeError } from "./errors.ts";
+import { refusalsQuerySchema } from "./refusals.ts";
+import { REFUSAL_REASONS } from "../store/refusals.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
-import { unsupportedTypeMessage } from "./ingest_body.ts";
 
 /** The config schema of each destination type, as its connector validates it. */
 const CONFIG_SCHEMAS: Record<DestinationType, z.ZodType> = {
@@ -106,6 +109,9 @@ export const destinationSchema = z.strictObject({
 
 /** One delivery outcome (store/jobs.ts DeliveryOutcome). */
 export const outcomeSchema = z.strictObject({
+  deliveryId: z.string().meta({
+    description: "`<submissionId>.<destinationId>`: the name redeliver and send-now take",
+  }),
   submissionId: z.uuid(),
   destinationId: z.uuid(),
   destinationType: z.enum(DESTINATION_TYPES),
@@ -136,7 +142,12 @@ function errorSchema(texts: [string, ...string[]]) {
     issues: z.array(z.strictObject({ path: z.string(), message: z.string() })).optional()
       .meta({ description: "With `Validation error`: each problem and the field it concerns" }),
     detail: z.string().optional(),
-    retryAfter: z.number().int().optional().meta({ description: "Seconds, with 429" }),
+    retryAfter: z.number().int().optional().meta({
+      description: "Seconds, with 429 and 503 (also in the Retry-After header)",
+    }),
+    checks: z.record(z.string(), z.string()).optional().meta({
+      description: "With `Not ready`: each failed readiness check and why",
+    }),
   });
 }
 
@@ -153,25 +164,25 @@ export interface OperationSpec {
   body?: { schema: z.ZodType; required: boolean };
   /** Success answers by status: a JSON schema, or a content type with no schema. */
   answers: Record<number, { description: string; schema?: z.ZodType; contentType?: string }>;
-  /** Error texts by status. */
-  errors: Record<number, [string, ...string[]]>;
+  /** Its own error answers, from the catalogue (the admin ones and the 500 are added). */
+  errors: ErrorSpec[];
 }
 
 const ok = z.literal(true);
-const jsonBodyErrors = {
-  400: ["Invalid JSON body", "Validation error"],
-  413: ["Payload too large (max 64KB)"],
-  415: ["Unsupported content type: use application/json"],
-} satisfies OperationSpec["errors"];
+/** An admin JSON body's refusals (routes/http.ts readJsonBody). */
+const jsonBodyErrors = [
+  ERRORS.invalidJsonBody,
+  ERRORS.validation,
+  ERRORS.adminTooLarge,
+  ERRORS.adminContentType,
+  ERRORS.bodyTimeout,
+];
 /** A destination config is also refused when its stored form would not fit in KV. */
-const configBodyErrors = {
-  ...jsonBodyErrors,
-  413: [...jsonBodyErrors[413], "Destination config too large (max 40KB)"],
-} satisfies OperationSpec["errors"];
-const FORM_404 = { 404: ["Form not found"] } satisfies OperationSpec["errors"];
-const DEST_404 = {
-  404: ["Form not found", "Destination not found"],
-} satisfies OperationSpec["errors"];
+const configBodyErrors = [...jsonBodyErrors, ERRORS.configTooLarge];
+const FORM_404 = [ERRORS.formNotFound];
+const DEST_404 = [ERRORS.formNotFound, ERRORS.destinationNotFound];
+/** Operations that touch delivery jobs: ADMIN_OPERATIONS_PER_ORG (routes/limits.ts). */
+const OPERATION_429 = [ERRORS.tooManyOperations];
 
 /** Every operation of the API, in the order the document lists them. */
 export function operations(ingestContentTypes: Config["ingestContentTypes"]): OperationSpec[] {
@@ -188,7 +199,38 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, tenantKey: z.string().startsWith("sk_") }),
         },
       },
-      errors: {},
+      errors: [],
+    },
+    {
+      method: "get",
+      path: "/v1/admin/deployment",
+      summary: "What this deployment offers: captcha provider, platform email relay, body types",
+      tag: "Service",
+      admin: true,
+      answers: {
+        200: {
+          description: "The deployment's settings a tenant's choices depend on",
+          schema: z.strictObject({
+            ok,
+            captcha: z.strictObject({
+              id: z.enum(["hcaptcha", "turnstile", "recaptcha", "other"]),
+              name: z.string(),
+              verifyHost: z.string(),
+            }).meta({ description: "The provider CAPTCHA_VERIFY_URL belongs to" }),
+            platformRelay: z.boolean().meta({
+              description: "Whether email destinations may use the platform relay (Variant B)",
+            }),
+            ingestContentTypes: z.enum(["any", "json"]),
+            privateDestinations: z.boolean().meta({
+              description: "ALLOW_PRIVATE_DESTINATIONS: loopback and private addresses allowed",
+            }),
+            retainsFailed: z.boolean().meta({
+              description: "FAILED_RETENTION_HOURS > 0: failed deliveries can be redelivered",
+            }),
+          }),
+        },
+      },
+      errors: [],
     },
     {
       method: "post",
@@ -214,7 +256,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, forms: z.array(formSchema) }),
         },
       },
-      errors: {},
+      errors: [],
     },
     {
       method: "get",
@@ -237,7 +279,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       answers: {
         200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
       },
-      errors: { ...jsonBodyErrors, ...FORM_404 },
+      errors: [...jsonBodyErrors, ...FORM_404],
     },
     {
       method: "delete",
@@ -270,7 +312,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           }),
         },
       },
-      errors: { ...configBodyErrors, ...FORM_404 },
+      errors: [...configBodyErrors, ...FORM_404],
     },
     {
       method: "get",
@@ -299,7 +341,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, destination: destinationSchema }),
         },
       },
-      errors: { ...configBodyErrors, ...DEST_404 },
+      errors: [...configBodyErrors, ...DEST_404, ...OPERATION_429],
     },
     {
       method: "delete",
@@ -308,7 +350,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       tag: "Admin: destinations",
       admin: true,
       answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
-      errors: DEST_404,
+      errors: [...DEST_404, ...OPERATION_429],
     },
     {
       method: "post",
@@ -323,7 +365,13 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, result: testSendResultSchema }),
         },
       },
-      errors: { ...jsonBodyErrors, ...DEST_404 },
+      errors: [
+        ...jsonBodyErrors,
+        ...DEST_404,
+        ERRORS.testSendUnderWay,
+        ERRORS.tooManyTestSends,
+        ERRORS.outboundLimit,
+      ],
     },
     {
       method: "post",
@@ -342,7 +390,29 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           }),
         },
       },
-      errors: { ...jsonBodyErrors, ...DEST_404 },
+      errors: [...jsonBodyErrors, ...DEST_404, ...OPERATION_429],
+    },
+    {
+      method: "get",
+      path: "/v1/admin/forms/{id}/refusals",
+      summary: "What never reached the form's destinations, per UTC day and reason " +
+        "(origin, captcha, rate, size, invalid, spam, nowhere: accepted with no enabled destination)",
+      tag: "Admin: forms",
+      admin: true,
+      query: refusalsQuerySchema,
+      answers: {
+        200: {
+          description: "Counts of the last `days` UTC days, today last",
+          schema: z.strictObject({
+            ok,
+            days: z.array(z.strictObject({
+              day: z.string().meta({ description: "YYYY-MM-DD (UTC)" }),
+              ...Object.fromEntries(REFUSAL_REASONS.map((reason) => [reason, z.number().int()])),
+            })),
+          }),
+        },
+      },
+      errors: [ERRORS.validation, ...FORM_404],
     },
     {
       method: "post",
@@ -362,11 +432,13 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           }),
         },
       },
-      errors: {
+      errors: [
         ...jsonBodyErrors,
         ...DEST_404,
-        409: [REDELIVERY_CONFLICTS.disabled, REDELIVERY_CONFLICTS.paused],
-      },
+        ERRORS.redeliveryDisabled,
+        ERRORS.redeliveryPaused,
+        ...OPERATION_429,
+      ],
     },
     {
       method: "post",
@@ -382,16 +454,31 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, redelivered: z.number().int() }),
         },
       },
-      errors: {
+      errors: [
         ...jsonBodyErrors,
-        404: ["Form not found", "Delivery not found"],
-        409: [
-          REDELIVERY_CONFLICTS.disabled,
-          REDELIVERY_CONFLICTS.underWay,
-          REDELIVERY_CONFLICTS.gone,
-          REDELIVERY_CONFLICTS.notRetained,
-        ],
-      },
+        ERRORS.formNotFound,
+        ERRORS.deliveryNotFound,
+        ERRORS.redeliveryDisabled,
+        ERRORS.redeliveryUnderWay,
+        ERRORS.redeliveryGone,
+        ERRORS.redeliveryNotRetained,
+        ...OPERATION_429,
+      ],
+    },
+    {
+      method: "post",
+      path: "/v1/admin/forms/{id}/deliveries/{deliveryId}/send-now",
+      summary: "Attempt a delivery waiting for its next retry now, instead of at its next attempt",
+      tag: "Admin: destinations",
+      admin: true,
+      body: { schema: emptyBody, required: false },
+      answers: { 200: { description: "Due now", schema: z.strictObject({ ok }) } },
+      errors: [
+        ...jsonBodyErrors,
+        ERRORS.formNotFound,
+        ERRORS.deliveryNotFound,
+        ...Object.values(SEND_NOW_CONFLICTS),
+      ],
     },
     {
       method: "get",
@@ -406,7 +493,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, deliveries: z.array(outcomeSchema) }),
         },
       },
-      errors: { 400: ["Validation error"], ...FORM_404 },
+      errors: [ERRORS.validation, ...FORM_404],
     },
     {
       method: "post",
@@ -424,28 +511,36 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       answers: {
         202: {
           description: "Accepted and stored; delivered asynchronously",
-          schema: z.strictObject({ ok, submissionId: z.uuid() }),
+          schema: z.strictObject({
+            ok,
+            submissionId: z.uuid(),
+            warning: z.string().optional().meta({
+              description: "Set when the form has no enabled destination: sent nowhere",
+            }),
+          }),
         },
         303: {
           description: "A browser form post accepted: redirect to the form's redirectUrl",
           contentType: "text/plain",
         },
       },
-      errors: {
-        400: [
-          "Invalid JSON payload",
-          "Invalid form payload",
-          "File uploads are not supported",
-          "Captcha token is required",
-          "Invalid captcha token",
-        ],
-        403: ["Origin is not allowed for this form"],
-        404: ["Form endpoint not found or disabled"],
-        413: ["Payload too large (max 128KB)"],
-        415: [unsupportedTypeMessage(ingestContentTypes)],
-        429: ["Too many submissions"],
-        503: ["Submission could not be stored: try again"],
-      },
+      // Every refusal of routes/ingest.ts, in the order of its checks.
+      errors: [
+        ERRORS.submissionTooLarge,
+        submissionTypeError(ingestContentTypes),
+        ERRORS.formEndpointNotFound,
+        ERRORS.originNotAllowed,
+        ERRORS.rateLimited,
+        ERRORS.backlogFull,
+        ERRORS.serverBusy,
+        ERRORS.bodyTimeout,
+        ERRORS.invalidJsonPayload,
+        ERRORS.invalidFormPayload,
+        ERRORS.fileUpload,
+        ERRORS.captchaRequired,
+        ERRORS.captchaInvalid,
+        ERRORS.storeFailed,
+      ],
     },
     {
       method: "options",
@@ -453,10 +548,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       summary: "CORS preflight of a submission",
       tag: "Ingestion",
       answers: { 204: { description: "Allowed: CORS headers, no body" } },
-      errors: {
-        403: ["Origin is not allowed for this form"],
-        404: ["Form endpoint not found or disabled"],
-      },
+      errors: [ERRORS.formEndpointNotFound, ERRORS.originNotAllowed],
     },
     {
       method: "get",
@@ -464,7 +556,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       summary: "Health: answers 200 while the KV store answers",
       tag: "Service",
       answers: { 200: { description: "Healthy", schema: z.strictObject({ ok }) } },
-      errors: { 503: ["KV is not answering"] },
+      errors: [ERRORS.kvNotAnswering],
     },
     {
       method: "get",
@@ -478,7 +570,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
           schema: z.strictObject({ ok, checks: z.record(z.string(), z.literal("ok")) }),
         },
       },
-      errors: { 503: ["Not ready"] },
+      errors: [ERRORS.notReady],
     },
     {
       method: "get",
@@ -486,7 +578,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       summary: "Prometheus metrics (text format); a bearer token when METRICS_TOKEN is set",
       tag: "Service",
       answers: { 200: { description: "Prometheus text format 0.0.4", contentType: "text/plain" } },
-      errors: { 401: ["Invalid metrics token"] },
+      errors: [ERRORS.invalidMetricsToken],
     },
     {
       method: "get",
@@ -494,7 +586,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       summary: "This document",
       tag: "Service",
       answers: { 200: { description: "OpenAPI 3.1", contentType: "application/json" } },
-      errors: {},
+      errors: [],
     },
   ];
 }
@@ -527,17 +619,23 @@ function pathParameters(path: string) {
   }));
 }
 
-const ADMIN_ERRORS = {
-  401: ["Missing x-tenant-key", "Invalid tenant key"],
-  500: ["Internal error"],
-} satisfies OperationSpec["errors"];
+const ADMIN_ERRORS = [ERRORS.missingTenantKey, ERRORS.invalidTenantKey];
 
-/** Every answer of an operation by status: its successes, then its errors (admin ones included). */
+/**
+ * Every answer of an operation by status: its successes, then its errors with every text
+ * of each status (the tenant key's 401s for admin operations, and the 500 any route can give).
+ */
 export function answersOf(op: OperationSpec): OperationSpec["answers"] {
   const answers = { ...op.answers };
-  const errors = { ...(op.admin ? ADMIN_ERRORS : {}), ...op.errors };
-  for (const [status, texts] of Object.entries(errors)) {
-    answers[Number(status)] = { description: texts.join("; "), schema: errorSchema(texts) };
+  const textsByStatus = new Map<number, string[]>();
+  for (const error of [...(op.admin ? ADMIN_ERRORS : []), ...op.errors, ERRORS.internal]) {
+    const texts = textsByStatus.get(error.status) ?? [];
+    if (!texts.includes(error.text)) texts.push(error.text);
+    textsByStatus.set(error.status, texts);
+  }
+  for (const [status, texts] of [...textsByStatus].sort(([a], [b]) => a - b)) {
+    const [first, ...rest] = texts;
+    answers[status] = { description: texts.join("; "), schema: errorSchema([first, ...rest]) };
   }
   return answers;
 }
@@ -608,8 +706,8 @@ export function openApiDocument(config: Pick<Config, "ingestContentTypes">) {
       version: VERSION,
       description:
         "Form submissions relayed to webhooks, spreadsheet apps and email. Every error answer " +
-        'is `{ "ok": false, "error": "<text>" }`; an unknown path is `404 Not found` and a wrong ' +
-        "method on a known path `405 Method not allowed`.",
+        `is \`{ "ok": false, "error": "<text>" }\`; an unknown path is \`404 ${ERRORS.notFound.text}\` ` +
+        `and a wrong method on a known path \`405 ${ERRORS.methodNotAllowed.text}\`.`,
     },
     tags: [
       { name: "Admin: keys" },

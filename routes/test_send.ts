@@ -1,19 +1,25 @@
 /**
  * Test send: delivers a sample submission to one destination at once and reports what
  * happened, so a tenant can check SMTP credentials or a script URL before relying on
- * them (disabled destinations included). Nothing is stored: no job, outcome or envelope.
+ * them (disabled and paused destinations included). Nothing is stored: no job, outcome,
+ * envelope or health. A test send is outbound traffic a tenant triggers at will, so it
+ * is bounded like deliveries and more (see testSendRoutes).
  *
  * @module
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { checkConfig, sendEnvelope } from "../delivery/attempt.ts";
-import type { SubmissionEnvelope } from "../delivery/envelope.ts";
+import type { SubmissionEnvelope } from "../store/envelope.ts";
 import { describeError } from "../log.ts";
-import { getDestination } from "../store/destinations.ts";
+import { createOutboundBudget } from "../delivery/outbound_budget.ts";
+import { createTokenBuckets } from "../delivery/token_buckets.ts";
+import { type Destination, getDestination } from "../store/destinations.ts";
 import type { FormRecord } from "../store/forms.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
+import { tooManyRequests } from "./limits.ts";
 import { ApiError, readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
+import { ERRORS } from "./errors.ts";
 
 /** The payload of every test submission. */
 const TEST_PAYLOAD = {
@@ -50,16 +56,61 @@ function testEnvelope(form: Pick<FormRecord, "id" | "name">): SubmissionEnvelope
   };
 }
 
-/** `POST /forms/:id/destinations/:destId/test`: one synchronous delivery of a sample. */
-export function testSendRoutes({ db, connectors, logger }: AppDeps) {
+/**
+ * `POST /forms/:id/destinations/:destId/test`: one synchronous delivery of a sample.
+ * Bounded, paused and disabled destinations alike: one at a time per destination,
+ * TEST_SENDS_PER_DESTINATION and TEST_SENDS_PER_ORG a minute, and the outbound budget
+ * (deliveries' too: outbound_budget.ts); past any, `429` with Retry-After.
+ */
+export function testSendRoutes(deps: AppDeps) {
+  const { db, connectors, logger, config } = deps;
   const router = new Hono<AdminEnv>();
+  const outbound = deps.outbound ?? createOutboundBudget(db, config);
+  const perMinute = (capacity: number) => createTokenBuckets({ capacity, windowMs: 60_000 });
+  const perDestination = perMinute(config.testSendLimits.perDestination);
+  const perOrg = perMinute(config.testSendLimits.perOrg);
+  /** Destinations with a test send under way in this process. */
+  const underWay = new Set<string>();
+
+  /** Takes a test send's place in the limits, or answers 429. */
+  function admit(c: Context<AdminEnv>, orgId: string, destinationId: string) {
+    if (underWay.has(destinationId)) {
+      tooManyRequests(c, ERRORS.testSendUnderWay, { retryAfterMs: 1000 });
+    }
+    const now = Date.now();
+    const waitMs = Math.max(
+      perDestination.waitMs(destinationId, 1, now),
+      perOrg.waitMs(orgId, 1, now),
+    );
+    if (waitMs > 0) tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: waitMs });
+    perDestination.take(destinationId, 1, now);
+    perOrg.take(orgId, 1, now);
+  }
 
   router.post("/forms/:id/destinations/:destId/test", async (c) => {
-    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    const orgId = c.get("orgId");
+    const form = await requireForm(db, orgId, c.req.param("id"));
     const destination = await getDestination(db, form.id, c.req.param("destId"));
-    if (destination === null) throw new ApiError(404, "Destination not found");
+    if (destination === null) throw new ApiError(ERRORS.destinationNotFound);
     await readEmptyBody(c);
+    admit(c, orgId, destination.id);
+    underWay.add(destination.id);
+    try {
+      return c.json({ ok: true, result: await testSend(c, { orgId, form, destination }) });
+    } finally {
+      underWay.delete(destination.id);
+    }
+  });
 
+  /** Sends the sample within the outbound budget and reports what happened. */
+  async function testSend(
+    c: Context<AdminEnv>,
+    { orgId, form, destination }: {
+      orgId: string;
+      form: FormRecord;
+      destination: Destination;
+    },
+  ): Promise<TestSendResult> {
     const connector = connectors[destination.type];
     const envelope = testEnvelope(form);
     const started = performance.now();
@@ -78,12 +129,25 @@ export function testSendRoutes({ db, connectors, logger }: AppDeps) {
         ms: elapsed(),
       };
     } else {
+      const request = outbound.requestOf({ type: destination.type, config: checked.config }, {
+        orgId,
+        bytes: new TextEncoder().encode(JSON.stringify(envelope)).length,
+      });
+      const answer = await outbound.take(request, Date.now());
+      if (!answer.ok) {
+        tooManyRequests(c, ERRORS.outboundLimit, {
+          retryAfterMs: answer.retryAt - Date.now(),
+          detail: answer.reason,
+        });
+      }
       const attempt = await sendEnvelope(connector, {
         envelope,
         config: checked.config,
         deliveryId: `${envelope.submissionId}.${destination.id}`,
         destinationId: destination.id,
-        signal: c.req.raw.signal,
+        // Not the request's signal: reading it makes Deno.serve print a plain-text warning
+        // into the JSON log (its legacy abort). The connector's own time-out bounds a test.
+        signal: new AbortController().signal,
       });
       if (attempt.delivered) {
         result = {
@@ -119,8 +183,8 @@ export function testSendRoutes({ db, connectors, logger }: AppDeps) {
       error: result.error,
       ms: result.ms,
     });
-    return c.json({ ok: true, result });
-  });
+    return result;
+  }
 
   refuseOtherMethods(router, "/forms/:id/destinations/:destId/test");
   return router;

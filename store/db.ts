@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { isRemoteKvPath } from "../config.ts";
 import { type CommitBatcher, createCommitBatcher } from "./batcher.ts";
 import { healthKey } from "./keys.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
@@ -57,7 +58,27 @@ export async function openDb(
   sealer: Sealer,
   options: { queues: boolean },
 ): Promise<Db> {
+  if (path !== undefined && path !== ":memory:" && !isRemoteKvPath(path)) {
+    await restrictKvFile(path);
+  }
   return createDb(await Deno.openKv(path), sealer, options);
+}
+
+/**
+ * Makes a local KV file readable by its owner only (0600), creating it empty if need
+ * be: SQLite gives its `-wal` and `-shm` files the database file's mode, and the
+ * process's umask would leave them world-readable (0644). Existing files are tightened.
+ */
+export async function restrictKvFile(path: string): Promise<void> {
+  const file = await Deno.open(path, { create: true, write: true, mode: 0o600 });
+  file.close();
+  for (const name of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      await Deno.chmod(name, 0o600);
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+    }
+  }
 }
 
 /** Closes the Db's KV (again is a no-op); a queue listener on it settles afterwards. */

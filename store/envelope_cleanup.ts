@@ -10,7 +10,7 @@
  * @module
  */
 import type { Db } from "./db.ts";
-import { deleteChunks } from "./envelope_chunks.ts";
+import { deleteChunks } from "./envelope.ts";
 import type { JobRecord } from "./job_record.ts";
 import {
   envelopeCheckKey,

@@ -17,7 +17,15 @@ import {
   type KnownJob,
   type StoredJob,
 } from "./job_record.ts";
-import { envelopeChunkKey, jobKey, type JobKeyParts, outcomeKey, retainedKey } from "./keys.ts";
+import {
+  envelopeChunkKey,
+  jobByDestinationKey,
+  jobKey,
+  type JobKeyParts,
+  outcomeKey,
+  retainedByDestinationKey,
+  retainedKey,
+} from "./keys.ts";
 import { type DeliveryOutcome, OUTCOME_TTL_MS, outcomeOf } from "./outcomes.ts";
 import type { WakeUp } from "./wake.ts";
 
@@ -121,11 +129,16 @@ export async function finishJob(
     apply(op) {
       op.check({ key: jobKey(job), versionstamp: claimed.versionstamp })
         .delete(jobKey(job))
+        .delete(jobByDestinationKey(job))
         .set(outcomeKey(job), outcome, { expireIn: OUTCOME_TTL_MS });
-      if (retain) op.set(retainedKey(job), encodeJob(job), { expireIn: options.retainMs });
+      if (retain) {
+        const expireIn = options.retainMs;
+        op.set(retainedKey(job), encodeJob(job), { expireIn })
+          .set(retainedByDestinationKey(job), 0, { expireIn });
+      }
       applyEnvelopeCleanup(op, job, cleanup);
     },
-    mutations: 4 + (cleanup === "delete" ? job.chunks : 0),
+    mutations: 6 + (cleanup === "delete" ? job.chunks : 0),
     checks: 1 + (typeof cleanup === "object" ? cleanup.leaveTo.length : 0),
     bytes: 2 * JOB_BYTES,
   });

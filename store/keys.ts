@@ -14,8 +14,16 @@
  *   `envelope_checks/<submittedAt>/<submissionId>/<destinationId>` cleanup markers;
  *   `deliveries/<formId>/<submittedAt>/<submissionId>/<destinationId>` outcomes;
  *   `retained/<submittedAt>/<submissionId>/<destinationId>` failed deliveries whose
- *   envelope is kept for redelivery (FAILED_RETENTION_HOURS, redelivery.ts).
+ *   envelope is kept for redelivery (FAILED_RETENTION_HOURS, redelivery.ts);
+ *   `jobs_by_destination/<destinationId>/<submittedAt>/<submissionId>` and
+ *   `retained_by_destination/<destinationId>/<submittedAt>/<submissionId>` index both
+ *   by destination, written in the same commit as the record, so a tenant's resume or
+ *   redelivery reads its destination's entries, not everyone's.
+ *   `index_versions/by_destination` says records of earlier versions were indexed too.
+ * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
+ * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
+ *   went nowhere) on a UTC day, by reason (refusals.ts); never the submission.
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
  * new entries append at the end of the KV's B-tree instead of landing on random pages,
@@ -35,6 +43,8 @@ export interface JobKeyParts {
 
 /** An organization record. */
 export const orgKey = (orgId: string): ["orgs", string] => ["orgs", orgId];
+/** Prefix of every organization record. */
+export const orgsPrefix = (): ["orgs"] => ["orgs"];
 /** A tenant key record, by the SHA-256 hex of the key. */
 export const tenantKeyKey = (hash: string): ["tenant_keys", string] => ["tenant_keys", hash];
 /** Index entry: an active tenant key of an organization. */
@@ -155,6 +165,53 @@ export const retainedOfSubmissionPrefix = (
   submissionId: string,
 ): ["retained", number, string] => ["retained", submittedAt, submissionId];
 
+/**
+ * Index entry of an unfinished job by destination (its value is unused). Within a
+ * destination, entries lead with the acceptance time, so new ones append at the end of
+ * its range, as job keys do (keyed by submission id they landed on random pages and
+ * made each submission's commit about three times dearer).
+ */
+export const jobByDestinationKey = (
+  ref: JobKeyParts,
+): ["jobs_by_destination", string, number, string] => [
+  "jobs_by_destination",
+  ref.destinationId,
+  ref.submittedAt,
+  ref.submissionId,
+];
+/** Prefix of a destination's unfinished jobs index. */
+export const jobsByDestinationPrefix = (
+  destinationId: string,
+): ["jobs_by_destination", string] => ["jobs_by_destination", destinationId];
+
+/** Index entry of a retained failed delivery by destination (laid out as jobByDestinationKey). */
+export const retainedByDestinationKey = (
+  ref: JobKeyParts,
+): ["retained_by_destination", string, number, string] => [
+  "retained_by_destination",
+  ref.destinationId,
+  ref.submittedAt,
+  ref.submissionId,
+];
+/** Prefix of a destination's retained failed deliveries index. */
+export const retainedByDestinationPrefix = (
+  destinationId: string,
+): ["retained_by_destination", string] => ["retained_by_destination", destinationId];
+
+/** Set once the by-destination indexes cover records of earlier versions (destination_index.ts). */
+export const indexMarkerKey = (): ["index_versions", "by_destination"] => [
+  "index_versions",
+  "by_destination",
+];
+
+/** The job identity a by-destination index key (jobs or retained) names. */
+export function jobKeyPartsOfIndexKey(key: Deno.KvKey): JobKeyParts {
+  const [, destinationId, submittedAt, submissionId] = key as ReturnType<
+    typeof jobByDestinationKey
+  >;
+  return { submittedAt, submissionId, destinationId };
+}
+
 /** A delivery outcome, listed per form newest first. */
 export const outcomeKey = (
   job: JobKeyParts & { formId: string },
@@ -180,5 +237,31 @@ export const rateKey = (
   window: number,
 ): ["rate", string, string, number] => ["rate", formId, client, window];
 
+/** Platform relay recipients an organization was sent on one UTC day (`YYYY-MM-DD`). */
+export const relayUsageKey = (orgId: string, day: string): ["relay_usage", string, string] => [
+  "relay_usage",
+  orgId,
+  day,
+];
+
 /** The key /healthz reads to see that the KV answers (never written). */
 export const healthKey = (): ["health"] => ["health"];
+
+// Refusal counts.
+
+/** The count of a form's refusals for one reason on one UTC day (`YYYY-MM-DD`). */
+export const refusalCountKey = (
+  formId: string,
+  day: string,
+  reason: string,
+): ["refusals", string, string, string] => ["refusals", formId, day, reason];
+/** Prefix of a form's refusal counts. */
+export const refusalsOfFormPrefix = (formId: string): ["refusals", string] => [
+  "refusals",
+  formId,
+];
+/** The day and reason of a refusal count key. */
+export function refusalCountKeyParts(key: Deno.KvKey): { day: string; reason: string } {
+  const [, , day, reason] = key as ReturnType<typeof refusalCountKey>;
+  return { day, reason };
+}

@@ -1,6 +1,7 @@
 /**
  * Organizations and tenant keys: creating an organization with its first key, looking
- * a key up by its hash, and atomic key rotation.
+ * a key up by its hash, atomic key rotation, and the host's listing of organizations and
+ * issue of a new key for one.
  *
  * @module
  */
@@ -8,6 +9,7 @@ import { type Db, retryAtomic } from "./db.ts";
 import {
   hashOfTenantKeyByOrgKey,
   orgKey,
+  orgsPrefix,
   tenantKeyByOrgKey,
   tenantKeyKey,
   tenantKeysByOrgPrefix,
@@ -62,6 +64,34 @@ export async function authenticateTenantKey(db: Db, tenantKey: string): Promise<
 }
 
 /**
+ * Adds to `op` the revocation of every active key of an organization (each checked
+ * against the version read) and a new active key; returns the new key's plaintext.
+ */
+async function revokeAllAndIssue(
+  db: Db,
+  orgId: string,
+  op: Deno.AtomicOperation,
+): Promise<string> {
+  const now = new Date().toISOString();
+  for await (const index of db.kv.list({ prefix: tenantKeysByOrgPrefix(orgId) })) {
+    const hash = hashOfTenantKeyByOrgKey(index.key);
+    const entry = await db.kv.get<TenantKeyRecord>(tenantKeyKey(hash));
+    // The index holds active keys only, so the checks stay within the atomic limit.
+    op.check(entry).delete(index.key);
+    if (entry.value !== null && entry.value.revokedAt === null) {
+      op.set(tenantKeyKey(hash), { ...entry.value, revokedAt: now });
+    }
+  }
+  const fresh = newKey("sk");
+  const freshHash = await sha256Hex(fresh);
+  const record: TenantKeyRecord = { orgId, createdAt: now, revokedAt: null };
+  op.check({ key: tenantKeyKey(freshHash), versionstamp: null })
+    .set(tenantKeyKey(freshHash), record)
+    .set(tenantKeyByOrgKey(orgId, freshHash), null);
+  return fresh;
+}
+
+/**
  * Revokes every active key of the caller's organization and issues a new one, in one
  * atomic commit guarded by the caller's key: of concurrent rotations with the same key
  * exactly one succeeds, the others find the key revoked and get null.
@@ -73,25 +103,33 @@ export async function rotateTenantKey(db: Db, callerKey: string): Promise<string
     if (caller.value === null || caller.value.revokedAt !== null) {
       return { op: null, result: null };
     }
-    const orgId = caller.value.orgId;
-    const now = new Date().toISOString();
-    const op = db.kv.atomic();
-    for await (const index of db.kv.list({ prefix: tenantKeysByOrgPrefix(orgId) })) {
-      const hash = hashOfTenantKeyByOrgKey(index.key);
-      const entry = await db.kv.get<TenantKeyRecord>(tenantKeyKey(hash));
-      // The index holds active keys only, so the checks stay within the atomic limit.
-      op.check(entry).delete(index.key);
-      if (entry.value !== null && entry.value.revokedAt === null) {
-        op.set(tenantKeyKey(hash), { ...entry.value, revokedAt: now });
-      }
-    }
-    const fresh = newKey("sk");
-    const freshHash = await sha256Hex(fresh);
-    const record: TenantKeyRecord = { orgId, createdAt: now, revokedAt: null };
-    op.check(caller)
-      .check({ key: tenantKeyKey(freshHash), versionstamp: null })
-      .set(tenantKeyKey(freshHash), record)
-      .set(tenantKeyByOrgKey(orgId, freshHash), null);
-    return { op, result: fresh };
+    const op = db.kv.atomic().check(caller);
+    return { op, result: await revokeAllAndIssue(db, caller.value.orgId, op) };
   });
+}
+
+/**
+ * The host's way back into an organization whose tenant key is lost: every active key
+ * is revoked and a new one issued (its plaintext returned once); null for no such org.
+ */
+export async function issueTenantKey(db: Db, orgId: string): Promise<string | null> {
+  return await retryAtomic(async () => {
+    const org = await db.kv.get<OrgRecord>(orgKey(orgId));
+    if (org.value === null) return { op: null, result: null };
+    const op = db.kv.atomic().check(org);
+    return { op, result: await revokeAllAndIssue(db, orgId, op) };
+  });
+}
+
+/** Every organization, with how many active tenant keys it has, oldest first. */
+export async function listOrgs(db: Db): Promise<(OrgRecord & { activeKeys: number })[]> {
+  const orgs: (OrgRecord & { activeKeys: number })[] = [];
+  for await (const entry of db.kv.list<OrgRecord>({ prefix: orgsPrefix() })) {
+    let activeKeys = 0;
+    for await (const _ of db.kv.list({ prefix: tenantKeysByOrgPrefix(entry.value.id) })) {
+      activeKeys++;
+    }
+    orgs.push({ ...entry.value, activeKeys });
+  }
+  return orgs.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
 }

@@ -3,15 +3,25 @@
  * failed deliveries (FAILED_RETENTION_HOURS) as new pending jobs, one delivery or all of
  * a destination's since a time. A delivery is named by `<submissionId>.<destinationId>`
  * (the webhook's `webhook-id`); one delivery asked for by name is attempted even while
- * its destination is paused (a probe before resuming it). Held jobs are found by
- * scanning the unfinished jobs and retained ones by scanning the retained records; both
- * sets are small next to the outcomes, and keys lead with the acceptance time, so
- * `since` starts the scan there.
+ * its destination is paused (a probe before resuming it). Held jobs and retained
+ * records are found through their by-destination indexes (keys.ts): a call reads its
+ * own destination's entries (from `since` on; for one delivery, up to it), however many
+ * jobs other tenants have.
  *
  * @module
  */
 import type { Db } from "./db.ts";
-import { envelopeChunkKey, jobKey, jobsPrefix, retainedKey, retainedPrefix } from "./keys.ts";
+import {
+  envelopeChunkKey,
+  jobByDestinationKey,
+  jobKey,
+  type JobKeyParts,
+  jobKeyPartsOfIndexKey,
+  jobsByDestinationPrefix,
+  retainedByDestinationKey,
+  retainedByDestinationPrefix,
+  retainedKey,
+} from "./keys.ts";
 import {
   decodeJob,
   encodeJob,
@@ -66,17 +76,47 @@ const refOf = (job: JobRecord): JobRef => ({
   orgId: job.orgId,
 });
 
-/** The entries under a prefix whose job matches the selection, oldest first. */
-async function* matching(db: Db, prefix: Deno.KvKey, selection: RedeliverySelection) {
-  const start = selection.since === undefined ? undefined : [...prefix, selection.since];
-  const iter = db.kv.list<StoredJob>(start ? { prefix, start } : { prefix }, { batchSize: 500 });
+/** A record kind with its by-destination index. */
+interface Indexed {
+  recordKey(ref: JobKeyParts): Deno.KvKey;
+  indexPrefix(destinationId: string): Deno.KvKey;
+}
+const JOBS: Indexed = { recordKey: jobKey, indexPrefix: jobsByDestinationPrefix };
+const RETAINED: Indexed = { recordKey: retainedKey, indexPrefix: retainedByDestinationPrefix };
+
+/** `getMany` takes at most this many keys. */
+const GET_MANY_MAX = 10;
+
+/**
+ * The records of the selection, found through the destination's index (oldest first,
+ * from `since` on): one delivery asked for by name, or all of them; never another
+ * destination's.
+ */
+async function* matching(db: Db, kind: Indexed, selection: RedeliverySelection) {
+  const { destinationId, submissionId, since } = selection;
+  const prefix = kind.indexPrefix(destinationId);
+  const iter = db.kv.list(
+    { prefix, ...(since === undefined ? {} : { start: [...prefix, since] }) },
+    {
+      batchSize: 500,
+    },
+  );
+  const refs: JobKeyParts[] = [];
   for await (const entry of iter) {
-    const job = decodeJob(entry);
-    if (job.formId !== selection.formId || job.destinationId !== selection.destinationId) continue;
-    if (selection.submissionId !== undefined && job.submissionId !== selection.submissionId) {
-      continue;
+    const ref = jobKeyPartsOfIndexKey(entry.key);
+    if (submissionId === undefined) refs.push(ref);
+    else if (ref.submissionId === submissionId) {
+      refs.push(ref);
+      break;
     }
-    yield { entry, job };
+  }
+  for (let i = 0; i < refs.length; i += GET_MANY_MAX) {
+    const keys = refs.slice(i, i + GET_MANY_MAX).map(kind.recordKey);
+    for (const entry of await db.kv.getMany<StoredJob[]>(keys)) {
+      if (entry.value === null) continue;
+      const job = decodeJob({ key: entry.key, value: entry.value });
+      if (job.formId === selection.formId) yield { entry, job };
+    }
   }
 }
 
@@ -91,7 +131,7 @@ export async function redeliver(db: Db, selection: RedeliverySelection): Promise
   // One delivery asked for by name goes through even while its destination is paused.
   const redelivered = selection.submissionId !== undefined ? true : undefined;
 
-  for await (const { entry, job } of matching(db, jobsPrefix(), selection)) {
+  for await (const { entry, job } of matching(db, JOBS, selection)) {
     if (job.state !== "held") {
       result.underWay++;
       continue;
@@ -108,10 +148,12 @@ export async function redeliver(db: Db, selection: RedeliverySelection): Promise
   }
   if (selection.heldOnly) return result;
 
-  for await (const { entry, job } of matching(db, retainedPrefix(), selection)) {
+  for await (const { entry, job } of matching(db, RETAINED, selection)) {
     const first = await db.kv.get(envelopeChunkKey(job.submittedAt, job.submissionId, 0));
     if (first.value === null) {
-      const op = db.kv.atomic().check(entry).delete(entry.key);
+      const op = db.kv.atomic().check(entry).delete(entry.key).delete(
+        retainedByDestinationKey(job),
+      );
       await retryWhileBusy(() => op.commit());
       result.expired++;
       continue;
@@ -131,8 +173,10 @@ export async function redeliver(db: Db, selection: RedeliverySelection): Promise
         op.check(entry)
           .check({ key: jobKey(next), versionstamp: null })
           .delete(retainedKey(job))
-          .set(jobKey(next), encodeJob(next)),
-      mutations: 2,
+          .delete(retainedByDestinationKey(job))
+          .set(jobKey(next), encodeJob(next))
+          .set(jobByDestinationKey(next), 0),
+      mutations: 4,
       checks: 2,
       bytes: JOB_BYTES,
       wake: [refOf(next)],

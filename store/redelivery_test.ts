@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { parseDeliveryId } from "./redelivery.ts";
+import { createDb } from "./db.ts";
+import { indexUnindexedRecords } from "./destination_index.ts";
+import { encodeJob, type JobRecord } from "./job_record.ts";
+import { jobByDestinationKey, jobKey, retainedByDestinationKey, retainedKey } from "./keys.ts";
+import { parseDeliveryId, redeliver } from "./redelivery.ts";
+import { createSealer } from "./sealing.ts";
+import { createSubmissionWriter } from "./submissions.ts";
 
 Deno.test("parseDeliveryId reads <submissionId>.<destinationId> and nothing else", () => {
   const submissionId = crypto.randomUUID();
@@ -19,5 +25,130 @@ Deno.test("parseDeliveryId reads <submissionId>.<destinationId> and nothing else
     ]
   ) {
     assert.equal(parseDeliveryId(bad), null, bad);
+  }
+});
+
+/** A KV that counts what it reads: keys read by get/getMany and entries a list yielded. */
+function countingKv(kv: Deno.Kv) {
+  const counts = { read: 0 };
+  const counting = new Proxy(kv, {
+    get(target, name) {
+      if (name === "get") {
+        return (key: Deno.KvKey) => {
+          counts.read++;
+          return target.get(key);
+        };
+      }
+      if (name === "getMany") {
+        return (keys: Deno.KvKey[]) => {
+          counts.read += keys.length;
+          return target.getMany(keys);
+        };
+      }
+      if (name === "list") {
+        return async function* (selector: Deno.KvListSelector, options?: Deno.KvListOptions) {
+          for await (const entry of target.list(selector, options)) {
+            counts.read++;
+            yield entry;
+          }
+        };
+      }
+      const value = Reflect.get(target, name, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { counting, counts };
+}
+
+Deno.test("resume and redelivery read their destination's jobs only: flat as other tenants' jobs grow tenfold", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    const writer = createSubmissionWriter(db);
+    const ours = { formId: crypto.randomUUID(), orgId: "ours", destinationId: crypto.randomUUID() };
+    const theirs = { formId: crypto.randomUUID(), orgId: "theirs" };
+    const theirDestinations = [crypto.randomUUID(), crypto.randomUUID()];
+    const submit = (s: { formId: string; orgId: string }, ids: string[], held: boolean) =>
+      writer.write({
+        submissionId: crypto.randomUUID(),
+        formId: s.formId,
+        orgId: s.orgId,
+        sealedEnvelope: new Uint8Array(64),
+        destinations: ids.map((id) => ({ id, type: "webhook" as const, held })),
+        submittedAt: Date.now(),
+        envelopeTtlMs: 3_600_000,
+      });
+    for (let i = 0; i < 3; i++) await submit(ours, [ours.destinationId], true);
+    const { counting, counts } = countingKv(kv);
+    const measured = { ...db, kv: counting };
+
+    /** KV reads of a by-name redelivery (found under way), a since redelivery and a resume. */
+    const readsOfCalls = async () => {
+      const reads: number[] = [];
+      for (
+        const selection of [
+          { submissionId: crypto.randomUUID() }, // unknown: nothing to find
+          { since: 0 },
+          { since: 0, heldOnly: true },
+        ]
+      ) {
+        counts.read = 0;
+        await redeliver(measured, {
+          formId: ours.formId,
+          destinationId: ours.destinationId,
+          now: Date.now(),
+          ...selection,
+        });
+        reads.push(counts.read);
+      }
+      return reads;
+    };
+
+    for (let i = 0; i < 50; i++) await submit(theirs, theirDestinations, false);
+    const before = await readsOfCalls();
+    for (let i = 0; i < 450; i++) await submit(theirs, theirDestinations, false);
+    const after = await readsOfCalls();
+    assert.deepEqual(
+      after,
+      before,
+      "reads per call with 100 and with 1 000 jobs of another tenant",
+    );
+    // By name (unknown): our 3 index entries; since and resume: our 3 index entries and
+    // 3 jobs (and no retained ones).
+    assert.deepEqual(before, [3, 6, 6]);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("jobs and retained records of earlier versions get their by-destination index once", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    const job: JobRecord = {
+      submissionId: crypto.randomUUID(),
+      destinationId: crypto.randomUUID(),
+      formId: "f",
+      orgId: "o",
+      type: "webhook",
+      state: "held",
+      attempts: 0,
+      dueAt: 0,
+      chunks: 1,
+      lastError: null,
+      lastStatusCode: null,
+      submittedAt: 1234,
+      updatedAt: 1234,
+    };
+    const retained = { ...job, submissionId: crypto.randomUUID() };
+    await kv.set(jobKey(job), encodeJob(job));
+    await kv.set(retainedKey(retained), encodeJob(retained));
+    assert.equal(await indexUnindexedRecords(db), 2);
+    assert.notEqual((await kv.get(jobByDestinationKey(job))).versionstamp, null);
+    assert.notEqual((await kv.get(retainedByDestinationKey(retained))).versionstamp, null);
+    await kv.delete(jobByDestinationKey(job));
+    assert.equal(await indexUnindexedRecords(db), 0, "once per KV");
+  } finally {
+    kv.close();
   }
 });

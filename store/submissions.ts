@@ -8,9 +8,9 @@
  */
 import type { Db } from "./db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
-import { splitChunks } from "./envelope_chunks.ts";
+import { splitChunks } from "./envelope.ts";
 import { encodeJob, JOB_BYTES, type JobRecord, type KnownJob } from "./job_record.ts";
-import { envelopeChunkKey, jobKey, outcomeKey } from "./keys.ts";
+import { envelopeChunkKey, jobByDestinationKey, jobKey, outcomeKey } from "./keys.ts";
 import { OUTCOME_TTL_MS, outcomeOf } from "./outcomes.ts";
 
 /** How often a held job is looked at again (a resume that raced its holding is caught then). */
@@ -77,12 +77,14 @@ export function createSubmissionWriter(
             const key = envelopeChunkKey(submission.submittedAt, submission.submissionId, i);
             op.set(key, chunk, { expireIn });
           });
-          for (const job of jobs) op.set(jobKey(job), encodeJob(job));
+          for (const job of jobs) {
+            op.set(jobKey(job), encodeJob(job)).set(jobByDestinationKey(job), 0);
+          }
           for (const job of held) {
             op.set(outcomeKey(job), outcomeOf(job, "held"), { expireIn: OUTCOME_TTL_MS });
           }
         },
-        mutations: chunks.length + jobs.length + held.length,
+        mutations: chunks.length + 2 * jobs.length + held.length,
         bytes: submission.sealedEnvelope.length + (jobs.length + held.length) * JOB_BYTES,
         wake: held.length === 0 ? jobs : jobs.filter((job) => job.state !== "held"),
       });

@@ -469,3 +469,31 @@ Deno.test("end to end over a real server: create form, add destination, rotate k
     await server.finished;
   }
 });
+
+Deno.test("a URL's userinfo and query are shown only in the answer that stored them", async () => {
+  await using h = await startHarness({}, { deliver: false });
+  const form = await h.createForm();
+  const url = "https://robot:hunter2@hooks.example.com/in?token=s3cret";
+  const shown = "https://********:********@hooks.example.com/in?token=********";
+  for (const type of ["webhook", "sheets_webhook"]) {
+    const created = await h.admin("POST", `/forms/${form.id}/destinations`, {
+      type,
+      config: { url },
+    });
+    assert.equal(created.status, 200);
+    const { destination } = await created.json();
+    assert.equal(destination.config.url, url, "the create answer is the stored config");
+    const patched = await h.admin("PATCH", `/forms/${form.id}/destinations/${destination.id}`, {
+      isEnabled: false,
+    });
+    assert.equal(patched.status, 200);
+    assert.equal((await patched.json()).destination.config.url, shown);
+  }
+  const listed = await (await h.admin("GET", `/forms/${form.id}/destinations`)).json();
+  assert.deepEqual(listed.destinations.map((d: { config: { url: string } }) => d.config.url), [
+    shown,
+    shown,
+  ]);
+  assert.ok(!JSON.stringify(listed).includes("hunter2"));
+  assert.ok(!JSON.stringify(listed).includes("s3cret"));
+});

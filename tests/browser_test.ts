@@ -5,49 +5,18 @@
  * Screenshots of each step go to tests/artifacts/.
  */
 import assert from "node:assert/strict";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Page } from "./deps.ts";
 import { launchChromium } from "./helpers/chromium.ts";
+import { serveExamples } from "./helpers/examples.ts";
 import { startHarness } from "./helpers/harness.ts";
+import { freePort } from "../tools/ports.ts";
 import { serveApp } from "./helpers/serve.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
 
-const EXAMPLES = new URL("../docs/examples/", import.meta.url);
 const ARTIFACTS = new URL("./artifacts/", import.meta.url);
 /** Deadline for anything the browser does. */
 const BROWSER_MS = 15_000;
-
-const CONTENT_TYPES: Record<string, string> = {
-  html: "text/html; charset=utf-8",
-  js: "text/javascript; charset=utf-8",
-  css: "text/css; charset=utf-8",
-};
-
-/** Serves the files of docs/examples/ (only those, no subfolders) on a free loopback port. */
-async function serveExamples() {
-  const files = new Map<string, Uint8Array<ArrayBuffer>>();
-  for await (const entry of Deno.readDir(EXAMPLES)) {
-    if (entry.isFile) {
-      files.set(`/${entry.name}`, await Deno.readFile(new URL(entry.name, EXAMPLES)));
-    }
-  }
-  const controller = new AbortController();
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, signal: controller.signal, onListen() {} },
-    (request) => {
-      const path = new URL(request.url).pathname;
-      const body = files.get(path);
-      if (body === undefined) return new Response("Not found", { status: 404 });
-      const type = CONTENT_TYPES[path.slice(path.lastIndexOf(".") + 1)] ?? "text/plain";
-      return new Response(body, { headers: { "content-type": type } });
-    },
-  );
-  const close = async () => {
-    if (!controller.signal.aborted) controller.abort();
-    await server.finished;
-  };
-  return { port: server.addr.port, close, [Symbol.asyncDispose]: close };
-}
 
 async function screenshot(page: Page, name: string) {
   await Deno.mkdir(ARTIFACTS, { recursive: true });
@@ -183,14 +152,33 @@ Deno.test("the example contact page submits from Chromium: fetch with preflight,
         // sends the POST and the page only sees a TypeError.
         assert.equal(
           await status.textContent(),
-          "Sorry, your message was not sent: Submission was refused or the service could not " +
-            "be reached (network error).",
+          "Sorry, your message was not sent: this website is not allowed to send to this form " +
+            "(its address is not in the form's allowed origins). Please reach us another way.",
         );
         assert.deepEqual(requestLogs(h.logs, "OPTIONS", submitPath).map((l) => l.status), [
           204,
           403,
         ]);
         assert.deepEqual(requestLogs(h.logs, "POST", submitPath).map((l) => l.status), [202, 303]);
+        await page.close();
+      },
+    );
+
+    await t.step(
+      "a service that cannot be reached is said to be unreachable, not refusing",
+      async () => {
+        const closed = new URL(api.origin);
+        closed.port = String(freePort());
+        const page = await context.newPage();
+        await page.goto(
+          `${allowed}/contact.html?endpoint=${
+            encodeURIComponent(closed.origin)
+          }&key=${form.publicKey}`,
+        );
+        await fillContact(page, "fetch", ada);
+        await page.click("#fetch-form button[type=submit]");
+        const status = await page.waitForSelector("#fetch-status[data-state=error]");
+        assert.match(await status.textContent() ?? "", /the form service could not be reached/);
         await page.close();
       },
     );
@@ -215,7 +203,13 @@ Deno.test("the example contact page submits from Chromium: fetch with preflight,
       assert.ok(answer, "navigation response");
       assert.equal(answer.status(), 403);
       assert.match((await answer.headerValue("content-type")) ?? "", /^text\/html/);
-      assert.match(await page.textContent("body") ?? "", /Origin is not allowed for this form/);
+      const text = await page.textContent("body") ?? "";
+      assert.match(text, /Origin is not allowed for this form/);
+      assert.match(
+        text,
+        /Nothing you entered is wrong/,
+        "the visitor is not told to check the form",
+      );
       await page.close();
     });
 

@@ -3,7 +3,9 @@ import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
-import { freePort } from "./helpers/ports.ts";
+import { freePort } from "../tools/ports.ts";
+import { startWebhookSink } from "./helpers/sink.ts";
+import { waitFor } from "./helpers/wait.ts";
 
 const SECRET = "0x0000000000000000000000000000000000000000";
 
@@ -151,4 +153,81 @@ Deno.test("captcha: failed verifications count against the client, which then ge
     "Invalid captcha token",
   );
   assert.equal(verifier.received.length, 4);
+});
+
+Deno.test("captcha: a plain HTML form's widget field is the token, and leaves the payload", async (t) => {
+  for (const field of ["h-captcha-response", "cf-turnstile-response", "g-recaptcha-response"]) {
+    await t.step(field, async () => {
+      await using verifier = startVerifier(() => Response.json({ success: true }));
+      await using sink = startWebhookSink();
+      const h = await startHarness({ captchaVerifyUrl: verifier.url });
+      await using _ = h;
+      const form = await h.createForm({ verifyCaptcha: true, captchaSecret: SECRET });
+      await h.addDestination(form.id, { type: "webhook", config: { url: sink.url } });
+      const response = await h.request(`/v1/f/${form.publicKey}`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ email: "a@example.com", [field]: "widget-token" }),
+      });
+      assert.equal(response.status, 202);
+      assert.equal(verifier.received[0].get("response"), "widget-token");
+      await waitFor(() => sink.received.length === 1, { timeoutMs: 5000 });
+      assert.deepEqual(sink.received[0].json?.payload, { email: "a@example.com" });
+    });
+  }
+});
+
+Deno.test("captcha: the header wins over a widget field, and an empty field is no token", async () => {
+  await using verifier = startVerifier(() => Response.json({ success: true }));
+  const { h, form } = await captchaForm(verifier.url);
+  await using _ = h;
+  const both = await h.submit(form.publicKey, { "h-captcha-response": "from-body" }, {
+    "x-captcha-token": "from-header",
+  });
+  assert.equal(both.status, 202);
+  assert.equal(verifier.received[0].get("response"), "from-header");
+  await expectError(
+    await h.submit(form.publicKey, { "cf-turnstile-response": "" }),
+    400,
+    "Captcha token is required",
+  );
+  assert.equal(verifier.received.length, 1);
+});
+
+Deno.test("GET /v1/admin/deployment names the captcha provider and whether the platform relay exists", async (t) => {
+  const cases: [string, string, string][] = [
+    ["https://api.hcaptcha.com/siteverify", "hcaptcha", "hCaptcha"],
+    [
+      "https://challenges.cloudflare.com/turnstile/v0/siteverify",
+      "turnstile",
+      "Cloudflare Turnstile",
+    ],
+    ["https://www.google.com/recaptcha/api/siteverify", "recaptcha", "Google reCAPTCHA"],
+    ["http://127.0.0.1:9/verify", "other", "The captcha service at 127.0.0.1"],
+  ];
+  for (const [url, id, name] of cases) {
+    await t.step(id, async () => {
+      await using h = await startHarness({ captchaVerifyUrl: url }, { deliver: false });
+      const response = await h.admin("GET", "/deployment");
+      assert.equal(response.status, 200);
+      const body = await response.json();
+      assert.equal(body.captcha.id, id);
+      assert.equal(body.captcha.name, name);
+      assert.equal(body.platformRelay, false);
+    });
+  }
+  await t.step("with PLATFORM_SMTP_* set, the platform relay is offered", async () => {
+    const platformSmtp = {
+      host: "smtp.example.com",
+      port: 587,
+      secureTransport: "starttls" as const,
+      username: "u",
+      password: "p",
+      fromEmail: "forms@example.com",
+    };
+    await using h = await startHarness({ platformSmtp }, { deliver: false });
+    const body = await (await h.admin("GET", "/deployment")).json();
+    assert.equal(body.platformRelay, true);
+    assert.equal(JSON.stringify(body).includes("smtp.example.com"), false, "no relay detail");
+  });
 });

@@ -219,13 +219,168 @@ Deno.test("create-org prints one JSON line and forms lists the org's forms witho
   }
 });
 
-Deno.test("the children tests and benchmarks start run as `deno task start` does", async () => {
-  const { START_ENV, START_V8_FLAGS } = await import("./helpers/process.ts");
-  const tasks = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)))
-    .tasks;
-  for (const [name, value] of Object.entries(START_ENV)) {
-    assert.ok(tasks.start.startsWith(`${name}=${value} `), `start sets ${name}`);
-    assert.ok(tasks.dev.includes(`${name}=${value} `), `dev sets ${name}`);
+Deno.test("orgs lists the organizations; issue-key gives a lost organization a new key and revokes the old", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-cli-" });
+  const kvPath = `${dir}/formrelay.kv`;
+  try {
+    const empty = await task(kvPath, "orgs");
+    assert.equal(empty.code, 0, empty.stderr);
+    assert.match(empty.stdout, /^No organizations yet: deno task create-org/);
+    const acme = JSON.parse((await task(kvPath, "create-org", "Acme")).stdout);
+    const other = JSON.parse((await task(kvPath, "create-org", "Other\u001b[31m")).stdout);
+
+    const listed = await task(kvPath, "orgs", "--json");
+    assert.equal(listed.code, 0, listed.stderr);
+    const orgs = JSON.parse(listed.stdout);
+    assert.deepEqual(
+      orgs.map((o: Record<string, unknown>) => [o.orgId, o.name, o.activeKeys]),
+      [[acme.orgId, "Acme", 1], [other.orgId, "Other\u001b[31m", 1]],
+    );
+    assert.ok(!listed.stdout.includes("sk_"), "no key is listed");
+    const text = await task(kvPath, "orgs");
+    assert.match(
+      text.stdout,
+      new RegExp(`^${acme.orgId}  Acme  \\(created .*, 1 active key\\)$`, "m"),
+    );
+    assert.ok(!text.stdout.includes("\u001b"), "control characters are escaped");
+
+    // A form made with the old key keeps its public key after the new key is issued.
+    const config = loadConfig({ ...Deno.env.toObject(), KV_PATH: kvPath, LOG_LEVEL: "silent" });
+    const status = async (tenantKey: string) => {
+      const service = await startService(config, { deliver: false });
+      try {
+        const response = await service.app.request("/v1/admin/forms", {
+          headers: { "x-tenant-key": tenantKey },
+        });
+        const body = await response.json();
+        return { status: response.status, forms: body.forms as { publicKey: string }[] };
+      } finally {
+        await service.close();
+      }
+    };
+    const service = await startService(config, { deliver: false });
+    let publicKey: string;
+    try {
+      const created = await service.app.request("/v1/admin/forms", {
+        method: "POST",
+        headers: { "x-tenant-key": acme.tenantKey, "content-type": "application/json" },
+        body: JSON.stringify({ name: "Contact" }),
+      });
+      publicKey = (await created.json()).form.publicKey;
+    } finally {
+      await service.close();
+    }
+
+    const issued = await task(kvPath, "issue-key", acme.orgId);
+    assert.equal(issued.code, 0, issued.stderr);
+    const lines = issued.stdout.trim().split("\n");
+    assert.equal(lines.length, 1);
+    const { orgId, tenantKey, ...rest } = JSON.parse(lines[0]);
+    assert.deepEqual(rest, {});
+    assert.equal(orgId, acme.orgId);
+    assert.match(tenantKey, /^sk_[A-Za-z0-9_-]{43,}$/);
+    assert.equal((await status(acme.tenantKey)).status, 401, "the old key is revoked");
+    const now = await status(tenantKey);
+    assert.equal(now.status, 200);
+    assert.deepEqual(now.forms.map((f) => f.publicKey), [publicKey]);
+    assert.equal((await status(other.tenantKey)).status, 200, "other organizations keep theirs");
+
+    const unknown = await task(kvPath, "issue-key", crypto.randomUUID());
+    assert.equal(unknown.code, 1);
+    assert.equal(unknown.stdout, "");
+    assert.match(unknown.stderr, /no organization "/);
+    const missing = await task(kvPath, "issue-key");
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /Usage: deno task issue-key <orgId>/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
-  assert.ok(tasks.start.includes(START_V8_FLAGS));
+});
+
+Deno.test("deno task dev stops on SIGTERM: the watcher ends with the service", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["task", "--quiet", "dev"],
+    cwd: ROOT,
+    env: { KV_PATH: ":memory:", PORT: "0", LOG_LEVEL: "info", NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let output = "";
+  while (!output.includes('"msg":"listening"')) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`dev ended before listening: ${output}`);
+    output += value;
+  }
+  child.kill("SIGTERM");
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const ended = await Promise.race([
+    child.status.then(() => true),
+    new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), 20_000)),
+  ]);
+  clearTimeout(timer);
+  if (!ended) child.kill("SIGKILL");
+  await reader.cancel();
+  assert.ok(ended, "deno task dev was still running 20 s after SIGTERM");
+});
+
+Deno.test("deno task start in a fresh copy installs only the packages the service uses (deno.lock), and /v1/docs works", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-fresh-" });
+  try {
+    // The project's files as a clone has them, without node_modules (Deno's global cache
+    // still holds the packages, so nothing is downloaded).
+    const archive = new Deno.Command("bash", {
+      args: [
+        "-c",
+        `git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "${dir}"`,
+      ],
+      cwd: ROOT,
+    });
+    assert.equal((await archive.output()).code, 0);
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["task", "--quiet", "start"],
+      cwd: dir,
+      env: { KV_PATH: ":memory:", PORT: "0", NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    let output = "";
+    try {
+      while (!output.includes('"msg":"listening"')) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`start ended before listening: ${output}`);
+        output += value;
+      }
+      const url = JSON.parse(output.split("\n").find((l) => l.includes('"listening"'))!).url;
+      const bundle = await fetch(`${url}/v1/docs/swagger-ui-bundle.js`);
+      assert.equal(bundle.status, 200);
+      await bundle.body?.cancel();
+    } finally {
+      child.kill("SIGTERM");
+      await child.status;
+      await reader.cancel();
+    }
+    const installed: string[] = [];
+    for await (const entry of Deno.readDir(`${dir}/node_modules`)) {
+      if (!entry.name.startsWith(".")) installed.push(entry.name);
+    }
+    // `deno task` installs every package of deno.lock: test-only packages belong in
+    // deno.test.lock (`deno task test` and `check` use it; a bare `deno test` adds them to
+    // deno.lock: `git checkout deno.lock` then).
+    assert.deepEqual(installed.sort(), [
+      "@opentelemetry",
+      "hono",
+      "prom-client",
+      "swagger-ui-dist",
+      "zod",
+    ], "deno.lock holds packages the service does not use");
+    // deno.lock already held everything the service needed.
+    assert.equal(
+      await Deno.readTextFile(`${dir}/deno.lock`),
+      await Deno.readTextFile(`${ROOT}/deno.lock`),
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

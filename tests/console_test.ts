@@ -6,8 +6,7 @@
  * security headers. Screenshots of each view go to tests/artifacts/.
  */
 import assert from "node:assert/strict";
-import AxeBuilder from "@axe-core/playwright";
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import { AxeBuilder, type Browser, type BrowserContext, type Page } from "./deps.ts";
 import { destinationFailingKey } from "../store/keys.ts";
 import { launchChromium } from "./helpers/chromium.ts";
 import { startHarness } from "./helpers/harness.ts";
@@ -30,6 +29,21 @@ async function axeViolations(page: Page): Promise<string[]> {
   return results.violations
     .filter((v) => v.impact === "serious" || v.impact === "critical")
     .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+/**
+ * Table headers and badges whose text takes more than one line (a word broken inside,
+ * "deliv/ered"): each is one or two words that must stay whole.
+ */
+function brokenWords(page: Page): Promise<string[]> {
+  return page.evaluate<string[]>(`[...document.querySelectorAll("th, .badge")]
+    .filter((element) => {
+      const range = document.createRange();
+      range.selectNodeContents(element);
+      const tops = [...range.getClientRects()].map((rect) => Math.round(rect.top));
+      return new Set(tops).size > 1;
+    })
+    .map((element) => element.textContent)`);
 }
 
 /** The error text shown beside the field of an API path. */
@@ -103,7 +117,7 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
   let context: BrowserContext | null = null;
   try {
     browser = await launchChromium(BROWSER_MS);
-    context = await browser.newContext({ viewport: { width: 1100, height: 800 } });
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     context.setDefaultTimeout(BROWSER_MS);
     await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: api.origin });
     const page = await context.newPage();
@@ -180,6 +194,10 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         const fetchVersion = await page.locator("#snippet-fetch").textContent() ?? "";
         assert.ok(fetchVersion.includes(`fetch("${api.origin}/v1/f/${publicKey}"`), fetchVersion);
         await check("snippet");
+        // Sending nowhere is flagged in the list of forms too.
+        await navLink("Forms").click();
+        await page.getByText("No destination", { exact: true }).waitFor();
+        await page.getByRole("link", { name: "Contact" }).click();
       },
     );
 
@@ -193,7 +211,10 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         await page.getByLabel("Headers").fill("X-Token: abc");
         await page.getByRole("button", { name: "Add destination" }).click();
         await waitFor(async () => (await fieldError(page, "config.url").textContent()) !== "");
-        assert.match(await fieldError(page, "config.url").textContent() ?? "", /URL/i);
+        assert.match(
+          await fieldError(page, "config.url").textContent() ?? "",
+          /^Enter a full web address like https:/,
+        );
         assert.equal(
           await page.getByLabel("URL", { exact: true }).getAttribute("aria-invalid"),
           "true",
@@ -254,14 +275,13 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         await page.getByRole("button", { name: "Add destination" }).click();
         await page.locator("[data-destination]").nth(2).waitFor();
 
-        // The platform relay is not configured here: the API says so, in the form's message.
-        await addKind("smtp_platform");
-        await page.getByLabel("Recipients").fill("ada@example.com");
-        await page.getByRole("button", { name: "Add destination" }).click();
-        const message = page.locator("form.editor .form-error");
-        await waitFor(async () => (await message.textContent()) !== "");
-        assert.match(await message.textContent() ?? "", /platform SMTP relay is not configured/);
-        await page.getByRole("button", { name: "Cancel" }).click();
+        // The platform relay is not configured here: the console does not offer it.
+        assert.deepEqual(
+          await page.getByLabel("Add a destination").locator("option").evaluateAll(
+            (options) => options.map((option) => option.getAttribute("value")),
+          ),
+          ["webhook", "sheets_webhook", "smtp_relay"],
+        );
 
         const { destinations } = await (await h.admin("GET", `/forms/${formId}/destinations`))
           .json();
@@ -307,6 +327,9 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         /Type the stored secrets again/,
       );
       await page.getByLabel("Headers").fill("X-Token: def");
+      // The list shows the URL's query value as ******** too: it is typed again.
+      assert.match(await page.getByLabel("URL", { exact: true }).inputValue(), /\?token=\*{8}$/);
+      await page.getByLabel("URL", { exact: true }).fill(`${sink.url}?token=s3cret`);
       await page.getByRole("button", { name: "Save" }).click();
       await page.locator("form.editor").waitFor({ state: "detached" });
       await card.getByRole("button", { name: "Disable" }).click();
@@ -316,6 +339,12 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       await card.getByRole("button", { name: "Send test" }).click();
       await card.locator(".test-outcome.ok").waitFor();
       assert.equal(sink.received.at(-1)?.headers.get("x-token"), "def");
+      // The list redraws after a change; the result read a moment ago stays.
+      await card.getByRole("button", { name: "Disable" }).click();
+      await card.getByText("Disabled", { exact: true }).waitFor();
+      assert.match(await card.locator(".test-outcome").textContent() ?? "", /^Test delivered/);
+      await card.getByRole("button", { name: "Enable" }).click();
+      await card.getByText("Enabled", { exact: true }).waitFor();
     });
 
     await t.step("a submission is delivered and shown as delivered", async () => {
@@ -327,7 +356,20 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       assert.equal(response.status, 202);
       const { submissionId } = await response.json();
       await waitFor(() => sink.received.some((r) => r.json?.submissionId === submissionId));
+      // A bot in the spam trap: answered as a person is, counted on the Deliveries tab.
+      const bot = await fetch(`${api.origin}/v1/f/${publicKey}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "bot@example.com", _gotcha: "https://spam.example" }),
+      });
+      assert.equal(bot.status, 202);
+      await bot.body?.cancel();
       await page.getByRole("link", { name: "Deliveries" }).click();
+      const spam = page.getByRole("region", { name: "Not delivered" }).locator(
+        'tr[data-reason="spam"]',
+      );
+      await spam.waitFor();
+      assert.match(await spam.textContent() ?? "", /^Spam trap11/);
       const row = page.locator('tr[data-status="delivered"]');
       await row.waitFor();
       assert.match(await row.textContent() ?? "", /Webhook POST http:\/\/127\.0\.0\.1.*delivered1/);
@@ -362,11 +404,20 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
           /Paused for repeated failures \(new submissions are held\) since .*410/,
         );
         await page.getByLabel("Status").selectOption("failed");
-        assert.equal(await page.locator("tbody tr").count(), 2);
+        assert.equal(await page.locator("tbody tr[data-status]").count(), 2);
         assert.equal(await page.locator('tbody tr[data-status="failed"]').count(), 2);
         await check("deliveries-health");
-        await page.getByRole("button", { name: "Resume" }).click();
-        await alert.waitFor({ state: "detached" });
+        // The Destinations tab says "Paused" (not "Enabled") and offers Resume there too.
+        await page.getByRole("link", { name: "Destinations" }).click();
+        const paused = page.locator(`[data-destination="${goneId}"]`);
+        await paused.getByText("Paused", { exact: true }).waitFor();
+        assert.equal(await paused.getByText("Enabled", { exact: true }).count(), 0);
+        await paused.getByRole("button", { name: "Resume" }).click();
+        await paused.getByText("Enabled", { exact: true }).waitFor();
+        await paused.getByText(/^Resumed: \d+ held submissions? sent again\.$/).waitFor();
+        await page.getByRole("link", { name: "Deliveries" }).click();
+        await page.locator("tr[data-status]").first().waitFor();
+        assert.equal(await alert.count(), 0);
         const after = (await (await h.admin("GET", `/forms/${formId}/destinations`)).json())
           .destinations;
         assert.ok(after.every((d: { isEnabled: boolean }) => d.isEnabled));
@@ -412,6 +463,14 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       assert.equal(saved.redirectUrl, "https://shop.example/thanks");
       assert.equal(saved.enabled, false);
       assert.equal(saved.honeypotField, null);
+      // The deployment's provider (hCaptcha by default) is named, and its widget is in the snippet.
+      assert.match(await page.getByText(/^Require a captcha/).textContent() ?? "", /hCaptcha/);
+      await page.getByRole("link", { name: "Snippet" }).click();
+      const html = await page.locator("#snippet-html").textContent() ?? "";
+      assert.match(html, /<div class="h-captcha" data-sitekey="YOUR_SITE_KEY"><\/div>/);
+      assert.match(html, /https:\/\/js\.hcaptcha\.com\/1\/api\.js/);
+      await page.getByRole("link", { name: "Settings" }).click();
+      await page.getByRole("button", { name: "Delete form" }).waitFor();
     });
 
     await t.step("delete asks first, and deletes on confirmation", async () => {
@@ -435,6 +494,16 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       await shown.waitFor();
       const newKey = await shown.inputValue();
       assert.match(newKey, /^sk_/);
+      // In a font where I, l and 1 differ, and copied with a confirmation.
+      assert.match(
+        await page.evaluate<string>(
+          `getComputedStyle(document.querySelector('[aria-label="New tenant key"]')).fontFamily`,
+        ),
+        /monospace/,
+      );
+      await page.getByRole("button", { name: "Copy key" }).click();
+      await page.getByText("Copied").waitFor();
+      assert.equal(await page.evaluate<string>("navigator.clipboard.readText()"), newKey);
       currentKey = newKey;
       await check("key-rotated");
       assert.equal((await h.admin("GET", "/forms")).status, 401);
@@ -443,6 +512,30 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       await navLink("Forms").click();
       await page.getByRole("link", { name: "Contact" }).waitFor();
     });
+
+    await t.step(
+      "at 1 280 px: headers and badges whole, no ring around the page, a favicon",
+      async () => {
+        await page.goto(`${api.origin}/#/forms/${formId}/deliveries`);
+        await page.locator("tr[data-status]").first().waitFor();
+        assert.deepEqual(await brokenWords(page), []);
+        await page.reload();
+        await page.locator("tr[data-status]").first().waitFor();
+        const ring = await page.evaluate<string>(
+          `document.activeElement === document.getElementById("main")
+        ? getComputedStyle(document.activeElement).outlineStyle
+        : "none"`,
+        );
+        assert.equal(ring, "none", "a focus outline around the whole page after a reload");
+        const icon = await page.evaluate<string>(
+          `document.querySelector("link[rel=icon]")?.href ?? ""`,
+        );
+        const favicon = await fetch(icon);
+        assert.equal(favicon.status, 200);
+        assert.equal(favicon.headers.get("content-type"), "image/svg+xml");
+        await favicon.body?.cancel();
+      },
+    );
 
     await t.step("at phone width the views still fit", async () => {
       await page.setViewportSize({ width: 390, height: 844 });
@@ -463,9 +556,10 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
           "document.documentElement.scrollWidth - document.documentElement.clientWidth",
         );
         assert.ok(overflow <= 0, `${hash}: page wider than the screen by ${overflow}px`);
+        assert.deepEqual(await brokenWords(page), [], `${hash}: a word broken inside`);
       }
       await check("phone-deliveries");
-      await page.setViewportSize({ width: 1100, height: 800 });
+      await page.setViewportSize({ width: 1280, height: 800 });
     });
 
     await t.step(

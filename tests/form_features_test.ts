@@ -8,7 +8,7 @@ const BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/
 type H = Awaited<ReturnType<typeof startHarness>>;
 
 async function storedPayloads(h: H) {
-  const { openEnvelope } = await import("../delivery/envelope.ts");
+  const { openEnvelope } = await import("../store/envelope.ts");
   const payloads: unknown[] = [];
   for await (
     const entry of h.service.db.kv.list<Uint8Array<ArrayBuffer>>({ prefix: ["envelopes"] })
@@ -115,11 +115,12 @@ Deno.test("errors of browser form posts are readable HTML pages with the reason"
       body,
     });
   const cases: [Response, number, RegExp][] = [
-    [await post("a=%ZZ"), 400, /Invalid form payload/],
+    [await post("a=%ZZ"), 400, /check what you entered and send it again.*Invalid form payload/s],
     [
       await post("a=1", { origin: "https://evil.example" }),
       403,
-      /Origin is not allowed for this form/,
+      // The visitor cannot fix this one: they are not told to check the form.
+      /Nothing you entered is wrong: please tell the site.{1,5}s owner.*Origin is not allowed for this form/s,
     ],
   ];
   const unknown = await h.request("/v1/f/pk_unknownunknownunknown", {
@@ -127,13 +128,14 @@ Deno.test("errors of browser form posts are readable HTML pages with the reason"
     headers: { "content-type": "application/x-www-form-urlencoded", accept: BROWSER_ACCEPT },
     body: "a=1",
   });
-  cases.push([unknown, 404, /Form endpoint not found or disabled/]);
+  cases.push([unknown, 404, /no longer takes messages.*Form endpoint not found or disabled/s]);
   for (const [response, status, reason] of cases) {
     assert.equal(response.status, status);
     assert.match(response.headers.get("content-type") ?? "", /text\/html/);
     const html = await response.text();
     assert.match(html, reason);
     assert.match(html, /<title>Your submission was not sent<\/title>/);
+    if (status !== 400) assert.doesNotMatch(html, /check what you entered/);
   }
 });
 

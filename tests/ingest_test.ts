@@ -29,9 +29,9 @@ async function setUp(overrides = {}, formSettings: Record<string, unknown> = {})
 
 /** Decrypted envelopes of every stored submission. */
 async function storedEnvelopes(h: Awaited<ReturnType<typeof startHarness>>) {
-  const { openEnvelope } = await import("../delivery/envelope.ts");
+  const { openEnvelope } = await import("../store/envelope.ts");
   const { decodeJob } = await import("../store/job_record.ts");
-  const { readSealedEnvelope } = await import("../store/envelope_chunks.ts");
+  const { readSealedEnvelope } = await import("../store/envelope.ts");
   const envelopes = [];
   const seen = new Set<string>();
   for await (const entry of h.service.db.kv.list<StoredJob>({ prefix: ["jobs"] })) {
@@ -514,7 +514,7 @@ Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
     writer: createSubmissionWriter(db),
     engine: null,
     ingestLoad: createIngestLoad(),
-    bodyGate: createBodyGate(h.config.http.bodyMemoryBytes),
+    bodyGate: createBodyGate(h.config.http),
   });
   const response = await app.request(`/v1/f/${form.publicKey}`, {
     method: "POST",

@@ -118,8 +118,13 @@ Deno.test("GET /readyz answers 200 while the process can accept and deliver, 503
       checks: { kv: "ok", delivery: "ok", backlog: "ok" },
     });
     h.service.db.kv.close();
-    const unready = await h.request("/readyz");
-    assert.equal(unready.status, 503);
+    // The KV check's answer stands for about a second (READY_KV_CACHE_MS).
+    let unready = await h.request("/readyz");
+    await waitFor(async () => {
+      await unready.body?.cancel();
+      unready = await h.request("/readyz");
+      return unready.status === 503;
+    }, { message: "unready once the cached answer expired" });
     const body = await unready.json();
     assert.equal(body.ok, false);
     assert.equal(body.checks.kv, "KV is not writable");
@@ -154,6 +159,31 @@ Deno.test("GET /readyz answers 200 while the process can accept and deliver, 503
       });
     },
   );
+});
+
+Deno.test("GET /readyz checks KV at most once at a time and keeps the answer about a second", async () => {
+  await using h = await startHarness();
+  const kv = h.service.db.kv;
+  const set = kv.set.bind(kv);
+  let writes = 0;
+  kv.set = (...args: Parameters<Deno.Kv["set"]>) => {
+    writes++;
+    return set(...args);
+  };
+  const probes = await Promise.all(Array.from({ length: 500 }, () => h.request("/readyz")));
+  assert.deepEqual([...new Set(probes.map((r) => r.status))], [200]);
+  assert.equal(writes, 1, "500 probes at once share one write");
+  // Probes one after another for 2.5 s: a write when the kept answer is a second old.
+  let answered = 0;
+  const end = performance.now() + 2500;
+  while (performance.now() < end) {
+    const response = await h.request("/readyz");
+    assert.equal(response.status, 200);
+    await response.body?.cancel();
+    answered++;
+  }
+  assert.ok(answered > 100, `${answered} probes`);
+  assert.ok(writes >= 2 && writes <= 4, `${writes} KV writes for ${answered + 500} probes`);
 });
 
 /** A span as Deno's OTLP/HTTP JSON exporter sends it, as far as the test reads it. */

@@ -3,10 +3,38 @@
  * routes the app serves, and describing the answers the app really gives.
  */
 import assert from "node:assert/strict";
-import { Validator } from "@seriousme/openapi-schema-validator";
-import { answersOf, operations } from "../routes/openapi.ts";
+import { Validator } from "./deps.ts";
+import { loadConfig } from "../config.ts";
+import { ERRORS } from "../routes/errors.ts";
+import { answersOf, operations, type OperationSpec } from "../routes/openapi.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
+
+/**
+ * Finds the operation of a request and checks the answer against the schema the document
+ * gives its status; returns the operation and the answer's body.
+ */
+async function expectDescribed(
+  specs: OperationSpec[],
+  request: { method: string; path: string },
+  response: Response,
+) {
+  const { method, path } = request;
+  const spec = specs.find((op) =>
+    op.method === method.toLowerCase() &&
+    new RegExp(`^${op.path.replace(/\{\w+\}/g, "[^/]+")}$`).test(path.split("?")[0])
+  );
+  assert.ok(spec, `no operation for ${method} ${path}`);
+  const body = await response.json();
+  const schema = answersOf(spec)[response.status]?.schema;
+  assert.ok(schema, `${method} ${path}: status ${response.status} is not described`);
+  const result = schema.safeParse(body);
+  assert.ok(
+    result.success,
+    `${method} ${path} ${response.status}: ${JSON.stringify(body)} ${result.error}`,
+  );
+  return { spec, body };
+}
 
 /** Hono's `/v1/admin/forms/:id` as OpenAPI's `/v1/admin/forms/{id}`. */
 function openApiPath(honoPath: string): string {
@@ -80,31 +108,20 @@ Deno.test("the answers the app gives match the description", async () => {
   const specs = operations(h.config.ingestContentTypes);
   const covered = new Set<string>();
 
-  /** Finds the operation of a request and checks the answer against its schema. */
-  async function expectDescribed(method: string, path: string, response: Response) {
-    const spec = specs.find((op) =>
-      op.method === method.toLowerCase() &&
-      new RegExp(`^${op.path.replace(/\{\w+\}/g, "[^/]+")}$`).test(path.split("?")[0])
-    );
-    assert.ok(spec, `no operation for ${method} ${path}`);
-    const body = await response.json();
-    const schema = answersOf(spec)[response.status]?.schema;
-    assert.ok(schema, `${method} ${path}: status ${response.status} is not described`);
-    const result = schema.safeParse(body);
-    assert.ok(
-      result.success,
-      `${method} ${path} ${response.status}: ${JSON.stringify(body)} ${result.error}`,
-    );
+  /** Checks the answer against its operation (see above) and counts the operation covered. */
+  async function described(method: string, path: string, response: Response) {
+    const { spec, body } = await expectDescribed(specs, { method, path }, response);
     covered.add(`${spec.method} ${spec.path}`);
     return body;
   }
   async function admin(method: string, path: string, body?: unknown, tenantKey?: string) {
     const response = await h.admin(method, path, body, { tenantKey });
-    return expectDescribed(method, `/v1/admin${path}`, response);
+    return described(method, `/v1/admin${path}`, response);
   }
 
   const { form } = await admin("POST", "/forms", { name: "Contact", honeypotField: "_gotcha" });
   await admin("GET", "/forms");
+  await admin("GET", "/deployment");
   await admin("GET", `/forms/${form.id}`);
   await admin("PATCH", `/forms/${form.id}`, { allowedOrigins: ["https://example.com/"] });
   const { destination } = await admin("POST", `/forms/${form.id}/destinations`, {
@@ -130,6 +147,7 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("PATCH", `/forms/${form.id}/destinations/${destination.id}`, { isEnabled: false });
   await admin("POST", `/forms/${form.id}/destinations/${destination.id}/test`);
   await admin("GET", `/forms/${form.id}/deliveries?limit=5`);
+  await admin("GET", `/forms/${form.id}/refusals?days=3`);
   const dest = `/forms/${form.id}/destinations/${destination.id}`;
   const since = { since: new Date(0).toISOString() };
   await admin("POST", `${dest}/redeliver`, since); // 409: disabled
@@ -137,6 +155,10 @@ Deno.test("the answers the app gives match the description", async () => {
     "POST",
     `/forms/${form.id}/deliveries/${crypto.randomUUID()}.${destination.id}/redeliver`,
   );
+  await admin(
+    "POST",
+    `/forms/${form.id}/deliveries/${crypto.randomUUID()}.${destination.id}/send-now`,
+  ); // 409: not waiting
   await admin("POST", `${dest}/resume`);
   await admin("PATCH", dest, { isEnabled: true });
   await admin("POST", `${dest}/redeliver`, since);
@@ -161,28 +183,28 @@ Deno.test("the answers the app gives match the description", async () => {
     headers: { "x-tenant-key": h.tenantKey, "content-type": "application/json" },
     body: "{",
   });
-  await expectDescribed("PATCH", `/v1/admin/forms/${form.id}`, badJson);
+  await described("PATCH", `/v1/admin/forms/${form.id}`, badJson);
   const notJson = await h.request("/v1/admin/forms", {
     method: "POST",
     headers: { "x-tenant-key": h.tenantKey, "content-type": "text/plain" },
     body: "name=x",
   });
-  await expectDescribed("POST", "/v1/admin/forms", notJson);
-  await expectDescribed("GET", "/v1/admin/forms", await h.request("/v1/admin/forms"));
+  await described("POST", "/v1/admin/forms", notJson);
+  await described("GET", "/v1/admin/forms", await h.request("/v1/admin/forms"));
 
   // Ingestion and health.
   const submitPath = `/v1/f/${form.publicKey}`;
   const origin = { origin: "https://example.com" };
-  await expectDescribed("POST", submitPath, await h.submit(form.publicKey, { a: 1 }, origin));
-  await expectDescribed("POST", submitPath, await h.submit(form.publicKey, { a: 1 }));
-  await expectDescribed("POST", "/v1/f/pk_unknown", await h.submit("pk_unknown", {}));
-  await expectDescribed(
+  await described("POST", submitPath, await h.submit(form.publicKey, { a: 1 }, origin));
+  await described("POST", submitPath, await h.submit(form.publicKey, { a: 1 }));
+  await described("POST", "/v1/f/pk_unknown", await h.submit("pk_unknown", {}));
+  await described(
     "POST",
     submitPath,
     await h.request(submitPath, { method: "POST", headers: { "content-type": "text/csv" } }),
   );
-  await expectDescribed("GET", "/healthz", await h.request("/healthz"));
-  await expectDescribed("GET", "/readyz", await h.request("/readyz"));
+  await described("GET", "/healthz", await h.request("/healthz"));
+  await described("GET", "/readyz", await h.request("/readyz"));
 
   // The rotation last: it ends the harness's key.
   await admin("POST", "/keys/rotate");
@@ -196,4 +218,97 @@ Deno.test("the answers the app gives match the description", async () => {
     "get /metrics",
     "get /v1/openapi.json",
   ]);
+});
+
+Deno.test("ingestion's refusals under pressure are described: 429, 408, both 503s", async (t) => {
+  const http = loadConfig({}).http;
+  const specs = operations("any");
+  const statuses = new Set<number>();
+  async function submitDescribed(
+    h: Awaited<ReturnType<typeof startHarness>>,
+    publicKey: string,
+    init: RequestInit = {},
+  ) {
+    const path = `/v1/f/${publicKey}`;
+    const response = await h.request(path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"a":1}',
+      ...init,
+    });
+    const status = response.status;
+    const { body } = await expectDescribed(specs, { method: "POST", path }, response);
+    statuses.add(status);
+    return { status, body };
+  }
+
+  await t.step("429 past the rate limit", async () => {
+    await using h = await startHarness({ rateLimit: { max: 1, windowMs: 60_000 } });
+    const form = await h.createForm();
+    assert.equal((await submitDescribed(h, form.publicKey)).status, 202);
+    const { status, body } = await submitDescribed(h, form.publicKey);
+    assert.equal(status, 429);
+    assert.equal(body.error, ERRORS.rateLimited.text);
+  });
+
+  await t.step("408 for a body not complete in time", async () => {
+    await using h = await startHarness({ http: { ...http, bodyTimeoutMs: 100 } });
+    const form = await h.createForm();
+    // Starts a JSON body and never finishes it.
+    const body = new ReadableStream<Uint8Array>({
+      start: (controller) => controller.enqueue(new TextEncoder().encode('{"a":')),
+    });
+    const answer = await submitDescribed(
+      h,
+      form.publicKey,
+      { body, duplex: "half" } as RequestInit,
+    );
+    assert.equal(answer.status, 408);
+    assert.equal(answer.body.error, ERRORS.bodyTimeout.text);
+  });
+
+  await t.step("503 Server busy when the body memory budget is full", async () => {
+    await using h = await startHarness({ http: { ...http, bodyMemoryBytes: 100 } });
+    const form = await h.createForm();
+    const { status, body } = await submitDescribed(h, form.publicKey);
+    assert.equal(status, 503);
+    assert.equal(body.error, ERRORS.serverBusy.text);
+  });
+
+  await t.step("503 for a full delivery backlog", async () => {
+    let release = () => {};
+    const held = new Promise<void>((resolve) => release = resolve);
+    await using sink = startWebhookSink(async () => (await held, new Response("ok")));
+    await using h = await startHarness({ backlog: { maxJobs: 1, orgShare: 1 } });
+    try {
+      const form = await h.createForm();
+      await h.addDestination(form.id, { type: "webhook", config: { url: sink.url } });
+      assert.equal((await submitDescribed(h, form.publicKey)).status, 202);
+      const { status, body } = await submitDescribed(h, form.publicKey);
+      assert.equal(status, 503);
+      assert.equal(body.error, ERRORS.backlogFull.text);
+    } finally {
+      release();
+    }
+  });
+
+  assert.deepEqual([...statuses].sort(), [202, 408, 429, 503]);
+});
+
+Deno.test("every error of the catalogue is an answer some operation of the document lists", () => {
+  const listed = new Set<string>();
+  for (const variant of ["any", "json"] as const) {
+    for (const op of operations(variant)) {
+      for (const [status, answer] of Object.entries(answersOf(op))) {
+        if (answer.description === undefined) continue;
+        for (const text of answer.description.split("; ")) listed.add(`${status} ${text}`);
+      }
+    }
+  }
+  // An unknown path and a wrong method are no operation's: the document's description names them.
+  const unlisted = Object.entries(ERRORS)
+    .filter(([name]) => name !== "notFound" && name !== "methodNotAllowed")
+    .filter(([, error]) => !listed.has(`${error.status} ${error.text}`))
+    .map(([name]) => name);
+  assert.deepEqual(unlisted, []);
 });

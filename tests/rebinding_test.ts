@@ -15,7 +15,7 @@ import {
   httpDeps,
   loopbackGuard,
   startSink,
-} from "../connectors/_test_sink.ts";
+} from "./helpers/connector_sink.ts";
 import { createHttpTransport } from "../connectors/http_transport.ts";
 import { createOutboundGuard, type OutboundGuard } from "../connectors/outbound_guard.ts";
 import { createSheetsWebhookConnector } from "../connectors/sheets_webhook.ts";

@@ -190,3 +190,38 @@ Deno.test("redelivery routes answer 404 for unknown deliveries and destinations,
     assert.equal((await response.json()).error, error, path);
   }
 });
+
+Deno.test("resume, redelivery and destination changes are limited per organization: 429 with Retry-After", async () => {
+  await using h = await startHarness({ adminOperationsPerOrg: 4 });
+  const form = await h.createForm();
+  const id = await h.addDestination(form.id, webhook("https://hooks.example.com/in"));
+  const base = `/forms/${form.id}/destinations/${id}`;
+  const calls: [string, string, unknown?][] = [
+    ["POST", `${base}/resume`],
+    ["POST", `${base}/redeliver`, { since: new Date(0).toISOString() }],
+    ["POST", `/forms/${form.id}/deliveries/${crypto.randomUUID()}.${id}/redeliver`],
+    ["PATCH", base, { isEnabled: true }],
+    ["POST", `${base}/resume`],
+    ["DELETE", base],
+  ];
+  const statuses = [];
+  for (const [method, path, body] of calls) {
+    const response = await h.admin(method, path, body);
+    statuses.push(response.status);
+    if (response.status !== 429) {
+      await response.body?.cancel();
+      continue;
+    }
+    const retryAfter = Number(response.headers.get("retry-after"));
+    assert.ok(retryAfter >= 1 && retryAfter <= 15, `Retry-After ${retryAfter}`);
+    assert.deepEqual(await response.json(), {
+      ok: false,
+      error: "Too many requests: try again later",
+      retryAfter,
+    });
+  }
+  // The unknown delivery is a 409 (not held): it still counted.
+  assert.deepEqual(statuses, [200, 200, 409, 200, 429, 429]);
+  // Reading is not limited.
+  assert.equal((await h.admin("GET", `/forms/${form.id}/destinations`)).status, 200);
+});

@@ -4,13 +4,13 @@
  * postal-mime.
  */
 import assert from "node:assert/strict";
-import PostalMime from "postal-mime";
+import { PostalMime } from "./deps.ts";
 import { createSmtpConnector, type SmtpConfig, type SmtpRelayConfig } from "../connectors/smtp.ts";
 import { DeliveryError, type DeliveryReceipt } from "../connectors/types.ts";
 import type { PlatformSmtp } from "../config.ts";
-import type { SubmissionEnvelope } from "../delivery/envelope.ts";
+import type { SubmissionEnvelope } from "../store/envelope.ts";
 import { testCertificates } from "./helpers/certs.ts";
-import { freePort } from "./helpers/ports.ts";
+import { freePort } from "../tools/ports.ts";
 import { startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";
 
 const USERNAME = "relay-üser";
@@ -189,7 +189,8 @@ for (const mode of ["off", "starttls", "on"] as const) {
     );
     assert.equal(headers.get("mime-version"), "1.0");
     assert.equal(headers.get("content-type"), "text/plain; charset=UTF-8");
-    assert.equal(headers.has("reply-to"), false);
+    // Reply answers the visitor (the payload's email); the body keeps the spec's lines.
+    assert.deepEqual(email.replyTo, [{ name: "", address: "ada@example.org" }]);
     assert.equal(email.html, undefined);
     assert.equal(normalize(email.text), expectedPlainText(envelope));
   });
@@ -227,8 +228,9 @@ Deno.test("SMTP Variant B sends multipart/alternative through the platform relay
   assert.notEqual(first.messageId, other.messageId);
   assert.match(first.messageId ?? "", /@formrelay\.example>$/);
 
+  // The display name is formrelay's for the form, never the form's name (platformSenderName).
   assert.deepEqual(first.from, {
-    name: 'Café <Kontakt> & "Co"',
+    name: "Form form1 via formrelay",
     address: "notify@formrelay.example",
   });
   assert.deepEqual(first.replyTo, [{ name: "", address: "ada@example.org" }]);
@@ -350,6 +352,85 @@ Deno.test("SMTP starttls mode refuses a server that does not offer STARTTLS, bef
   assert.deepEqual(server.logins, { ok: 0, failed: 0 });
   assert.equal(server.messages.length, 0);
 });
+
+for (const mode of ["off", "starttls"] as const) {
+  for (const offered of [["LOGIN"], ["PLAIN"], ["PLAIN", "LOGIN"]]) {
+    const expected = offered.includes("LOGIN") ? "LOGIN" : "PLAIN";
+    Deno.test(`SMTP logs in with AUTH ${expected} over ${mode} transport to a relay offering ${offered.join(" ")}`, async () => {
+      await using relay = await relayWith({ mode, certs, authMethods: offered });
+      const { server, connector } = relay;
+      const receipt = await deliver(connector, relayConfig(server, { secureTransport: mode }));
+      assert.equal(receipt.statusCode, 250);
+      assert.deepEqual(server.authMethodsUsed, [expected]);
+      assert.deepEqual(server.logins, { ok: 1, failed: 0 });
+      assert.equal(server.messages[0].user, USERNAME);
+    });
+  }
+}
+
+Deno.test("SMTP AUTH PLAIN with a wrong password is a permanent authentication failure", async () => {
+  await using relay = await relayWith({ authMethods: ["PLAIN"] });
+  const { server, connector } = relay;
+  const error = await deliveryError(deliver(connector, relayConfig(server, { password: "wrong" })));
+  assert.equal(error.permanent, true);
+  assert.equal(error.statusCode, 535);
+  assert.match(error.message, /535 authentication failed/);
+  assert.deepEqual(server.authMethodsUsed, ["PLAIN"]);
+  assert.equal(server.messages.length, 0);
+});
+
+Deno.test("SMTP a relay offering neither AUTH LOGIN nor AUTH PLAIN is a permanent failure naming what it offers", async () => {
+  await using relay = await relayWith({ authMethods: ["CRAM-MD5", "XOAUTH2"] });
+  const { server, connector } = relay;
+  const error = await deliveryError(deliver(connector, relayConfig(server)));
+  assert.equal(error.permanent, true);
+  assert.match(
+    error.message,
+    /server offers neither AUTH LOGIN nor AUTH PLAIN: it offers AUTH CRAM-MD5 XOAUTH2$/,
+  );
+  assert.deepEqual(server.authMethodsUsed, [], "no login attempted");
+  assert.equal(server.messages.length, 0);
+});
+
+Deno.test("SMTP reads the AUTH mechanisms again after STARTTLS and uses what the upgraded session offers", async () => {
+  await using relay = await relayWith({
+    mode: "starttls",
+    certs,
+    authMethodsBeforeTls: ["LOGIN"],
+    authMethods: ["PLAIN"],
+  });
+  const { server, connector } = relay;
+  const probe = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  try {
+    const beforeTls = await ehloReply(probe);
+    assert.match(beforeTls, /^250[ -]AUTH LOGIN\r$/m, "before TLS the relay offers LOGIN only");
+  } finally {
+    probe.close();
+  }
+  const receipt = await deliver(connector, relayConfig(server, { secureTransport: "starttls" }));
+  assert.equal(receipt.statusCode, 250);
+  assert.deepEqual(server.authMethodsUsed, ["PLAIN"], "the mechanism offered after STARTTLS");
+  assert.equal(server.messages[0].secure, true);
+});
+
+/** Reads the greeting, says EHLO and returns the whole EHLO reply (up to its last line). */
+async function ehloReply(conn: Deno.Conn): Promise<string> {
+  const decoder = new TextDecoder();
+  const buf = new Uint8Array(4096);
+  let text = "";
+  const readUntil = async (done: RegExp) => {
+    while (!done.test(text)) {
+      const n = await conn.read(buf);
+      if (n === null) throw new Error(`Connection closed after: ${text}`);
+      text += decoder.decode(buf.subarray(0, n));
+    }
+  };
+  await readUntil(/^220 .*\r\n/m);
+  text = "";
+  await conn.write(new TextEncoder().encode("EHLO probe.test\r\n"));
+  await readUntil(/^250 .*\r\n/m);
+  return text;
+}
 
 Deno.test("SMTP a server that stalls after the greeting ends the attempt with a transient time-out and a closed socket", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -504,7 +585,7 @@ Deno.test("SMTP CR/LF in form name, subject template or payload email cannot inj
     variantB.subject,
     "Hi Bcc: victim3@evil.example X-Injected: yes Contact Bcc: victim1@evil.example",
   );
-  assert.equal(variantB.from?.name, "Contact Bcc: victim1@evil.example");
+  assert.equal(variantB.from?.name, "Form form1 via formrelay");
 });
 
 Deno.test("SMTP idle sessions are reused for the next message and ended by close()", async () => {
@@ -585,9 +666,47 @@ Deno.test("SMTP a refused connection is a transient failure", async () => {
     const error = await deliveryError(deliver(connector, config));
     assert.equal(error.permanent, false);
     assert.equal(error.blame, "destination");
-    assert.match(error.message, /^Cannot deliver to "127\.0\.0\.1:\d+": connection failed: /);
+    assert.match(error.message, /^Cannot deliver to "127\.0\.0\.1:\d+": no SMTP service answered$/);
   } finally {
     connector.close();
+  }
+});
+
+Deno.test("SMTP a closed port, a silent service and a service that is not SMTP fail with one text", async () => {
+  const closed = freePort();
+  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const http = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const serving = [
+    (async () => {
+      for await (const conn of silent) held.push(conn);
+    })(),
+    (async () => {
+      for await (const conn of http) {
+        await conn.write(new TextEncoder().encode("HTTP/1.1 400 Bad Request\r\n\r\n"));
+        conn.close();
+      }
+    })(),
+  ];
+  const connector = connectorFor({ timeoutMs: 300 });
+  try {
+    const texts = [];
+    for (const port of [closed, silent.addr.port, http.addr.port]) {
+      const error = await deliveryError(
+        deliver(connector, relayConfig({ port }, { host: "127.0.0.1" })),
+      );
+      texts.push(error.message.replace(/:\d+"/, ':PORT"'));
+    }
+    assert.deepEqual(
+      texts,
+      Array(3).fill('Cannot deliver to "127.0.0.1:PORT": no SMTP service answered'),
+    );
+  } finally {
+    connector.close();
+    silent.close();
+    http.close();
+    for (const conn of held) conn.close();
+    await Promise.allSettled(serving);
   }
 });
 

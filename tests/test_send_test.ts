@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
+import { testConfig } from "./helpers/config.ts";
+import { recordHealth } from "../store/destination_health.ts";
 import { createOrg } from "../store/orgs.ts";
 import { type Harness, startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
-import { freePort } from "./helpers/ports.ts";
+import { freePort } from "../tools/ports.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { startSmtpServer } from "./helpers/smtp_server.ts";
+import { waitFor } from "./helpers/wait.ts";
 
 interface TestResult {
   delivered: boolean;
@@ -307,4 +310,161 @@ Deno.test("POST .../test accepts no body or an empty JSON object, and refuses ot
     assert.equal(response.status, 415);
   });
   assert.equal(sink.received.length, 1, "only the accepted request sent a test");
+});
+
+/** A test send's answer status, with the 429's Retry-After and body checked. */
+async function testSendStatus(h: Harness, formId: string, destId: string) {
+  const response = await h.admin("POST", `/forms/${formId}/destinations/${destId}/test`);
+  const body = await response.json();
+  if (response.status === 429) {
+    const retryAfter = Number(response.headers.get("retry-after"));
+    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After ${retryAfter}`);
+    assert.equal(body.retryAfter, retryAfter);
+    return { status: 429, error: body.error as string, detail: body.detail as string | undefined };
+  }
+  return { status: response.status, error: null, detail: undefined };
+}
+
+Deno.test("100 test sends in a burst reach the receiver a few times (TEST_SENDS_PER_DESTINATION), the rest 429 with Retry-After", async () => {
+  await using h = await startHarness();
+  await using sink = startWebhookSink();
+  const form = await h.createForm();
+  const destId = await h.addDestination(form.id, webhook(sink.url));
+  const started = Date.now();
+  const statuses: number[] = [];
+  for (let i = 0; i < 100; i++) {
+    const answer = await testSendStatus(h, form.id, destId);
+    if (answer.status === 429) assert.equal(answer.error, "Too many test sends: try again later");
+    statuses.push(answer.status);
+  }
+  const perDestination = h.config.testSendLimits.perDestination;
+  // A minute's budget at once, then one more for each tenth of a minute the burst took.
+  const allowed = perDestination + Math.ceil((Date.now() - started) / (60_000 / perDestination));
+  assert.ok(sink.hits >= perDestination, `at least the budget got through: ${sink.hits}`);
+  assert.ok(sink.hits <= Math.min(30, allowed), `${sink.hits} reached the receiver`);
+  assert.equal(statuses.filter((s) => s === 200).length, sink.hits);
+  assert.equal(statuses.filter((s) => s === 429).length, 100 - sink.hits);
+});
+
+Deno.test("test sends are limited per organization across destinations, paused and disabled ones counted too", async () => {
+  await using h = await startHarness({ testSendLimits: { perDestination: 100, perOrg: 4 } });
+  await using sink = startWebhookSink();
+  const form = await h.createForm();
+  const paused = await h.addDestination(form.id, webhook(sink.url));
+  const disabled = await h.addDestination(form.id, webhook(sink.url));
+  const healthy = await h.addDestination(form.id, webhook(sink.url));
+  assert.equal(
+    (await h.admin("PATCH", `/forms/${form.id}/destinations/${disabled}`, {
+      isEnabled: false,
+    })).status,
+    200,
+  );
+  const failing = { delivered: false as const, blame: "destination" as const, error: "down" };
+  const t = Date.now();
+  const job = { formId: form.id, destinationId: paused };
+  await recordHealth(h.service.db, job, failing, { pauseAfterMs: 1, now: t });
+  assert.ok(await recordHealth(h.service.db, job, failing, { pauseAfterMs: 1, now: t + 10 }));
+
+  const order = [paused, paused, disabled, disabled, healthy, healthy, paused, disabled];
+  const statuses = [];
+  for (const destId of order) statuses.push((await testSendStatus(h, form.id, destId)).status);
+  assert.deepEqual(statuses, [200, 200, 200, 200, 429, 429, 429, 429]);
+  assert.equal(sink.hits, 4);
+  // Delivered test sends change nothing: the paused one stays paused, the disabled disabled.
+  const listed = await (await h.admin("GET", `/forms/${form.id}/destinations`)).json();
+  const byId = new Map(
+    listed.destinations.map((d: { id: string }) => [d.id, d] as const),
+  ) as Map<string, { health: { state: string }; isEnabled: boolean }>;
+  assert.equal(byId.get(paused)?.health.state, "paused");
+  assert.equal(byId.get(disabled)?.isEnabled, false);
+
+  // Another organization has its own budget.
+  const other = await createOrg(h.service.db, "Other org");
+  const otherForm = await (await h.admin("POST", "/forms", { name: "Theirs" }, {
+    tenantKey: other.tenantKey,
+  })).json();
+  const created = await (await h.admin(
+    "POST",
+    `/forms/${otherForm.form.id}/destinations`,
+    webhook(sink.url),
+    { tenantKey: other.tenantKey },
+  )).json();
+  const response = await h.admin(
+    "POST",
+    `/forms/${otherForm.form.id}/destinations/${created.destination.id}/test`,
+    undefined,
+    { tenantKey: other.tenantKey },
+  );
+  assert.equal(response.status, 200);
+  await response.body?.cancel();
+});
+
+Deno.test("one test send at a time per destination: a second while the first is under way is 429", async () => {
+  await using h = await startHarness();
+  const { promise: release, resolve } = Promise.withResolvers<void>();
+  let arrived = 0;
+  await using sink = startWebhookSink(async () => {
+    arrived++;
+    await release;
+    return new Response("ok");
+  });
+  const form = await h.createForm();
+  const destId = await h.addDestination(form.id, webhook(sink.url));
+  const first = testSend(h, form.id, destId);
+  await waitFor(() => arrived === 1, { message: "the first test send reached the receiver" });
+  const second = await testSendStatus(h, form.id, destId);
+  assert.equal(second.status, 429);
+  assert.equal(second.error, "A test send to this destination is already under way");
+  resolve();
+  assert.equal((await first).delivered, true);
+  assert.equal((await testSendStatus(h, form.id, destId)).status, 200, "free again");
+  assert.equal(sink.hits, 2);
+});
+
+Deno.test("a test send past the organization's outbound budget for a host is 429 and never sent", async () => {
+  const base = testConfig();
+  await using h = await startHarness({
+    outbound: { ...base.outbound, hostRequests: 2 },
+  });
+  await using sink = startWebhookSink();
+  const form = await h.createForm();
+  const a = await h.addDestination(form.id, webhook(sink.url));
+  const b = await h.addDestination(form.id, webhook(`${sink.url}/other-path`));
+  assert.equal((await testSendStatus(h, form.id, a)).status, 200);
+  assert.equal((await testSendStatus(h, form.id, b)).status, 200);
+  const third = await testSendStatus(h, form.id, a);
+  assert.equal(third.status, 429);
+  assert.equal(third.error, "Outbound limit reached: try again later");
+  assert.equal(
+    third.detail,
+    `the organization's request limit for "${new URL(sink.url).host}" is reached`,
+  );
+  assert.equal(sink.hits, 2);
+});
+
+Deno.test("POST .../test reads the same for a closed port and a port that does not speak HTTP", async () => {
+  await using h = await startHarness();
+  const ssh = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const serving = (async () => {
+    for await (const conn of ssh) {
+      await conn.write(new TextEncoder().encode("SSH-2.0-OpenSSH_9.6\r\n")).catch(() => {});
+      conn.close();
+    }
+  })();
+  try {
+    const form = await h.createForm();
+    const errors = [];
+    for (const port of [closedPort(), ssh.addr.port]) {
+      const destId = await h.addDestination(form.id, webhook(`http://127.0.0.1:${port}/hook`));
+      const result = await testSend(h, form.id, destId);
+      errors.push(result.error?.replace(/:\d+"/, ':PORT"'));
+    }
+    assert.deepEqual(
+      errors,
+      Array(2).fill('Cannot deliver to "http://127.0.0.1:PORT": no HTTP service answered'),
+    );
+  } finally {
+    ssh.close();
+    await serving.catch(() => {});
+  }
 });

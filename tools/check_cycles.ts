@@ -142,7 +142,8 @@ async function tsFiles(dir: string): Promise<string[]> {
 
 async function denoInfo(file: string): Promise<DenoInfo> {
   const output = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", file],
+    // deno.test.lock locks the test packages too; deno.lock must keep the service's alone.
+    args: ["info", "--json", "--lock=deno.test.lock", file],
     stdout: "piped",
     stderr: "piped",
   }).output();

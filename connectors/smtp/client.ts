@@ -1,7 +1,11 @@
 /**
  * A minimal SMTP submission client over raw TCP (spec 6.4-6.6): greeting, EHLO,
- * STARTTLS, EHLO again, AUTH LOGIN, then MAIL FROM / RCPT TO / DATA for as many
- * messages as the caller sends on the connection, and QUIT.
+ * STARTTLS, EHLO again, AUTH, then MAIL FROM / RCPT TO / DATA for as many messages
+ * as the caller sends on the connection, and QUIT.
+ *
+ * AUTH uses a mechanism the server offers in its (last) EHLO reply: LOGIN, the spec's,
+ * where offered, else PLAIN (RFC 4616); a server offering neither is a permanent
+ * error naming what it offers.
  *
  * Every wait is bounded twice: by its own time-out (connect, greeting, command)
  * and by the deadline of the caller's conversation. A time-out or an abort closes
@@ -127,6 +131,8 @@ const MAX_REPLY_BYTES = 64 * 1024;
 const READ_CHUNK = 16 * 1024;
 /** How long QUIT waits for its 221 before the socket is closed anyway. */
 const QUIT_WAIT_MS = 1000;
+/** SASL mechanisms spoken, in order of preference: LOGIN (the spec's), then PLAIN. */
+const AUTH_MECHANISMS = ["LOGIN", "PLAIN"] as const;
 
 /** An open, authenticated SMTP session. */
 export class SmtpConnection {
@@ -143,6 +149,8 @@ export class SmtpConnection {
   /** True between a 354 and the reply to the final dot: QUIT would be message text. */
   #inData = false;
   #stage = "the greeting";
+  /** An SMTP greeting (any reply) came: failures before it are told apart by nobody. */
+  #greeted = false;
 
   private constructor(conn: Deno.Conn, timeouts: SmtpTimeouts) {
     this.#conn = conn;
@@ -151,13 +159,15 @@ export class SmtpConnection {
 
   /**
    * Connects, reads the greeting, says EHLO, upgrades with STARTTLS when the mode
-   * asks for it, and logs in with AUTH LOGIN. Throws {@linkcode SmtpError}; the
+   * asks for it, and logs in with AUTH (LOGIN or PLAIN, as offered). Throws {@linkcode SmtpError}; the
    * socket is closed on failure.
    */
   static async open(relay: SmtpRelay, options: SmtpOpenOptions): Promise<SmtpConnection> {
     const { timeouts, signal } = options;
     const connectMs = Math.min(timeouts.connectMs, options.deadline - Date.now());
-    const conn = await connectWithin(relay, options, connectMs);
+    const conn = await connectWithin(relay, options, connectMs).catch((error) => {
+      throw noSmtpService(error);
+    });
     const connection = new SmtpConnection(conn, timeouts);
     try {
       connection.use({ deadline: options.deadline, signal });
@@ -174,7 +184,7 @@ export class SmtpConnection {
       return connection;
     } catch (error) {
       connection.close();
-      throw error;
+      throw connection.#greeted ? error : noSmtpService(error);
     }
   }
 
@@ -316,6 +326,7 @@ export class SmtpConnection {
   async #handshake(relay: SmtpRelay, options: SmtpOpenOptions): Promise<void> {
     this.#stage = "the greeting";
     const greeting = await this.#readReply(this.#timeouts.greetingMs);
+    this.#greeted = true;
     if (greeting.code !== 220) throw replyError("greeting refused", greeting);
     await this.#ehlo(options.heloName);
     if (relay.secureTransport === "starttls") {
@@ -328,13 +339,26 @@ export class SmtpConnection {
       // Capabilities before TLS are not to be trusted (RFC 3207 4.2).
       await this.#ehlo(options.heloName);
     }
-    await this.#authLogin(relay.username, relay.password);
+    await this.#authenticate(relay.username, relay.password);
   }
 
   async #ehlo(heloName: string): Promise<void> {
     const reply = await this.#command(`EHLO ${heloName}`, "the reply to EHLO");
     if (reply.code !== 250) throw replyError("EHLO rejected", reply);
     this.#capabilities = parseCapabilities(reply);
+  }
+
+  /** Logs in with the first mechanism of AUTH_MECHANISMS the last EHLO reply offers. */
+  async #authenticate(username: string, password: string): Promise<void> {
+    const offered = authMechanisms(this.#capabilities);
+    const mechanism = AUTH_MECHANISMS.find((name) => offered.includes(name));
+    if (mechanism === "LOGIN") return await this.#authLogin(username, password);
+    if (mechanism === "PLAIN") return await this.#authPlain(username, password);
+    const offers = offered.length === 0 ? "no AUTH mechanism" : `AUTH ${offered.join(" ")}`;
+    throw new SmtpError(`server offers neither AUTH LOGIN nor AUTH PLAIN: it offers ${offers}`, {
+      kind: "policy",
+      permanent: true,
+    });
   }
 
   async #authLogin(username: string, password: string): Promise<void> {
@@ -345,6 +369,13 @@ export class SmtpConnection {
         reply = await this.#command(base64(password), "the reply to the AUTH LOGIN password");
       }
     }
+    if (reply.code !== 235) throw replyError("authentication failed", reply);
+  }
+
+  /** RFC 4616: an empty authorization identity, NUL, user, NUL, password, as the initial response. */
+  async #authPlain(username: string, password: string): Promise<void> {
+    const response = base64(`\0${username}\0${password}`);
+    const reply = await this.#command(`AUTH PLAIN ${response}`, "the reply to AUTH PLAIN");
     if (reply.code !== 235) throw replyError("authentication failed", reply);
   }
 
@@ -587,14 +618,27 @@ export function encodeData(data: string): Uint8Array {
   return encoder.encode(text + ".\r\n");
 }
 
-/** EHLO keywords (upper case) mapped to their parameters; the first line is the greeting. */
+/**
+ * EHLO keywords (upper case) mapped to their parameters; the first line is the greeting.
+ * A keyword given twice (`AUTH LOGIN PLAIN` and the old `AUTH=LOGIN`) keeps both lists.
+ */
 export function parseCapabilities(reply: SmtpReply): Map<string, string> {
   const capabilities = new Map<string, string>();
   for (const line of reply.lines.slice(1)) {
     const [keyword, ...params] = line.trim().split(/[\s=]+/);
-    if (keyword) capabilities.set(keyword.toUpperCase(), params.join(" "));
+    if (!keyword) continue;
+    const name = keyword.toUpperCase();
+    const earlier = capabilities.get(name);
+    const all = [...(earlier?.split(" ") ?? []), ...params].filter((param) => param !== "");
+    capabilities.set(name, [...new Set(all)].join(" "));
   }
   return capabilities;
+}
+
+/** The SASL mechanisms an EHLO reply offers (upper case, in the server's order). */
+export function authMechanisms(capabilities: ReadonlyMap<string, string>): string[] {
+  const params = capabilities.get("AUTH") ?? "";
+  return [...new Set(params.toUpperCase().split(" ").filter((name) => name !== ""))];
 }
 
 function base64(text: string): string {
@@ -626,6 +670,21 @@ function replyError(
 
 export function describeRejected(rejected: RejectedRecipient[]): string {
   return rejected.map((r) => `${r.address} (${r.reply.code})`).join(", ");
+}
+
+/**
+ * One text for every failure before an SMTP greeting: a refused connection, a time-out,
+ * a TLS failure and a service that is not SMTP read the same, so a test send cannot be
+ * used to scan which ports of a host are open. A cancellation stays what it is.
+ */
+function noSmtpService(error: unknown): unknown {
+  if (error instanceof SmtpError && error.kind === "aborted") return error;
+  return new SmtpError("no SMTP service answered", {
+    kind: "network",
+    permanent: false,
+    beforeTransaction: true,
+    cause: error,
+  });
 }
 
 function networkError(what: string, error: unknown): SmtpError {

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { encodeData, parseCapabilities, SmtpConnection, SmtpError } from "./client.ts";
+import {
+  authMechanisms,
+  encodeData,
+  parseCapabilities,
+  SmtpConnection,
+  SmtpError,
+} from "./client.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -88,6 +94,15 @@ const relay = {
   password: "pässwörd ✓",
 };
 
+/** Opens a session with the test relay's credentials to a scripted server. */
+function openTo(port: number): Promise<SmtpConnection> {
+  return SmtpConnection.open({ ...relay, port }, {
+    heloName: "relay.test",
+    timeouts,
+    deadline: Date.now() + 5000,
+  });
+}
+
 Deno.test("encodeData dot-stuffs every line that starts with a dot and ends with CRLF.CRLF", () => {
   const encoded = decoder.decode(encodeData(".first\r\nmiddle\r\n.\r\n..two\nbare.dot"));
   assert.equal(encoded, "..first\r\nmiddle\r\n..\r\n...two\r\nbare.dot\r\n.\r\n");
@@ -107,8 +122,46 @@ Deno.test("parseCapabilities reads keywords and parameters from a multi-line EHL
   });
   assert.equal(caps.get("PIPELINING"), "");
   assert.equal(caps.get("SIZE"), "10240000");
-  assert.equal(caps.get("AUTH"), "LOGIN");
+  assert.equal(caps.get("AUTH"), "LOGIN PLAIN", "both AUTH lines, each mechanism once");
+  assert.deepEqual(authMechanisms(caps), ["LOGIN", "PLAIN"]);
   assert.equal(caps.has("MAIL.EXAMPLE"), false, "the greeting line is not a capability");
+});
+
+Deno.test("SmtpConnection logs in with AUTH PLAIN (RFC 4616 initial response) when LOGIN is not offered", async () => {
+  const server = scriptedServer("220 ready\r\n", (line) => {
+    if (line.startsWith("EHLO")) return "250-mail.example\r\n250 AUTH CRAM-MD5 PLAIN\r\n";
+    if (line.startsWith("AUTH PLAIN ")) return "235 2.7.0 accepted\r\n";
+    return line === "QUIT" ? "221 bye\r\n" : "502 5.5.1 unexpected\r\n";
+  });
+  try {
+    const connection = await openTo(server.port);
+    await connection.quit();
+    await server.finished;
+    const credentials = encoder.encode("\0user\0pässwörd ✓").toBase64();
+    assert.deepEqual(server.commands, ["EHLO relay.test", `AUTH PLAIN ${credentials}`, "QUIT"]);
+  } finally {
+    server.close();
+  }
+});
+
+Deno.test("SmtpConnection refuses, as permanent, a server offering no AUTH mechanism, without logging in", async () => {
+  const server = scriptedServer(
+    "220 ready\r\n",
+    standardAnswers("250-mail.example\r\n250 PIPELINING\r\n"),
+  );
+  try {
+    const error = await openTo(server.port).catch((e) => e);
+    assert.ok(error instanceof SmtpError);
+    assert.equal(error.permanent, true);
+    assert.equal(
+      error.message,
+      "server offers neither AUTH LOGIN nor AUTH PLAIN: it offers no AUTH mechanism",
+    );
+    await server.finished;
+    assert.deepEqual(server.commands, ["EHLO relay.test"]);
+  } finally {
+    server.close();
+  }
 });
 
 Deno.test("SmtpConnection logs in with AUTH LOGIN in UTF-8 base64 and pipelines MAIL, RCPT and DATA", async () => {
@@ -117,11 +170,7 @@ Deno.test("SmtpConnection logs in with AUTH LOGIN in UTF-8 base64 and pipelines 
     standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250-SIZE 1000000\r\n250 AUTH LOGIN\r\n"),
   );
   try {
-    const connection = await SmtpConnection.open({ ...relay, port: server.port }, {
-      heloName: "relay.test",
-      timeouts,
-      deadline: Date.now() + 5000,
-    });
+    const connection = await openTo(server.port);
     assert.deepEqual([...connection.capabilities.keys()], ["PIPELINING", "SIZE", "AUTH"]);
     const result = await connection.send({
       from: "a@example.org",
@@ -164,11 +213,7 @@ Deno.test("SmtpConnection without PIPELINING sends one command at a time and sto
     (line) => line.startsWith("MAIL") ? "553 5.1.8 sender refused\r\n" : answers(line),
   );
   try {
-    const connection = await SmtpConnection.open({ ...relay, port: server.port }, {
-      heloName: "relay.test",
-      timeouts,
-      deadline: Date.now() + 5000,
-    });
+    const connection = await openTo(server.port);
     const error = await connection.send({
       from: "a@example.org",
       recipients: ["b@example.org"],
@@ -191,11 +236,7 @@ Deno.test("SmtpConnection without PIPELINING sends one command at a time and sto
 Deno.test("SmtpConnection treats a 4xx greeting as transient and closes the socket", async () => {
   const server = scriptedServer("421 4.3.2 too busy\r\n", () => "500 no\r\n");
   try {
-    const error = await SmtpConnection.open({ ...relay, port: server.port }, {
-      heloName: "relay.test",
-      timeouts,
-      deadline: Date.now() + 5000,
-    }).catch((e) => e);
+    const error = await openTo(server.port).catch((e) => e);
     assert.ok(error instanceof SmtpError);
     assert.equal(error.permanent, false);
     assert.equal(error.replyCode, 421);
@@ -216,9 +257,12 @@ Deno.test("SmtpConnection times out a silent greeting with the greeting limit", 
       timeouts: { ...timeouts, greetingMs: 150 },
       deadline: Date.now() + 5000,
     }).catch((e) => e);
+    // Before a greeting every failure reads the same (no port scans); the cause says which.
     assert.ok(error instanceof SmtpError);
-    assert.equal(error.kind, "timeout");
-    assert.equal(error.message, "timed out after 150 ms waiting for the greeting");
+    assert.equal(error.message, "no SMTP service answered");
+    const cause = error.cause as SmtpError;
+    assert.equal(cause.kind, "timeout");
+    assert.equal(cause.message, "timed out after 150 ms waiting for the greeting");
     assert.ok(performance.now() - started < 2000);
     await server.finished;
   } finally {
@@ -235,8 +279,10 @@ Deno.test("SmtpConnection stops at the conversation deadline even when each wait
       deadline: Date.now() + 150,
     }).catch((e) => e);
     assert.ok(error instanceof SmtpError);
-    assert.equal(error.kind, "timeout");
-    assert.match(error.message, /^conversation time-out exceeded while waiting for the greeting$/);
+    assert.equal(error.message, "no SMTP service answered");
+    const cause = error.cause as SmtpError;
+    assert.equal(cause.kind, "timeout");
+    assert.match(cause.message, /^conversation time-out exceeded while waiting for the greeting$/);
     await server.finished;
   } finally {
     server.close();
@@ -253,11 +299,7 @@ Deno.test("SmtpConnection marks refusals of the recipients or of DATA as the mes
     const answers = standardAnswers("250-mail.example\r\n250 AUTH LOGIN\r\n");
     const server = scriptedServer("220 ready\r\n", (line) => refuse(line) ?? answers(line));
     try {
-      const connection = await SmtpConnection.open({ ...relay, port: server.port }, {
-        heloName: "relay.test",
-        timeouts,
-        deadline: Date.now() + 5000,
-      });
+      const connection = await openTo(server.port);
       const error = await connection.send({
         from: "a@example.org",
         recipients: ["b@example.org"],

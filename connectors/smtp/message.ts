@@ -10,7 +10,7 @@
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import type { SubmissionEnvelope } from "../../delivery/envelope.ts";
+import type { SubmissionEnvelope } from "../../store/envelope.ts";
 
 /** A message ready for the SMTP client: the envelope addresses and the content. */
 export interface MailMessage {
@@ -27,8 +27,9 @@ export interface MailMessage {
 /** What a message is built from. */
 export interface BuildMessageOptions {
   /**
-   * `plain`: Variant A, text/plain. `alternative`: Variant B, multipart/alternative
-   * with a form-specific From display name, Reply-To and metadata headers.
+   * `plain`: Variant A, text/plain, with Reply-To from the payload's `email`.
+   * `alternative`: Variant B, multipart/alternative with a form-specific From display
+   * name (platformSenderName), Reply-To and metadata headers.
    */
   layout: "plain" | "alternative";
   /** Sender address: MAIL FROM and the From header's address. */
@@ -66,8 +67,12 @@ export function buildMessage(
   ];
   let body: string;
   if (options.layout === "plain") {
+    // Reply-To as in Variant B, so the owner can answer the visitor with Reply; the body
+    // keeps the spec's labelled lines (no Reply-To line there).
+    const replyTo = replyToAddress(envelope.payload);
     headers.push(header("From", oneLine(options.from)));
     headers.push(addressListHeader("To", options.to));
+    if (replyTo !== null) headers.push(header("Reply-To", oneLine(replyTo)));
     headers.push(textHeader("Subject", subject));
     headers.push(header("MIME-Version", "1.0"));
     headers.push(header("Content-Type", "text/plain; charset=UTF-8"));
@@ -75,7 +80,8 @@ export function buildMessage(
     body = encodeQuotedPrintable(plainText(envelope, null));
   } else {
     const replyTo = replyToAddress(envelope.payload);
-    headers.push(header("From", `${encodePhrase(envelope.formName)} <${oneLine(options.from)}>`));
+    const name = platformSenderName(envelope.formId);
+    headers.push(header("From", `${encodePhrase(name)} <${oneLine(options.from)}>`));
     headers.push(addressListHeader("To", options.to));
     if (replyTo !== null) headers.push(header("Reply-To", oneLine(replyTo)));
     headers.push(textHeader("Subject", subject));
@@ -106,6 +112,16 @@ export function buildMessage(
     data: headers.join(CRLF) + CRLF + CRLF + body + (body.endsWith(CRLF) ? "" : CRLF),
     messageId,
   };
+}
+
+/**
+ * The From display name of platform relay mail (Variant B): form-specific, as the spec
+ * asks, but never text a tenant writes, so no form can send as "PayPal Security Team"
+ * from the platform's address: `Form 3f2a9c1e via formrelay` (the form id's first eight
+ * characters). The form's name stays in the subject and the body.
+ */
+export function platformSenderName(formId: string): string {
+  return `Form ${formId.replace(/[^0-9A-Za-z]/g, "").slice(0, 8)} via formrelay`;
 }
 
 /** Replaces `{{formName}}` and `{{submissionId}}` (spaces inside the braces allowed). */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import PostalMime from "postal-mime";
-import type { SubmissionEnvelope } from "../../delivery/envelope.ts";
+import { PostalMime } from "../../tests/deps.ts";
+import type { SubmissionEnvelope } from "../../store/envelope.ts";
 import {
   buildMessage,
   encodeHeaderText,
@@ -147,7 +147,8 @@ Deno.test("buildMessage Variant A is text/plain with the labelled lines, CRLF on
   const head = message.data.slice(0, message.data.indexOf("\r\n\r\n"));
   assert.ok(head.startsWith("Date: Wed, 04 Mar 2026 05:06:07 +0000\r\nMessage-ID: <"));
   assert.ok(!/^Bcc:/im.test(head));
-  assert.ok(!/^(Reply-To|X-Formrelay-)/im.test(head), "Variant A carries no Variant B headers");
+  assert.ok(!/^X-Formrelay-/im.test(head), "Variant A carries no Variant B metadata headers");
+  assert.match(head, /^Reply-To: reader@example\.org\r$/m, "Reply answers the visitor");
   const email = await PostalMime.parse(message.data);
   assert.equal(email.subject, "New: Form Bcc: x@evil.example");
   assert.equal(email.messageId, message.messageId);
@@ -165,16 +166,25 @@ Deno.test("buildMessage Variant A is text/plain with the labelled lines, CRLF on
   );
 });
 
-Deno.test("buildMessage Variant B has plain and HTML parts, Reply-To line and metadata headers", async () => {
-  const message = buildMessage(envelope, {
+/** A Variant B message of `sample` from notify@platform.example. */
+function variantB(sample: SubmissionEnvelope) {
+  return buildMessage(sample, {
     layout: "alternative",
     from: "notify@platform.example",
     to: ["inbox@customer.example"],
     subjectTemplate: "Form submission: {{formName}}",
     destinationId: "dest",
   });
+}
+
+Deno.test("buildMessage Variant B has plain and HTML parts, Reply-To line and metadata headers", async () => {
+  const message = variantB(envelope);
   const email = await PostalMime.parse(message.data);
-  assert.deepEqual(email.from, { name: "Newsletter", address: "notify@platform.example" });
+  // The display name is the service's, for the form: not the form's name (platformSenderName).
+  assert.deepEqual(email.from, {
+    name: "Form form9 via formrelay",
+    address: "notify@platform.example",
+  });
   assert.deepEqual(email.replyTo, [{ name: "", address: "reader@example.org" }]);
   const headers = new Map(email.headers.map((h) => [h.key, h.value]));
   assert.equal(headers.get("x-formrelay-form-id"), "form-9");
@@ -186,4 +196,30 @@ Deno.test("buildMessage Variant B has plain and HTML parts, Reply-To line and me
   );
   assert.match(email.html ?? "", /<th[^>]*>Reply-To<\/th><td>reader@example\.org<\/td>/);
   assert.match(email.html ?? "", /<pre>\{\n {2}&quot;email&quot;/);
+});
+
+Deno.test("buildMessage Variant B never puts the tenant's form name in the From display name", async () => {
+  const formId = "3f2a9c1e-8b7d-4c6a-9e5f-0a1b2c3d4e5f";
+  const message = variantB({ ...envelope, formId, formName: "PayPal Security Team" });
+  const email = await PostalMime.parse(message.data);
+  assert.deepEqual(email.from, {
+    name: "Form 3f2a9c1e via formrelay",
+    address: "notify@platform.example",
+  });
+  const from = message.data.split("\r\n").find((line) => line.startsWith("From:"));
+  assert.doesNotMatch(from ?? "", /PayPal/);
+});
+
+Deno.test("buildMessage Variant A has no Reply-To without a valid top-level email", () => {
+  for (const payload of [{ email: "not an address" }, { contact: { email: "a@b.example" } }, "x"]) {
+    const message = buildMessage({ ...envelope, payload }, {
+      layout: "plain",
+      from: "forms@tenant.example",
+      to: ["a@tenant.example"],
+      subjectTemplate: "New: {{formName}}",
+      destinationId: "dest",
+    });
+    const head = message.data.slice(0, message.data.indexOf("\r\n\r\n"));
+    assert.ok(!/^Reply-To:/im.test(head), JSON.stringify(payload));
+  }
 });

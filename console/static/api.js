@@ -94,3 +94,18 @@ function displayUrl(url) {
     return "(invalid URL)";
   }
 }
+
+let deploymentAnswer = null;
+
+/**
+ * What this deployment offers (`GET /deployment`): the captcha provider, whether the
+ * platform email relay is configured. Read once per page load: it changes only with a
+ * restart of the service.
+ */
+export function deployment() {
+  deploymentAnswer ??= apiOk("GET", "/deployment").catch((error) => {
+    deploymentAnswer = null;
+    throw error;
+  });
+  return deploymentAnswer;
+}

@@ -2,9 +2,9 @@
  * Delivery outcomes of a form: destinations paused for their health (with re-enable),
  * a chart of the last 24 hours, and the recent outcomes, filterable by status.
  */
-import { apiOk, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
+import { api, apiOk, deployment, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
 import { field, h, svg, when } from "./dom.js";
-import { formHeader, loadForm } from "./forms.js";
+import { formHeader, loadForm, nowhereNotice } from "./forms.js";
 
 /** Outcomes read per visit: the API's most. */
 const LIMIT = 500;
@@ -73,6 +73,64 @@ function chart(outcomes) {
   );
 }
 
+/** Each reason a submission did not reach the destinations, and what to do about it. */
+const REFUSALS = [
+  ["nowhere", "Sent nowhere", "Accepted while the form had no enabled destination."],
+  [
+    "origin",
+    "Wrong website",
+    "Posted from a page whose address is not in Allowed origins (Settings).",
+  ],
+  ["captcha", "Captcha", "No captcha token, or one the captcha service did not accept."],
+  ["spam", "Spam trap", "The honeypot field was filled in: a bot, most likely."],
+  ["rate", "Too many", "One visitor sent more than the rate limit allows."],
+  ["size", "Too large", "The body was over 128 KB."],
+  ["invalid", "Unreadable", "The body could not be read as the form's data (or had a file)."],
+];
+
+/**
+ * What never reached the destinations, per reason: today and the last 7 days. Counts
+ * only: formrelay keeps nothing of these submissions.
+ */
+function refusalsCard(days) {
+  const today = days.at(-1);
+  const total = (reason) => days.reduce((n, day) => n + day[reason], 0);
+  const rows = REFUSALS.filter(([reason]) => total(reason) > 0);
+  return h(
+    "div",
+    { class: "card", role: "region", "aria-label": "Not delivered" },
+    h("h2", {}, "Not delivered"),
+    rows.length === 0 ? h("p", { class: "empty" }, "Nothing was refused in the last 7 days.") : h(
+      "table",
+      { class: "deliveries refusals" },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          ["Reason", "Today", "7 days", "What it means"].map((t) => h("th", { scope: "col" }, t)),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        rows.map(([reason, label, meaning]) =>
+          h(
+            "tr",
+            { "data-reason": reason },
+            h("td", { "data-label": "Reason" }, label),
+            h("td", { "data-label": "Today" }, String(today[reason])),
+            h("td", { "data-label": "7 days" }, String(total(reason))),
+            h("td", { "data-label": "What it means" }, meaning),
+          )
+        ),
+      ),
+    ),
+    h("p", { class: "hint" }, "Counts only: nothing of these submissions is kept."),
+  );
+}
+
 function healthAlerts(form, destinations, reload) {
   const flagged = destinations.map((d) => [d, healthIssue(d)]).filter(([, issue]) => issue);
   if (flagged.length === 0) return null;
@@ -102,7 +160,37 @@ function healthAlerts(form, destinations, reload) {
   );
 }
 
-function outcomeRows(outcomes, destinations) {
+/**
+ * What can be done with one delivery: "Send now" while it waits for its next retry,
+ * "Redeliver" once it is held (paused destination) or failed (only where the service keeps
+ * failed submissions: `retainsFailed`). `done(text, ok)` reports the answer.
+ */
+function rowActions(form, outcome, { done, retainsFailed }) {
+  const action = outcome.status === "retrying"
+    ? ["send-now", "Send now", "Sent now: the attempt starts in a moment."]
+    : outcome.status === "held" || (outcome.status === "failed" && retainsFailed)
+    ? ["redeliver", "Redeliver", "Redelivery started."]
+    : null;
+  if (action === null) return null;
+  const [path, label, success] = action;
+  return h(
+    "div",
+    { class: "row-actions" },
+    h("button", {
+      type: "button",
+      onclick: async (event) => {
+        event.currentTarget.disabled = true;
+        const { status, body } = await api(
+          "POST",
+          `/forms/${form.id}/deliveries/${encodeURIComponent(outcome.deliveryId)}/${path}`,
+        );
+        done(status === 200 ? success : `${label}: ${body.error}`, status === 200);
+      },
+    }, label),
+  );
+}
+
+function outcomeRows(outcomes, destinations, actions) {
   const byId = new Map(destinations.map((d) => [d.id, d]));
   const cell = (label, ...content) => h("td", { "data-label": label }, ...content);
   return outcomes.map((outcome) => {
@@ -132,6 +220,7 @@ function outcomeRows(outcomes, destinations) {
         outcome.nextAttemptAt
           ? h("span", { class: "hint" }, ` Next attempt ${when(outcome.nextAttemptAt)}`)
           : null,
+        actions(outcome),
       ),
     );
   });
@@ -140,9 +229,16 @@ function outcomeRows(outcomes, destinations) {
 /** The deliveries page of a form. */
 export async function deliveriesView(id) {
   const form = await loadForm(id);
-  const section = h("section", {}, formHeader(form, "deliveries"));
+  // Outside the part that reloads, so the answer to an action stays readable.
+  const notice = h("p", { class: "test-outcome", role: "status" });
+  const section = h("section", {}, formHeader(form, "deliveries"), notice);
   const body = h("div", {});
   section.append(body);
+  const done = (text, ok) => {
+    notice.textContent = text;
+    notice.className = `test-outcome ${ok ? "ok" : "bad"}`;
+    reload();
+  };
   const filter = h(
     "select",
     {},
@@ -151,21 +247,31 @@ export async function deliveriesView(id) {
   );
 
   async function reload() {
-    const [{ destinations }, { deliveries }] = await Promise.all([
+    const [{ destinations }, { deliveries }, { days }, { retainsFailed }] = await Promise.all([
       apiOk("GET", `/forms/${form.id}/destinations`),
       apiOk("GET", `/forms/${form.id}/deliveries?limit=${LIMIT}`),
+      apiOk("GET", `/forms/${form.id}/refusals?days=7`),
+      deployment(),
     ]);
     const tbody = h("tbody", {});
     const render = () => {
       const shown = deliveries.filter((o) => !filter.value || o.status === filter.value);
-      tbody.replaceChildren(...outcomeRows(shown, destinations));
+      tbody.replaceChildren(
+        ...outcomeRows(
+          shown,
+          destinations,
+          (outcome) => rowActions(form, outcome, { done, retainsFailed }),
+        ),
+      );
       count.textContent = `${shown.length} of ${deliveries.length}`;
     };
     const count = h("span", { class: "hint", role: "status" });
     filter.onchange = render;
     body.replaceChildren(
+      nowhereNotice(form, destinations) ?? "",
       healthAlerts(form, destinations, reload) ?? "",
       chart(deliveries),
+      refusalsCard(days),
       h(
         "div",
         { class: "card" },

@@ -3,7 +3,7 @@
  * disable, delete, and send a test. The API checks every config; its errors are shown
  * beside the field they concern.
  */
-import { api, apiOk, healthIssue, SignedOut, targetOf, TYPE_NAMES } from "./api.js";
+import { api, apiOk, deployment, healthIssue, SignedOut, targetOf, TYPE_NAMES } from "./api.js";
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
 import { formHeader, loadForm } from "./forms.js";
 
@@ -17,6 +17,11 @@ const KINDS = {
   smtp_relay: "Email through your SMTP server",
   smtp_platform: "Email through this service's relay",
 };
+
+/** The kinds this deployment supports: the platform relay only where the host configured one. */
+function offeredKinds({ platformRelay }) {
+  return Object.keys(KINDS).filter((kind) => kind !== "smtp_platform" || platformRelay);
+}
 
 function kindOf(destination) {
   if (destination.type !== "smtp") return destination.type;
@@ -243,6 +248,67 @@ function editor({ formId, destination, kind, onDone }) {
   return element;
 }
 
+/**
+ * The last test send's outcome per destination id, kept while the page is open: the list
+ * redraws after every change, and a result read a moment ago must not vanish with it.
+ */
+const testResults = new Map();
+
+/** A destination's state in one badge: paused (by formrelay), disabled (by you) or enabled. */
+function statusBadge(destination) {
+  if (healthIssue(destination)) return h("span", { class: "badge paused" }, "Paused");
+  return destination.isEnabled
+    ? h("span", { class: "badge ok" }, "Enabled")
+    : h("span", { class: "badge off" }, "Disabled");
+}
+
+/** A datetime-local input's value for a time (the reader's local time). */
+function localInputValue(ms) {
+  const date = new Date(ms - new Date(ms).getTimezoneOffset() * 60_000);
+  return date.toISOString().slice(0, 16);
+}
+
+/**
+ * Ways to get submissions through again: Resume for a paused destination (delivers what
+ * it holds), and redelivery of everything since a time (held, or failed and retained).
+ */
+function recoveryActions(form, destination, { refresh, say }) {
+  const base = `/forms/${form.id}/destinations/${destination.id}`;
+  const resume = healthIssue(destination)
+    ? h("button", {
+      type: "button",
+      class: "primary",
+      onclick: async () => {
+        const { released } = await apiOk("POST", `${base}/resume`);
+        testResults.set(destination.id, {
+          text: `Resumed: ${released} held submission${released === 1 ? "" : "s"} sent again.`,
+          ok: true,
+        });
+        refresh();
+      },
+    }, "Resume")
+    : null;
+  const since = h("input", {
+    type: "datetime-local",
+    value: localInputValue(Date.now() - 24 * 3600_000),
+    "aria-label": "Redeliver submissions since",
+  });
+  const redeliver = h("button", {
+    type: "button",
+    onclick: async () => {
+      const { status, body } = await api("POST", `${base}/redeliver`, {
+        since: new Date(since.value).toISOString(),
+      });
+      if (status !== 200) return say(`Not redelivered: ${body.error}`, false);
+      const parts = [`${body.redelivered} redelivered`];
+      if (body.underWay) parts.push(`${body.underWay} already under way`);
+      if (body.expired) parts.push(`${body.expired} no longer held`);
+      say(`Redelivery since ${since.value.replace("T", " ")}: ${parts.join(", ")}.`, true);
+    },
+  }, "Redeliver since");
+  return [resume, h("span", { class: "since" }, redeliver, " ", since)];
+}
+
 /** A test send's outcome in words. */
 function testOutcome(result) {
   const code = result.statusCode ? ` (${result.statusCode})` : "";
@@ -261,6 +327,14 @@ function paceText(pace) {
 
 function destinationCard(form, destination, refresh, openEditor) {
   const outcome = h("p", { class: "test-outcome", role: "status" });
+  // Shown again after a redraw; every new result is kept for the next one.
+  const say = (text, ok) => {
+    testResults.set(destination.id, { text, ok });
+    outcome.textContent = text;
+    outcome.className = `test-outcome ${ok ? "ok" : "bad"}`;
+  };
+  const kept = testResults.get(destination.id);
+  if (kept) say(kept.text, kept.ok);
   const issue = healthIssue(destination);
   const base = `/forms/${form.id}/destinations/${destination.id}`;
   return h(
@@ -276,11 +350,7 @@ function destinationCard(form, destination, refresh, openEditor) {
         " ",
         h("span", { class: "target" }, targetOf(destination)),
       ),
-      h(
-        "span",
-        { class: destination.isEnabled ? "badge ok" : "badge off" },
-        destination.isEnabled ? "Enabled" : "Disabled",
-      ),
+      statusBadge(destination),
     ),
     issue
       ? h(
@@ -293,6 +363,7 @@ function destinationCard(form, destination, refresh, openEditor) {
     h(
       "div",
       { class: "actions" },
+      recoveryActions(form, destination, { refresh, say }),
       h("button", {
         type: "button",
         onclick: async (event) => {
@@ -302,11 +373,9 @@ function destinationCard(form, destination, refresh, openEditor) {
           outcome.textContent = "Sending a test…";
           try {
             const { result } = await apiOk("POST", `${base}/test`);
-            outcome.textContent = testOutcome(result);
-            outcome.className = `test-outcome ${result.delivered ? "ok" : "bad"}`;
+            say(testOutcome(result), result.delivered);
           } catch (error) {
-            outcome.textContent = `Test not sent: ${error.message}`;
-            outcome.className = "test-outcome bad";
+            say(`Test not sent: ${error.message}`, false);
             if (error instanceof SignedOut) throw error;
           } finally {
             button.disabled = false;
@@ -344,14 +413,14 @@ function destinationCard(form, destination, refresh, openEditor) {
 
 /** The destinations page of a form. */
 export async function destinationsView(id) {
-  const form = await loadForm(id);
+  const [form, offered] = await Promise.all([loadForm(id), deployment().then(offeredKinds)]);
   const section = h("section", {}, formHeader(form, "destinations"));
   const body = h("div", {});
   section.append(body);
 
   async function refresh() {
     const { destinations } = await apiOk("GET", `/forms/${form.id}/destinations`);
-    const picker = select(Object.keys(KINDS), "webhook");
+    const picker = select(offered, "webhook");
     for (const option of picker.options) option.textContent = KINDS[option.value];
     const slot = h("div", {});
     const openEditor = (destination, kind = kindOf(destination)) => {

@@ -1,10 +1,33 @@
 /** Forms: the list, the settings of one (create and edit) and its deletion. */
-import { api, apiOk } from "./api.js";
+import { api, apiOk, deployment } from "./api.js";
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
+
+/**
+ * The flag of a form whose submissions go nowhere (no enabled destination), or null.
+ * Such submissions are accepted (the visitor did nothing wrong) and counted as "nowhere".
+ */
+export function nowhereNotice(form, destinations) {
+  if (destinations.some((d) => d.isEnabled)) return null;
+  return h(
+    "p",
+    { class: "card notice-next", role: "note" },
+    destinations.length === 0
+      ? "Submissions to this form go nowhere yet: "
+      : "Every destination of this form is disabled: submissions are accepted and sent nowhere. ",
+    h("a", { href: `#/forms/${form.id}/destinations` }, "add or enable a destination"),
+    ".",
+  );
+}
 
 /** The list of forms. */
 export async function formsView() {
   const { forms } = await apiOk("GET", "/forms");
+  // Which forms send nowhere: flagged in the list, as the first thing to fix.
+  const sendsNowhere = new Set();
+  await Promise.all(forms.map(async (form) => {
+    const { destinations } = await apiOk("GET", `/forms/${form.id}/destinations`);
+    if (!destinations.some((d) => d.isEnabled)) sendsNowhere.add(form.id);
+  }));
   const list = forms.length === 0
     ? h("p", { class: "empty" }, "No forms yet. Create one, then add where its submissions go.")
     : h(
@@ -26,9 +49,16 @@ export async function formsView() {
             ),
           ),
           h(
-            "span",
-            { class: form.enabled ? "badge ok" : "badge off" },
-            form.enabled ? "Enabled" : "Disabled",
+            "div",
+            {},
+            sendsNowhere.has(form.id)
+              ? h("span", { class: "badge paused" }, "No destination")
+              : null,
+            h(
+              "span",
+              { class: form.enabled ? "badge ok" : "badge off" },
+              form.enabled ? "Enabled" : "Disabled",
+            ),
           ),
         )
       ),
@@ -79,7 +109,10 @@ export async function loadForm(id) {
 
 /** Settings of a form; `id` null creates one. */
 export async function formSettingsView(id) {
-  const form = id === null ? null : await loadForm(id);
+  const [form, { captcha }] = await Promise.all([
+    id === null ? null : loadForm(id),
+    deployment(),
+  ]);
   const input = (props) => h("input", props);
   const name = input({ type: "text", value: form?.name ?? "", required: true, maxlength: 200 });
   const origins = h("textarea", { rows: 3 });
@@ -145,8 +178,10 @@ export async function formSettingsView(id) {
       input: redirectUrl,
     }),
     field({
-      label: "Require a captcha (hCaptcha, reCAPTCHA or Turnstile)",
+      label: `Require a captcha (${captcha.name})`,
       path: "verifyCaptcha",
+      hint: `This service checks captcha tokens with ${captcha.name} (${captcha.verifyHost}): ` +
+        "use a site key and secret from there. The snippet page shows the widget to add.",
       input: verifyCaptcha,
     }),
     field({
@@ -154,7 +189,7 @@ export async function formSettingsView(id) {
       path: "captchaSecret",
       hint: form?.hasCaptchaSecret
         ? "A secret is stored (never shown). Leave empty to keep it."
-        : "The site secret of your captcha provider.",
+        : `The secret key of your site at ${captcha.name}.`,
       input: captchaSecret,
     }),
     field({ label: "Enabled (accepts submissions)", path: "enabled", input: enabled }),

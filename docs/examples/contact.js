@@ -48,18 +48,26 @@ fetchForm.addEventListener("submit", async (event) => {
     if (response.ok && body?.ok) {
       showStatus("success", `Thank you! Your message was sent (submission ${body.submissionId}).`);
       fetchForm.reset();
+    } else if (response.status === 429 || response.status === 503) {
+      showStatus("error", "Sorry, too many messages right now: please try again in a few minutes.");
     } else {
-      // Error answers are JSON: { ok: false, error: "Origin is not allowed for this form" }.
+      // A refusal, as JSON: { ok: false, error: "Captcha token is required" }.
       const reason = body?.error ?? `HTTP ${response.status}`;
-      showStatus("error", `Sorry, your message was not sent: ${reason}`);
+      showStatus("error", `Sorry, your message was not accepted: ${reason}.`);
     }
   } catch {
-    // The browser hides the answer when CORS refuses the request (an origin not in the
-    // form's allowedOrigins), and a network failure looks the same: a TypeError.
+    // No answer the page may read. Either the service refused this page's origin (CORS:
+    // the browser hides that answer) or it could not be reached. A no-cors request tells
+    // them apart: it succeeds whenever the service answers at all.
+    const reachable = await fetch(`${ENDPOINT}/healthz`, { mode: "no-cors" })
+      .then(() => true, () => false);
     showStatus(
       "error",
-      "Sorry, your message was not sent: Submission was refused or the service could not " +
-        "be reached (network error).",
+      reachable
+        ? "Sorry, your message was not sent: this website is not allowed to send to this form " +
+          "(its address is not in the form's allowed origins). Please reach us another way."
+        : "Sorry, your message was not sent: the form service could not be reached. Check " +
+          "your connection and try again.",
     );
   } finally {
     button.disabled = false;

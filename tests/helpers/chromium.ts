@@ -1,4 +1,4 @@
-import { type Browser, chromium } from "playwright-core";
+import { type Browser, chromium } from "../deps.ts";
 
 /** Debian's Chromium (`apt-get install -y chromium`); never a downloaded one. */
 const CHROMIUM = "/usr/bin/chromium";

@@ -17,11 +17,13 @@ export interface DestinationView {
 
 /** A delivery outcome as GET /forms/:id/deliveries shows it. */
 export interface OutcomeView {
+  deliveryId: string;
   submissionId: string;
   destinationId: string;
   status: string;
   attempts: number;
   lastError: string | null;
+  nextAttemptAt: string | null;
 }
 
 /** A webhook destination body. */

@@ -1,4 +1,5 @@
-import { type Config, testConfig } from "../../config.ts";
+import type { Config } from "../../config.ts";
+import { testConfig } from "./config.ts";
 import { createLogger } from "../../log.ts";
 import { type Service, startService } from "../../service.ts";
 import { createOrg } from "../../store/orgs.ts";

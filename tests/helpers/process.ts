@@ -1,3 +1,5 @@
+import { START_TASK } from "../../tools/start_task.ts";
+
 /** formrelay's main.ts run as a child process, for kill-and-restart tests. */
 export interface ServiceProcess {
   origin: string;
@@ -11,22 +13,6 @@ export interface ServiceProcess {
 }
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
-
-/**
- * The environment `deno task start` runs main.ts with (deno.json; a test checks they
- * agree). glibc keeps memory freed by the HTTP runtime's threads unless told to hand
- * back free space above 128 KB: without it, RSS stayed 50 % above its earlier level 30 s
- * after a burst of large bodies; with it, under 20 % (measured, tests/reliability).
- */
-export const START_ENV: Readonly<Record<string, string>> = { MALLOC_TRIM_THRESHOLD_: "131072" };
-
-/**
- * The V8 flags `deno task start` runs with: a young generation of 8 MB semi-spaces keeps
- * RSS near 140 MB under load instead of 200 MB, at the same throughput; an old
- * generation that at most doubles between full collections keeps bench:sustained's
- * peak RSS near 230 MB instead of 330 MB (measured; see the README's "Facing the internet").
- */
-export const START_V8_FLAGS = "--v8-flags=--max-semi-space-size=8,--heap-growing-percent=100";
 
 /** Calls `onLine` for every line of a byte stream; settles at its end. */
 async function readLines(stream: ReadableStream<Uint8Array>, onLine: (line: string) => void) {
@@ -43,21 +29,30 @@ async function readLines(stream: ReadableStream<Uint8Array>, onLine: (line: stri
 }
 
 /**
- * Starts main.ts as `deno task start` does (START_ENV, START_V8_FLAGS), with the given
+ * Starts main.ts as `deno task start` does (its environment and V8 flags, read from
+ * deno.json: tools/start_task.ts), with the given
  * environment, on a free port; resolves once it listens.
  * With `stderr: "piped"` the child's stderr is kept in `stderrLines` instead of shown.
+ * `fileDescriptorLimit` runs it under prlimit (soft and hard); `permissions: "start"`
+ * with the start task's permissions instead of `-A`.
  */
 export async function startServiceProcess(
   env: Record<string, string>,
-  options: { stderr?: "inherit" | "piped"; fileDescriptorLimit?: number } = {},
+  options: {
+    stderr?: "inherit" | "piped";
+    fileDescriptorLimit?: number;
+    /** "start": the start task's own permissions (START_TASK.permissions) instead of `-A`. */
+    permissions?: "all" | "start";
+  } = {},
 ): Promise<ServiceProcess> {
-  const deno = ["run", "-A", START_V8_FLAGS, MAIN];
+  const permissions = options.permissions === "start" ? START_TASK.permissions : ["-A"];
+  const deno = ["run", ...permissions, START_TASK.v8Flags, MAIN];
   // prlimit sets the soft and hard limit, as `ulimit -n` does (Deno raises soft to hard).
   const limit = options.fileDescriptorLimit;
   const child = new Deno.Command(limit ? "prlimit" : Deno.execPath(), {
     args: limit ? [`--nofile=${limit}:${limit}`, Deno.execPath(), ...deno] : deno,
     env: {
-      ...START_ENV,
+      ...START_TASK.env,
       PORT: "0",
       LOG_LEVEL: "info",
       ALLOW_PRIVATE_DESTINATIONS: "true",

@@ -1,12 +1,13 @@
 import { concatBytes } from "../../bytes.ts";
 /**
  * A real SMTP server for tests and benchmarks: npm `smtp-server` on loopback,
- * port 0, in plaintext, STARTTLS or implicit-TLS mode, checking AUTH LOGIN
- * credentials and capturing every message it accepts.
+ * port 0, in plaintext, STARTTLS or implicit-TLS mode, checking AUTH credentials
+ * (LOGIN and PLAIN offered, or the mechanisms a test names) and capturing every
+ * message it accepts.
  *
  * @module
  */
-import { SMTPServer, type SMTPServerOptions } from "smtp-server";
+import { SMTPServer, type SMTPServerOptions } from "../deps.ts";
 import type { TestCertificates } from "./certs.ts";
 
 /** A message the server accepted. */
@@ -35,6 +36,10 @@ export interface SmtpServerOptions {
   certs?: TestCertificates;
   username?: string;
   password?: string;
+  /** SASL mechanisms offered after EHLO (default LOGIN and PLAIN); only TLS or `off` shows them. */
+  authMethods?: string[];
+  /** With `starttls`: the mechanisms offered before the upgrade, `authMethods` after it. */
+  authMethodsBeforeTls?: string[];
   /** Reply codes for recipients the server refuses, by address. */
   rejectRecipients?: Record<string, number>;
   /** Leave STARTTLS out of the EHLO reply (for the downgrade test). */
@@ -59,6 +64,8 @@ export interface TestSmtpServer {
   readonly closedConnections: number;
   /** Successful and failed logins so far. */
   readonly logins: { ok: number; failed: number };
+  /** The mechanism of each login attempt so far, in order (`LOGIN`, `PLAIN`). */
+  readonly authMethodsUsed: string[];
   /** Resolves once `count` messages arrived; rejects after `timeoutMs`. */
   waitForMessages(count: number, timeoutMs?: number): Promise<void>;
   /** Resolves once `count` connections have ended; rejects after `timeoutMs`. */
@@ -76,7 +83,9 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
   let connections = 0;
   let closedConnections = 0;
   const logins = { ok: 0, failed: 0 };
+  const authMethodsUsed: string[] = [];
 
+  const authMethods = options.authMethods ?? ["LOGIN", "PLAIN"];
   const serverOptions: SMTPServerOptions = {
     name: "localhost",
     banner: "formrelay test server",
@@ -85,13 +94,19 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
     secure: options.mode === "on",
     hideSTARTTLS: options.mode === "off" || options.hideStartTls === true,
     allowInsecureAuth: options.mode === "off" || options.hideStartTls === true,
-    authMethods: ["LOGIN", "PLAIN"],
+    authMethods,
     size: 10 * 1024 * 1024,
     closeTimeout: 100,
     ...(options.socketTimeoutMs ? { socketTimeout: options.socketTimeoutMs } : {}),
     ...(options.certs ? { key: options.certs.key, cert: options.certs.cert } : {}),
     onConnect(_session, callback) {
       connections++;
+      // smtp-server reads its options at each EHLO: the list shown follows the TLS state.
+      if (options.authMethodsBeforeTls) serverOptions.authMethods = options.authMethodsBeforeTls;
+      callback();
+    },
+    onSecure(_socket, _session, callback) {
+      serverOptions.authMethods = authMethods;
       callback();
     },
     onClose() {
@@ -99,6 +114,7 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
       for (const wake of waiters) wake();
     },
     onAuth(auth, _session, callback) {
+      authMethodsUsed.push(auth.method);
       if (auth.username === username && auth.password === password) {
         logins.ok++;
         callback(null, { user: auth.username });
@@ -178,6 +194,9 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
     },
     get logins() {
       return { ...logins };
+    },
+    get authMethodsUsed() {
+      return [...authMethodsUsed];
     },
     waitForMessages(count, timeoutMs = 5000) {
       return waitUntil(

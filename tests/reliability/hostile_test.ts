@@ -1,7 +1,7 @@
 /**
  * The public endpoint under hostile traffic, against main.ts as users run it (default
  * limits): idle and slow-body connections held past the process's descriptor limit,
- * and a burst of large bodies. Figures are printed for the README.
+ * and a burst of large bodies. Figures are printed for docs/guarantees.md.
  *
  * @module
  */

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
-import { freePort } from "../helpers/ports.ts";
+import { freePort } from "../../tools/ports.ts";
 import { startSmtpServer } from "../helpers/smtp_server.ts";
 import { waitFor } from "../helpers/wait.ts";
 import {
@@ -122,6 +122,14 @@ Deno.test("URL paths, queries and relay passwords never reach logs or KV", async
     for (const reason of reasons) assert.ok(!reason.includes(marker), reason);
 
     await testSends(admin, form);
+    // Private addresses are refused at save with the guard on: saved here, where they are
+    // allowed, then delivered (and refused) by a guarded process on the same KV.
+    const strictForm = await createFormWith(admin, "Guarded", [
+      webhook(`http://unresolvable-${crypto.randomUUID()}.invalid/${secretPart}`),
+      webhook(`http://user:${marker}@10.0.0.1/${secretPart}`),
+      webhook(`http://127.0.0.1:${closedPort}/${secretPart}`),
+      sheets(`https://unresolvable-${crypto.randomUUID()}.invalid/${secretPart}`),
+    ]);
     await service.kill("SIGTERM");
 
     // With the address guard on, the same KV: refused, unresolvable and pinned destinations.
@@ -131,12 +139,6 @@ Deno.test("URL paths, queries and relay passwords never reach logs or KV", async
     );
     services.push(guarded);
     const strictAdmin = adminClient(() => guarded.origin, workspace.orgs[0].tenantKey);
-    const strictForm = await createFormWith(strictAdmin, "Guarded", [
-      webhook(`http://unresolvable-${crypto.randomUUID()}.invalid/${secretPart}`),
-      webhook(`http://user:${marker}@10.0.0.1/${secretPart}`),
-      webhook(`http://127.0.0.1:${closedPort}/${secretPart}`),
-      sheets(`https://unresolvable-${crypto.randomUUID()}.invalid/${secretPart}`),
-    ]);
     assert.equal((await submit(guarded.origin, strictForm.publicKey, { a: 1 })).status, 202);
     const strictErrors = await failures(strictAdmin, strictForm, [marker]);
     assert.match(strictErrors, /Cannot resolve "unresolvable-[^"]*\.invalid"/);

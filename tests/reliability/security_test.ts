@@ -254,9 +254,11 @@ Deno.test("security properties hold against the running service", async (t) => {
       async () => {
         const guarded = await prepareWorkspace(1, { ALLOW_PRIVATE_DESTINATIONS: "false" });
         try {
+          // Refused at save: each address, with the setting that would allow it.
           const strict = await startServiceProcess(guarded.env, { stderr: "piped" });
           processes.push(strict);
-          const admin = adminClient(() => strict.origin, guarded.orgs[0].tenantKey);
+          let serving = strict;
+          const admin = adminClient(() => serving.origin, guarded.orgs[0].tenantKey);
           const port = (canary.addr as Deno.NetAddr).port;
           const urls = [
             `http://127.0.0.1:${port}/hook`,
@@ -272,12 +274,34 @@ Deno.test("security properties hold against the running service", async (t) => {
             "http://[::ffff:169.254.169.254]/latest/meta-data/",
             "http://[fd00::1]/hook",
           ];
+          const saving = await admin("POST", "/forms", { name: "Refused at save" });
+          for (const url of urls) {
+            const refused = await admin("POST", `/forms/${saving.body.form.id}/destinations`, {
+              type: "webhook",
+              config: { url },
+            });
+            assert.equal(refused.status, 400, url);
+            assert.match(refused.text, /is not allowed: .*ALLOW_PRIVATE_DESTINATIONS=true/, url);
+          }
+          await strict.kill("SIGTERM");
+
+          // Saved where allowed (an older configuration, say), they are refused when delivered.
+          const allowing = await startServiceProcess(
+            { ...guarded.env, ALLOW_PRIVATE_DESTINATIONS: "true" },
+            { stderr: "piped" },
+          );
+          processes.push(allowing);
+          serving = allowing;
           const form = await createFormWith(admin, "Guarded", [
             ...urls.map((url) => ({ type: "webhook", config: { url } })),
             { type: "sheets_webhook", config: { url: "http://169.254.169.254/exec" } },
             { type: "smtp", config: { ...smtpRelay, port } },
           ]);
-          assert.equal((await submit(strict.origin, form.publicKey, { marker })).status, 202);
+          await allowing.kill("SIGTERM");
+          const guardedAgain = await startServiceProcess(guarded.env, { stderr: "piped" });
+          processes.push(guardedAgain);
+          serving = guardedAgain;
+          assert.equal((await submit(guardedAgain.origin, form.publicKey, { marker })).status, 202);
           let outcomes: { status: string; lastError: string; destinationId: string }[] = [];
           await waitFor(async () => {
             const answer = await admin("GET", `/forms/${form.formId}/deliveries`);
@@ -290,8 +314,13 @@ Deno.test("security properties hold against the running service", async (t) => {
             assert.match(outcome.lastError, /Destination address is not allowed/);
           }
           assert.equal(canaryHits, 0, "a refused destination was contacted");
-          await strict.kill("SIGTERM");
-          const logs = [...strict.lines, ...strict.stderrLines];
+          await guardedAgain.kill("SIGTERM");
+          const logs = [
+            ...strict.lines,
+            ...strict.stderrLines,
+            ...guardedAgain.lines,
+            ...guardedAgain.stderrLines,
+          ];
           assert.deepEqual(await findPlaintext(marker, { dir: guarded.dir, logs }), []);
         } finally {
           await guarded.remove();

@@ -1,13 +1,22 @@
 /**
  * Shared pieces of the reliability suite: a temp KV file with organizations made
- * through the store, compressed timings for child services, an admin client over
- * real HTTP, latency percentiles and the plaintext scan of KV files and logs.
+ * through the store, compressed timings for child services, the two tenants' forms,
+ * latency percentiles and the plaintext scan of KV files and logs (the admin client
+ * over HTTP is tools/admin_client.ts, shared with the benchmarks).
  *
  * @module
  */
 import { loadConfig } from "../../../config.ts";
 import { startService } from "../../../service.ts";
 import { createOrg } from "../../../store/orgs.ts";
+import { adminClient, createFormWith } from "../../../tools/admin_client.ts";
+
+export {
+  type AdminAnswer,
+  type AdminClient,
+  adminClient,
+  createFormWith,
+} from "../../../tools/admin_client.ts";
 
 /**
  * Environment of every child service in the suite: timings compressed so that leases,
@@ -60,59 +69,6 @@ export async function prepareWorkspace(
     await setup.close();
   }
   return { dir, env, orgs, remove: () => Deno.remove(dir, { recursive: true }) };
-}
-
-/** An answer of the admin API. */
-export interface AdminAnswer {
-  status: number;
-  text: string;
-  // deno-lint-ignore no-explicit-any
-  body: any;
-}
-
-/** An admin API client over HTTP; `origin` is read per call (it changes across restarts). */
-export type AdminClient = (
-  method: string,
-  path: string,
-  body?: unknown,
-  tenantKey?: string,
-) => Promise<AdminAnswer>;
-
-/** An admin client for `tenantKey` against the service at `origin()`. */
-export function adminClient(origin: () => string, tenantKey: string): AdminClient {
-  return async (method, path, body, key = tenantKey) => {
-    const response = await fetch(`${origin()}/v1/admin${path}`, {
-      method,
-      headers: {
-        "x-tenant-key": key,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    let parsed = null;
-    try {
-      parsed = JSON.parse(text);
-    } catch { /* not JSON */ }
-    return { status: response.status, text, body: parsed };
-  };
-}
-
-/** Creates a form with destinations; throws on any non-200. Returns ids and the public key. */
-export async function createFormWith(
-  admin: AdminClient,
-  name: string,
-  destinations: Record<string, unknown>[],
-): Promise<{ formId: string; publicKey: string; destinationIds: string[] }> {
-  const created = await admin("POST", "/forms", { name });
-  if (created.status !== 200) throw new Error(`create form: ${created.text}`);
-  const destinationIds: string[] = [];
-  for (const destination of destinations) {
-    const added = await admin("POST", `/forms/${created.body.form.id}/destinations`, destination);
-    if (added.status !== 200) throw new Error(`add destination: ${added.text}`);
-    destinationIds.push(added.body.destination.id);
-  }
-  return { formId: created.body.form.id, publicKey: created.body.form.publicKey, destinationIds };
 }
 
 /**

@@ -3,33 +3,42 @@
  *
  * `Deno.serve` closes no connection by itself (no head, body or idle time-out, no bound
  * on connections) and ends the process when `accept` fails for want of file
- * descriptors (measured on Deno 2.9.6; see the README). So formrelay accepts
+ * descriptors (measured on Deno 2.9.6; see docs/facing-the-internet.md). So formrelay accepts
  * connections itself and hands each one to the runtime's own HTTP server for a single
  * connection (`serveHttpOnConnection`, the function `Deno.serve` is built on), which
  * leaves it what it needs:
  *
  * - a new connection must complete its first request head within `headersTimeoutMs`,
  *   and after a response the next head must be complete within `keepAliveTimeoutMs`;
- * - at most `maxConnections` are open: past it a connection waiting for a request head
- *   is closed to make room, the oldest of the address that holds the most connections
- *   among those with one waiting (so a flood from one address pays with its own
- *   connections, not a visitor's, even when another address's are all busy), and
- *   when none is waiting the newcomer gets a 503 with `Retry-After` and is closed;
+ * - at most `maxConnections` are open: past it a connection is closed to make room, if
+ *   one waits for a request head or is still receiving its request's body (never one
+ *   whose request is being worked on): of the address holding the most connections, the
+ *   one in that state the longest (a flood from one address pays with its own
+ *   connections, not a visitor's). A newcomer never takes room from an address holding
+ *   no more connections than its own, and an address that just lost one for room may
+ *   not take one back for a while, so attackers holding one connection each do not
+ *   trade them with one another at a visitor's expense. With no room to take, the
+ *   newcomer gets a 503 with `Retry-After` and is closed. Addresses are grouped as the
+ *   rate limit groups them (an IPv6 address by its /64);
  * - a failing `accept` (EMFILE) is logged and retried once a descriptor is freed, never
  *   fatal; running out of descriptors also lowers the bound to what the process could
  *   hold, so that from then on newcomers take the room of waiting connections instead.
  *
  * Deadlines are checked by one timer for all connections, so a request costs two field
- * writes, not a timer of its own. Body deadlines and the bound on body memory belong to
- * the routes (routes/body_gate.ts).
+ * writes, not a timer of its own. Body deadlines, the minimum body rate and the bound on
+ * body memory belong to the routes (routes/http.ts, routes/body_gate.ts): a route tells
+ * the listener while it reads a body (`ConnectionInfo.readingBody`).
  *
  * @module
  */
-import { openFileLimit } from "./config.ts";
 import type { Logger } from "./log.ts";
+// Read where the delivery slots are sized too (config.ts); re-exported for main.ts.
+export { ASSUMED_DESCRIPTOR_LIMIT, descriptorLimit } from "./config.ts";
+import { addressKey } from "./routes/client_address.ts";
+import type { BodyWatch } from "./routes/http.ts";
 
-/** What a request handler is told about its connection. */
-export interface ConnectionInfo {
+/** What a request handler is told about its connection (and may tell the listener). */
+export interface ConnectionInfo extends BodyWatch {
   remoteAddr: Deno.NetAddr;
 }
 
@@ -69,6 +78,17 @@ const DESCRIPTOR_RESERVE = 32;
 /** Warnings about failing accepts are logged at most this often. */
 const ACCEPT_WARN_EVERY_MS = 5000;
 
+/**
+ * How long an address that lost a connection for room is refused room in turn. Without
+ * it, addresses holding a connection each took them from one another as fast as they
+ * could reconnect (about 2 300 a second with 200 attacking addresses), so every
+ * connection, a visitor's too, lived only a few milliseconds; barred, a newcomer's
+ * address that has just lost one waits (503) instead.
+ */
+const EVICTED_BAR_MS = 2000;
+/** Barred addresses remembered at most (beyond it, an evicted address is not barred). */
+const MAX_BARRED = 10_000;
+
 /** How long shutdown lets requests under way finish before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 5000;
 
@@ -81,7 +101,7 @@ const BUSY_ANSWER = new TextEncoder().encode(
 /** One accepted connection's state. */
 interface Connection {
   abort: AbortController;
-  /** The client's address (host), which groups its connections. */
+  /** The client's address (an IPv6 one by its /64), which groups its connections. */
   address: string;
   /** Requests under way (HTTP/2 may carry several). */
   busy: number;
@@ -89,6 +109,8 @@ interface Connection {
   waitingSince: number;
   /** The head deadline of the current wait (first request or keep-alive). */
   waitLimitMs: number;
+  /** When a route began reading the current request's body (null: none being read). */
+  bodySince: number | null;
   /** Served and closed: aborting it now would touch a closed resource. */
   done: boolean;
 }
@@ -106,12 +128,9 @@ export function canGuardConnections(): boolean {
   return serveOnConnection() !== null;
 }
 
-/**
- * Connections the process may hold: three quarters of its descriptor limit, at most
- * 10 000 (deliveries in flight take up to a fifth: config.ts).
- */
-export function defaultMaxConnections(): number {
-  return Math.max(64, Math.min(10_000, Math.floor(openFileLimit() * 0.75)));
+/** Connections a process with `descriptors` may hold: three quarters, at most 10 000. */
+export function maxConnectionsFor(descriptors: number): number {
+  return Math.max(64, Math.min(10_000, Math.floor(descriptors * 0.75)));
 }
 
 /** Listens on `port` and serves `handler` on every connection, within `limits`. */
@@ -147,28 +166,66 @@ export function serveGuarded(
     }
   }
 
-  /** The first connection accepted of `group` that waits for a request head, if any. */
-  function firstWaiting(group: Iterable<Connection>): Connection | null {
-    for (const c of group) if (c.busy === 0 && !c.abort.signal.aborted) return c;
-    return null;
+  /**
+   * Since when a connection may be closed for room (null: not now): while it waits for
+   * a request head or its request's body is still arriving, never while a request is
+   * being worked on.
+   */
+  function evictableSince(c: Connection): number | null {
+    if (c.abort.signal.aborted) return null;
+    if (c.busy === 0) return c.waitingSince;
+    return c.bodySince;
+  }
+
+  /** Addresses that lost a connection for room, until when they may not take one back. */
+  const barred = new Map<string, number>();
+
+  /** Closes `room` for a newcomer, and bars its address from taking room for a while. */
+  function evict(room: Connection) {
+    const now = performance.now();
+    if (barred.size >= MAX_BARRED) {
+      for (const [address, until] of barred) if (until <= now) barred.delete(address);
+    }
+    if (barred.size < MAX_BARRED) barred.set(room.address, now + EVICTED_BAR_MS);
+    close(room);
+  }
+
+  /** Whether newcomers from `address` may take room now. */
+  function mayTakeRoom(address: string): boolean {
+    const until = barred.get(address);
+    if (until === undefined) return true;
+    if (until > performance.now()) return false;
+    barred.delete(address);
+    return true;
   }
 
   /**
-   * A waiting connection to close for room: the oldest waiting one of the address
-   * holding the most connections that has one waiting (an address whose connections
-   * are all busy does not pass its turn to a lone visitor), else null.
+   * A connection to close for room for a newcomer from `address`: of the address
+   * holding the most connections among those with one that may be closed (an address
+   * whose connections are all busy does not pass its turn to a lone visitor), the one
+   * closable the longest. Null when there is none, or when that address holds no more
+   * than the newcomer's own: an address never takes room from one holding as few as it
+   * does, so addresses that hold a connection each stop trading them.
    */
-  function victim(): Connection | null {
+  function victim(address: string | null): Connection | null {
     let chosen: Connection | null = null;
-    let chosenGroupSize = 0;
+    let chosenSince = 0;
+    let chosenGroup: Set<Connection> | null = null;
     for (const group of byAddress.values()) {
-      if (group.size <= chosenGroupSize) continue;
-      const waiting = firstWaiting(group);
-      if (waiting === null) continue;
-      chosen = waiting;
-      chosenGroupSize = group.size;
+      if (chosenGroup !== null && group.size < chosenGroup.size) continue;
+      for (const c of group) {
+        const since = evictableSince(c);
+        if (since === null) continue;
+        if (chosenGroup === null || group.size > chosenGroup.size || since < chosenSince) {
+          chosen = c;
+          chosenSince = since;
+          chosenGroup = group;
+        }
+      }
     }
-    return chosen;
+    if (chosenGroup === null || address === null) return chosen;
+    const own = byAddress.get(address);
+    return own === chosenGroup || chosenGroup.size > (own?.size ?? 0) ? chosen : null;
   }
 
   const deadlines = setInterval(() => {
@@ -179,24 +236,32 @@ export function serveGuarded(
   }, DEADLINE_CHECK_MS);
 
   function serve(conn: Deno.Conn) {
+    const remoteAddr = conn.remoteAddr as Deno.NetAddr;
+    const address = addressKey(remoteAddr.hostname);
     if (connections.size >= bound) {
-      const room = victim();
+      const room = mayTakeRoom(address) ? victim(address) : null;
       if (room === null) {
         conn.write(BUSY_ANSWER).catch(() => {}).finally(() => conn.close());
         return;
       }
-      close(room);
+      evict(room);
     }
-    const remoteAddr = conn.remoteAddr as Deno.NetAddr;
     const connection: Connection = {
       abort: new AbortController(),
-      address: remoteAddr.hostname,
+      address,
       busy: 0,
       waitingSince: performance.now(),
       waitLimitMs: limits.headersTimeoutMs,
+      bodySince: null,
       done: false,
     };
-    const info: ConnectionInfo = { remoteAddr };
+    const info: ConnectionInfo = {
+      remoteAddr,
+      readingBody() {
+        connection.bodySince = performance.now();
+        return () => connection.bodySince = null;
+      },
+    };
     const server = serveConnection(conn, connection.abort.signal, async (request) => {
       connection.busy++;
       try {
@@ -248,7 +313,7 @@ export function serveGuarded(
             bound,
           });
         }
-        const room = victim();
+        const room = victim(null);
         if (room !== null) close(room);
         await new Promise((resolve) => setTimeout(resolve, ACCEPT_RETRY_MS));
         continue;

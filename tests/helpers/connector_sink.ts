@@ -4,13 +4,13 @@
  *
  * @module
  */
-import type { SubmissionEnvelope } from "../delivery/envelope.ts";
-import { freePort } from "../tests/helpers/ports.ts";
+import type { SubmissionEnvelope } from "../../store/envelope.ts";
+import { freePort } from "../../tools/ports.ts";
 import assert from "node:assert/strict";
-import type { HttpConnectorDeps } from "./http.ts";
-import { createHttpTransport } from "./http_transport.ts";
-import type { OutboundGuard } from "./outbound_guard.ts";
-import { DeliveryError, type DeliveryRequest } from "./types.ts";
+import type { HttpConnectorDeps } from "../../connectors/http.ts";
+import { createHttpTransport } from "../../connectors/http_transport.ts";
+import type { OutboundGuard } from "../../connectors/outbound_guard.ts";
+import { DeliveryError, type DeliveryRequest } from "../../connectors/types.ts";
 
 /** One request as the sink received it. */
 export interface ReceivedRequest {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createLogger } from "./log.ts";
-import { type ConnectionInfo, type ListenerLimits, serveGuarded } from "./serve.ts";
+import { type ConnectionInfo, type ListenerLimits, serveGuarded } from "./listener.ts";
+import { readAll } from "./tests/helpers/slow_post.ts";
 
 const encoder = new TextEncoder();
 
@@ -14,7 +15,12 @@ function start(
   const server = serveGuarded({
     port: 0,
     hostname: "127.0.0.1",
-    limits: { headersTimeoutMs: 300, keepAliveTimeoutMs: 300, maxConnections: 100, ...limits },
+    limits: {
+      headersTimeoutMs: 300,
+      keepAliveTimeoutMs: 300,
+      maxConnections: 100,
+      ...limits,
+    },
     logger: createLogger("debug", (line) => logs.push(line)),
   }, handler);
   return Object.assign(server, {
@@ -25,31 +31,7 @@ function start(
 }
 
 /** Everything the server sends until it closes; fails if it is still open after `withinMs`. */
-async function readUntilClosed(conn: Deno.Conn, withinMs: number): Promise<string> {
-  let text = "";
-  const buffer = new Uint8Array(4096);
-  let late = false;
-  const timer = setTimeout(() => {
-    late = true;
-    conn.close();
-  }, withinMs);
-  try {
-    while (true) {
-      const n = await conn.read(buffer);
-      if (n === null) return text;
-      text += new TextDecoder().decode(buffer.subarray(0, n));
-    }
-  } catch (error) {
-    // A reset is the server closing with our bytes unread: closed all the same.
-    if (!late && error instanceof Deno.errors.ConnectionReset) return text;
-    throw new Error(`still open after ${withinMs} ms (${error}); got ${JSON.stringify(text)}`);
-  } finally {
-    clearTimeout(timer);
-    try {
-      conn.close();
-    } catch { /* closed by the server */ }
-  }
-}
+const readUntilClosed = readAll;
 
 /** Idle connections from `localAddress`, one per name; `closed` names them as the server closes them. */
 async function idleFlood(port: number, localAddress: string, names: string[]) {
@@ -181,4 +163,37 @@ Deno.test("serveGuarded at its bound with every connection busy answers 503 with
   assert.equal((await refused.json()).error, "Server busy: try again later");
   release.resolve();
   assert.deepEqual(await Promise.all(busy), ["late", "late"]);
+});
+
+Deno.test("serveGuarded at its bound refuses room for a while to an address that just lost a connection for room", async () => {
+  const { waitFor } = await import("./tests/helpers/wait.ts");
+  await using server = start({ headersTimeoutMs: 10_000, maxConnections: 2 });
+  const net = await import("node:net");
+  /** An idle connection from `localAddress`, with what it received and whether it closed. */
+  const open = (localAddress: string) => {
+    const socket = net.connect({ port: server.addr.port, host: "127.0.0.1", localAddress });
+    const seen = { data: "", closed: false };
+    socket.on("data", (chunk) => seen.data += chunk.toString());
+    socket.on("error", () => {});
+    socket.on("close", () => seen.closed = true);
+    return { socket, seen };
+  };
+  const first = open("127.0.0.2");
+  await waitFor(() => server.stats().connections === 1);
+  const second = open("127.0.0.3");
+  await waitFor(() => server.stats().connections === 2);
+  // A newcomer takes the room of the longest waiting, 127.0.0.2's.
+  const visitor = open("127.0.0.4");
+  await waitFor(() => first.seen.closed, { message: "127.0.0.2 lost its connection" });
+  // 127.0.0.2 comes back at once: refused, though 127.0.0.3 holds one as it did.
+  const back = open("127.0.0.2");
+  await waitFor(() => back.seen.closed, { message: "the returning address was refused" });
+  assert.match(back.seen.data, /^HTTP\/1\.1 503 /);
+  assert.equal(second.seen.closed, false);
+  assert.equal(visitor.seen.closed, false);
+  // Another address still may take room.
+  const other = open("127.0.0.5");
+  await waitFor(() => second.seen.closed, { message: "127.0.0.3 gave way to 127.0.0.5" });
+  assert.equal(other.seen.closed, false);
+  for (const { socket } of [second, visitor, other]) socket.destroy();
 });

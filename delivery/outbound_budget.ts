@@ -1,0 +1,146 @@
+/**
+ * The outbound budget: what one organization may send to third parties, so that no
+ * tenant turns formrelay into an amplifier against a host or the platform relay.
+ * Every delivery attempt and every test send takes its share before it sends:
+ *
+ * - requests and bytes per organization, and per organization and target host
+ *   (`host[:port]` of a URL, an SMTP relay's `host:port`), over OUTBOUND_WINDOW_SECONDS;
+ * - for the platform relay (SMTP Variant B), recipients per organization per minute and
+ *   per UTC day (the day's count is kept in KV: store/relay_usage.ts).
+ *
+ * Past a budget the answer says until when: a delivery is deferred until then (its
+ * attempt not counted, its job kept: nothing is lost while its data lives), a test send
+ * is answered 429 with Retry-After. The per-window budgets are counted in memory, per
+ * process, like the delivery slots; the daily relay cap is shared through KV.
+ *
+ * @module
+ */
+import type { Config } from "../config.ts";
+import { describeTarget } from "../connectors/registry.ts";
+import type { Db } from "../store/db.ts";
+import { addRelayUsage, nextUtcDay, relayUsage } from "../store/relay_usage.ts";
+import { createTokenBuckets, type TokenBuckets } from "./token_buckets.ts";
+
+/** One outbound request as the budget sees it. */
+export interface OutboundRequest {
+  orgId: string;
+  /** Where it goes: `host[:port]`. */
+  host: string;
+  /** About how many bytes it carries. */
+  bytes: number;
+  /** Recipients when it goes through the platform relay, else 0. */
+  relayRecipients: number;
+}
+
+/** Granted, or refused until `retryAt` (epoch ms) with the reason. */
+export type BudgetAnswer = { ok: true } | { ok: false; retryAt: number; reason: string };
+
+/** The budget of every organization's outbound traffic in this process. */
+export interface OutboundBudget {
+  /** Takes the request's share of every budget it falls under, or says when it could go. */
+  take(request: OutboundRequest, now: number): Promise<BudgetAnswer>;
+  /** The request an organization's send to a destination makes (see outboundRequestOf). */
+  requestOf(
+    destination: { type: string; config: unknown },
+    options: { orgId: string; bytes: number },
+  ): OutboundRequest;
+}
+
+const MINUTE_MS = 60_000;
+
+/** The budget configured by OUTBOUND_* and PLATFORM_SMTP_ORG_*. */
+export function createOutboundBudget(
+  db: Db,
+  config: Pick<Config, "outbound" | "relayLimits" | "platformSmtp">,
+): OutboundBudget {
+  const platformHost = config.platformSmtp === null
+    ? null
+    : `${config.platformSmtp.host}:${config.platformSmtp.port}`;
+  const { windowMs } = config.outbound;
+  const perWindow = (capacity: number) => createTokenBuckets({ capacity, windowMs });
+  const orgRequests = perWindow(config.outbound.orgRequests);
+  const orgBytes = perWindow(config.outbound.orgBytes);
+  const hostRequests = perWindow(config.outbound.hostRequests);
+  const hostBytes = perWindow(config.outbound.hostBytes);
+  const relayMinute = createTokenBuckets({
+    capacity: config.relayLimits.orgPerMinute,
+    windowMs: MINUTE_MS,
+  });
+  const perDay = config.relayLimits.orgPerDay;
+
+  return {
+    requestOf: (destination, options) =>
+      outboundRequestOf(destination, { ...options, platformHost }),
+    async take(request, now) {
+      const { orgId, host, bytes, relayRecipients } = request;
+      const hostKey = `${orgId}|${host.toLowerCase()}`;
+      const shares: [TokenBuckets, string, number, string][] = [
+        [orgRequests, orgId, 1, "the organization's outbound request limit"],
+        [orgBytes, orgId, bytes, "the organization's outbound byte limit"],
+        [hostRequests, hostKey, 1, `the organization's request limit for "${host}"`],
+        [hostBytes, hostKey, bytes, `the organization's byte limit for "${host}"`],
+      ];
+      if (relayRecipients > 0) {
+        shares.push([relayMinute, orgId, relayRecipients, "the platform relay's limit per minute"]);
+      }
+      const refusing = shares.filter(([buckets, key, amount]) =>
+        buckets.waitMs(key, amount, now) > 0
+      );
+      if (refusing.length > 0) {
+        // A turn of its own in each budget refusing it, so deferred jobs come back spread
+        // out at the budget's rate rather than all together to be deferred again.
+        let waitMs = 0;
+        let reason = "";
+        for (const [buckets, key, amount, what] of refusing) {
+          const turn = buckets.turnMs(key, amount, now);
+          if (turn > waitMs) [waitMs, reason] = [turn, what];
+        }
+        return { ok: false, retryAt: now + waitMs, reason: `${reason} is reached` };
+      }
+      // Taken before the day's count is read, so concurrent requests cannot all pass here.
+      for (const [buckets, key, amount] of shares) buckets.take(key, amount, now);
+      if (relayRecipients > 0 && perDay > 0) {
+        const used = await relayUsage(db, orgId, now);
+        // An empty day lends, as the buckets do: a message larger than the cap still goes.
+        if (used > 0 && used + relayRecipients > perDay) {
+          for (const [buckets, key, amount] of shares) buckets.giveBack(key, amount, now);
+          return {
+            ok: false,
+            retryAt: nextUtcDay(now),
+            reason: "the platform relay's daily limit is reached",
+          };
+        }
+        await addRelayUsage(db, orgId, { recipients: relayRecipients, now });
+      }
+      return { ok: true };
+    },
+  };
+}
+
+/**
+ * The budget's view of a request to a destination: its host (the platform relay's for
+ * SMTP Variant B, with its recipients counted) and its size.
+ */
+export function outboundRequestOf(
+  destination: { type: string; config: unknown },
+  options: { orgId: string; bytes: number; platformHost: string | null },
+): OutboundRequest {
+  const target = describeTarget(destination.type, destination.config);
+  const request = { orgId: options.orgId, bytes: options.bytes, relayRecipients: 0 };
+  if (target === null) return { ...request, host: "?" };
+  if ("url" in target) return { ...request, host: hostOf(target.url) };
+  if (target.relay !== "platform") return { ...request, host: target.relay };
+  return {
+    ...request,
+    host: options.platformHost ?? "platform",
+    relayRecipients: Math.max(1, target.to.length),
+  };
+}
+
+function hostOf(origin: string): string {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return "?";
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * Token buckets by key, in memory: the limiter behind the test-send, admin-operation,
+ * relay and outbound budgets (outbound_budget.ts). A bucket holds `capacity` tokens and
+ * refills continuously, `capacity` per `windowMs`; a take that finds too few tokens is
+ * refused with the time until there are enough. A bucket that is full lends: one take
+ * larger than the whole capacity (a 128 KB envelope against a small byte budget) goes
+ * through and leaves the bucket in debt, so nothing waits for a budget it can never fit.
+ * Full buckets are forgotten, so memory follows the keys active within a window.
+ * Requests refused are given turns one after another at the bucket's rate (turnMs).
+ *
+ * @module
+ */
+
+/** Buckets of one budget, by key. */
+export interface TokenBuckets {
+  /** Milliseconds until `amount` could be taken from `key`'s bucket (0: now). */
+  waitMs(key: string, amount: number, now: number): number;
+  /** Takes `amount` from `key`'s bucket (call after waitMs said 0). */
+  take(key: string, amount: number, now: number): void;
+  /** Gives back what a take took, when the request it was for did not happen. */
+  giveBack(key: string, amount: number, now: number): void;
+  /**
+   * For a request refused now: milliseconds until a turn of its own, after the turns
+   * already given to requests refused before it, at the bucket's rate. So many requests
+   * refused at once come back one after another, not all at the moment the bucket has
+   * room for one.
+   */
+  turnMs(key: string, amount: number, now: number): number;
+}
+
+/** Keys kept at most before full buckets are dropped (each is a few dozen bytes). */
+const MAX_KEYS = 100_000;
+
+/** Buckets refilling `capacity` per `windowMs`; a capacity of 0 never refuses. */
+export function createTokenBuckets(options: { capacity: number; windowMs: number }): TokenBuckets {
+  const { capacity, windowMs } = options;
+  const perMs = capacity / windowMs;
+  const buckets = new Map<string, { tokens: number; at: number }>();
+  /** The last turn given per key (epoch ms); past ones are dropped. */
+  const turns = new Map<string, number>();
+
+  function level(key: string, now: number): number {
+    const bucket = buckets.get(key);
+    if (bucket === undefined) return capacity;
+    return Math.min(capacity, bucket.tokens + (now - bucket.at) * perMs);
+  }
+
+  function set(key: string, tokens: number, now: number) {
+    if (tokens >= capacity) {
+      buckets.delete(key);
+      return;
+    }
+    if (buckets.size >= MAX_KEYS && !buckets.has(key)) {
+      for (const [k, b] of buckets) {
+        if (b.tokens + (now - b.at) * perMs >= capacity) buckets.delete(k);
+      }
+    }
+    buckets.set(key, { tokens, at: now });
+  }
+
+  function waitMs(key: string, amount: number, now: number): number {
+    if (capacity === 0) return 0;
+    const tokens = level(key, now);
+    if (tokens >= amount || tokens >= capacity) return 0;
+    return Math.ceil((Math.min(amount, capacity) - tokens) / perMs);
+  }
+
+  return {
+    waitMs,
+    take(key, amount, now) {
+      if (capacity === 0) return;
+      set(key, level(key, now) - amount, now);
+    },
+    giveBack(key, amount, now) {
+      if (capacity === 0) return;
+      set(key, level(key, now) + amount, now);
+    },
+    turnMs(key, amount, now) {
+      if (capacity === 0) return 0;
+      const wait = waitMs(key, amount, now);
+      if (wait === 0) return 0;
+      const last = turns.get(key) ?? 0;
+      const turn = Math.max(now + wait, last + Math.min(amount, capacity) / perMs);
+      if (turns.size >= MAX_KEYS && !turns.has(key)) {
+        for (const [k, t] of turns) if (t <= now) turns.delete(k);
+      }
+      turns.set(key, turn);
+      return Math.ceil(turn - now);
+    },
+  };
+}

@@ -1,0 +1,32 @@
+/**
+ * `GET /deployment`: what this deployment offers, so that clients (the console) offer
+ * only what can work: the captcha provider tokens are verified with, whether the
+ * platform email relay is configured, and which submission bodies are taken.
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import { captchaProviderOf } from "./captcha.ts";
+import type { AdminEnv, AppDeps } from "./env.ts";
+import { refuseOtherMethods } from "./http.ts";
+
+/** The answer of `GET /deployment` for a configuration. */
+export function deploymentView(config: AppDeps["config"]) {
+  return {
+    captcha: captchaProviderOf(config.captchaVerifyUrl),
+    platformRelay: config.platformSmtp !== null,
+    ingestContentTypes: config.ingestContentTypes,
+    privateDestinations: config.allowPrivateDestinations,
+    /** Whether failed deliveries are kept for redelivery (FAILED_RETENTION_HOURS > 0). */
+    retainsFailed: config.failedRetentionMs > 0,
+  };
+}
+
+/** `GET /deployment` (an admin route: the tenant's view of the deployment's settings). */
+export function deploymentRoutes({ config }: AppDeps) {
+  const router = new Hono<AdminEnv>();
+  const view = deploymentView(config);
+  router.get("/deployment", (c) => c.json({ ok: true, ...view }));
+  refuseOtherMethods(router, "/deployment");
+  return router;
+}

@@ -1,0 +1,136 @@
+/**
+ * The catalogue of error answers: every status and exact text the service answers
+ * with (the spec's and CONTRACT's texts, unchanged), and, for the refusals of a
+ * submission, the reason metrics count it under.
+ *
+ * Routes throw these (`new ApiError(ERRORS.formNotFound)`), routes/openapi.ts lists
+ * them per operation, and metrics.ts reads the reason from the error thrown, so the
+ * three cannot drift apart. A new error answer is added here first.
+ *
+ * @module
+ */
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+/** The `reason` label of `formrelay_submissions_refused_total`. */
+export type RefusalReason =
+  | "size"
+  | "type"
+  | "not_found"
+  | "origin"
+  | "rate_limit"
+  | "captcha"
+  | "invalid"
+  | "body_timeout"
+  | "busy"
+  | "backlog"
+  | "store_failed"
+  | "method"
+  | "error";
+
+/** One error answer: its status, its exact text and, for a refused submission, why. */
+export interface ErrorSpec {
+  readonly status: ContentfulStatusCode;
+  readonly text: string;
+  /** Set on the answers ingestion can give; metrics count a refusal by it. */
+  readonly reason?: RefusalReason;
+}
+
+/** Every error answer of the service, by name. */
+export const ERRORS = {
+  // Any route.
+  notFound: { status: 404, text: "Not found", reason: "not_found" },
+  methodNotAllowed: { status: 405, text: "Method not allowed", reason: "method" },
+  internal: { status: 500, text: "Internal error", reason: "error" },
+  bodyTimeout: { status: 408, text: "Request body not received in time", reason: "body_timeout" },
+  serverBusy: { status: 503, text: "Server busy: try again later", reason: "busy" },
+
+  // Ingestion, in the order of its checks.
+  submissionTooLarge: { status: 413, text: "Payload too large (max 128KB)", reason: "size" },
+  submissionTypeJson: {
+    status: 415,
+    text: "Unsupported content type: use application/json",
+    reason: "type",
+  },
+  submissionTypeAny: {
+    status: 415,
+    text: "Unsupported content type: use application/json, " +
+      "application/x-www-form-urlencoded or multipart/form-data",
+    reason: "type",
+  },
+  formEndpointNotFound: {
+    status: 404,
+    text: "Form endpoint not found or disabled",
+    reason: "not_found",
+  },
+  originNotAllowed: { status: 403, text: "Origin is not allowed for this form", reason: "origin" },
+  rateLimited: { status: 429, text: "Too many submissions", reason: "rate_limit" },
+  backlogFull: {
+    status: 503,
+    text: "Too many submissions waiting for delivery: try again later",
+    reason: "backlog",
+  },
+  invalidJsonPayload: { status: 400, text: "Invalid JSON payload", reason: "invalid" },
+  invalidFormPayload: { status: 400, text: "Invalid form payload", reason: "invalid" },
+  fileUpload: { status: 400, text: "File uploads are not supported", reason: "invalid" },
+  captchaRequired: { status: 400, text: "Captcha token is required", reason: "captcha" },
+  captchaInvalid: { status: 400, text: "Invalid captcha token", reason: "captcha" },
+  storeFailed: {
+    status: 503,
+    text: "Submission could not be stored: try again",
+    reason: "store_failed",
+  },
+
+  // Admin API.
+  missingTenantKey: { status: 401, text: "Missing x-tenant-key" },
+  invalidTenantKey: { status: 401, text: "Invalid tenant key" },
+  adminContentType: { status: 415, text: "Unsupported content type: use application/json" },
+  adminTooLarge: { status: 413, text: "Payload too large (max 64KB)" },
+  invalidJsonBody: { status: 400, text: "Invalid JSON body" },
+  validation: { status: 400, text: "Validation error" },
+  formNotFound: { status: 404, text: "Form not found" },
+  destinationNotFound: { status: 404, text: "Destination not found" },
+  deliveryNotFound: { status: 404, text: "Delivery not found" },
+  configTooLarge: { status: 413, text: "Destination config too large (max 40KB)" },
+  redeliveryDisabled: {
+    status: 409,
+    text: "Destination is disabled: enable it to redeliver",
+  },
+  redeliveryPaused: {
+    status: 409,
+    text: "Destination is paused: resume it (POST …/resume), which delivers what it holds",
+  },
+  redeliveryUnderWay: { status: 409, text: "Delivery is already under way" },
+  redeliveryGone: {
+    status: 409,
+    text: "The submission's data is no longer held: delivered, or failed longer ago than " +
+      "FAILED_RETENTION_HOURS, or expired",
+  },
+  redeliveryNotRetained: {
+    status: 409,
+    text: "The submission's data is no longer held: failed submissions are not retained " +
+      "on this service (FAILED_RETENTION_HOURS=0)",
+  },
+
+  // Admin API limits (routes/limits.ts): 429 with Retry-After and `retryAfter`.
+  tooManyOperations: { status: 429, text: "Too many requests: try again later" },
+  testSendUnderWay: {
+    status: 429,
+    text: "A test send to this destination is already under way",
+  },
+  tooManyTestSends: { status: 429, text: "Too many test sends: try again later" },
+  outboundLimit: { status: 429, text: "Outbound limit reached: try again later" },
+  sendNowNotWaiting: {
+    status: 409,
+    text: "Delivery is not waiting for a retry: delivered, failed, or not of this form",
+  },
+
+  // Service endpoints.
+  kvNotAnswering: { status: 503, text: "KV is not answering" },
+  notReady: { status: 503, text: "Not ready" },
+  invalidMetricsToken: { status: 401, text: "Invalid metrics token" },
+} as const satisfies Record<string, ErrorSpec>;
+
+/** The 415 of ingestion, whose text names the types this deployment takes. */
+export function submissionTypeError(variant: "any" | "json"): ErrorSpec {
+  return variant === "json" ? ERRORS.submissionTypeJson : ERRORS.submissionTypeAny;
+}

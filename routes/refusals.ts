@@ -1,0 +1,30 @@
+/**
+ * `GET /forms/:id/refusals`: what never reached the form's destinations in the last
+ * days, counted per UTC day and reason (store/refusals.ts), for the console to show.
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import { z } from "zod";
+import { readRefusals, type RefusalCounter } from "../store/refusals.ts";
+import type { AdminEnv, AppDeps } from "./env.ts";
+import { requireForm } from "./forms.ts";
+import { refuseOtherMethods, validate } from "./http.ts";
+
+/** Query of `GET /forms/:id/refusals`. */
+export const refusalsQuerySchema = z.strictObject({
+  days: z.coerce.number().int().min(1).max(30).default(7),
+});
+
+/** `GET /forms/:id/refusals?days=` (1 to 30 UTC days, today last). */
+export function refusalRoutes({ db }: AppDeps, counter: RefusalCounter) {
+  const router = new Hono<AdminEnv>();
+  router.get("/forms/:id/refusals", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    const { days } = validate(refusalsQuerySchema, c.req.query());
+    const counts = await readRefusals(db, form.id, { days, now: Date.now(), counter });
+    return c.json({ ok: true, days: counts });
+  });
+  refuseOtherMethods(router, "/forms/:id/refusals");
+  return router;
+}

@@ -1,0 +1,143 @@
+/**
+ * Refusals counted per form, reason and UTC day, so that a tenant sees in the console
+ * what never reached them: submissions refused for their origin, captcha, rate, size or
+ * body, caught as spam, or accepted while the form had no enabled destination. Only
+ * counts are kept, never the submission. Counts gather in memory and are written as KV
+ * sums at most every few seconds (and at close): a flood of refusals costs one small
+ * commit per interval, not one per request. Counts older than 30 days are pruned when
+ * read.
+ *
+ * @module
+ */
+import type { Db } from "./db.ts";
+import { refusalCountKey, refusalCountKeyParts, refusalsOfFormPrefix } from "./keys.ts";
+import { retryWhileBusy } from "./kv_busy.ts";
+
+/** Why a submission did not reach the form's destinations. */
+export const REFUSAL_REASONS = [
+  "origin",
+  "captcha",
+  "rate",
+  "size",
+  "invalid",
+  "spam",
+  "nowhere",
+] as const;
+/** One of REFUSAL_REASONS. */
+export type RefusalReason = typeof REFUSAL_REASONS[number];
+
+/** How long counts are kept. */
+const KEEP_DAYS = 30;
+/** Most sums in one commit (KV allows 1000 mutations). */
+const SUMS_PER_COMMIT = 500;
+const DAY_MS = 86_400_000;
+
+/** The UTC day of a time, `YYYY-MM-DD`. */
+export function dayOf(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+/** The counter ingestion reports refusals to. */
+export interface RefusalCounter {
+  /** Counts one refusal of a submission to a form. */
+  count(formId: string, reason: RefusalReason): void;
+  /** Counts not yet written, for `formId` (added to what is read from KV). */
+  pending(formId: string): { day: string; reason: RefusalReason; count: number }[];
+  /** Writes what has been counted; resolves once written. */
+  flush(): Promise<void>;
+}
+
+/** A counter that writes at most every `flushMs` (and on flush()). */
+export function createRefusalCounter(
+  db: Db,
+  options: { flushMs?: number; now?: () => number } = {},
+): RefusalCounter {
+  const flushMs = options.flushMs ?? 5_000;
+  const now = options.now ?? Date.now;
+  /** `formId\0day\0reason` → count. */
+  let counts = new Map<string, number>();
+  let lastFlush = now();
+  let writing: Promise<void> = Promise.resolve();
+
+  async function write(batch: Map<string, number>) {
+    const entries = [...batch];
+    for (let i = 0; i < entries.length; i += SUMS_PER_COMMIT) {
+      const op = db.kv.atomic();
+      for (const [name, n] of entries.slice(i, i + SUMS_PER_COMMIT)) {
+        const [formId, day, reason] = name.split("\0");
+        op.sum(refusalCountKey(formId, day, reason), BigInt(n));
+      }
+      await retryWhileBusy(() => op.commit());
+    }
+  }
+
+  function flush(): Promise<void> {
+    lastFlush = now();
+    if (counts.size === 0) return writing;
+    const batch = counts;
+    counts = new Map();
+    // One write at a time, in order; a failed one is lost (they are counts, not data).
+    writing = writing.then(() => write(batch)).catch(() => {});
+    return writing;
+  }
+
+  return {
+    count(formId, reason) {
+      const name = `${formId}\0${dayOf(now())}\0${reason}`;
+      counts.set(name, (counts.get(name) ?? 0) + 1);
+      if (now() - lastFlush >= flushMs) flush();
+    },
+    pending(formId) {
+      const found: { day: string; reason: RefusalReason; count: number }[] = [];
+      for (const [name, count] of counts) {
+        const [id, day, reason] = name.split("\0");
+        if (id === formId) found.push({ day, reason: reason as RefusalReason, count });
+      }
+      return found;
+    },
+    flush,
+  };
+}
+
+/** A form's refusal counts of one day, by reason. */
+export type DayRefusals = { day: string } & Record<RefusalReason, number>;
+
+/**
+ * A form's refusal counts for the last `days` UTC days (today last), zeros included,
+ * with the counter's unwritten counts; prunes counts older than 30 days.
+ */
+export async function readRefusals(
+  db: Db,
+  formId: string,
+  options: { days: number; now: number; counter?: RefusalCounter },
+): Promise<DayRefusals[]> {
+  const days = Array.from(
+    { length: options.days },
+    (_, i) => dayOf(options.now - (options.days - 1 - i) * DAY_MS),
+  );
+  const byDay = new Map<string, DayRefusals>(days.map((day) => [day, emptyDay(day)]));
+  const oldest = dayOf(options.now - KEEP_DAYS * DAY_MS);
+  for await (const entry of db.kv.list<Deno.KvU64>({ prefix: refusalsOfFormPrefix(formId) })) {
+    const { day, reason } = refusalCountKeyParts(entry.key);
+    if (day < oldest) {
+      await retryWhileBusy(() => db.kv.atomic().check(entry).delete(entry.key).commit());
+      continue;
+    }
+    add(byDay.get(day), reason, Number(entry.value.value));
+  }
+  for (const { day, reason, count } of options.counter?.pending(formId) ?? []) {
+    add(byDay.get(day), reason, count);
+  }
+  return days.map((day) => byDay.get(day)!);
+}
+
+function emptyDay(day: string): DayRefusals {
+  const counts = Object.fromEntries(REFUSAL_REASONS.map((reason) => [reason, 0]));
+  return { day, ...counts } as DayRefusals;
+}
+
+function add(day: DayRefusals | undefined, reason: string, count: number) {
+  if (day !== undefined && (REFUSAL_REASONS as readonly string[]).includes(reason)) {
+    day[reason as RefusalReason] += count;
+  }
+}
