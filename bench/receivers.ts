@@ -128,7 +128,7 @@ const child = spawnDeno([START_TASK.v8Flags, MAIN], {
   ...START_TASK.env,
   ...env,
   PORT: String(port),
-});
+}, { permissions: "start" });
 const origin = `http://127.0.0.1:${port}`;
 await waitUntilUp(`${origin}/healthz`);
 const [adminA, adminB, adminC] = orgs.map((org) => adminClient(() => origin, org.tenantKey));
