@@ -193,12 +193,17 @@ export function chatFailure(
   const transient = status === 408 || status === 429 || status >= 500 || options.gone === true;
   const retryAfterMs = options.retryAfterMs ??
     (transient ? parseRetryAfter(response.headers.get("retry-after")) : undefined);
+  // A 429 is a refusal for rate: the destination's pace holds its queue (delivery/pace.ts).
+  const pace = status === 429
+    ? { limited: true, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) }
+    : undefined;
   return new DeliveryError(`Cannot deliver to "${urlOrigin(url)}": ${status}${words}`, {
     permanent: !transient,
     blame: options.gone ? "destination" : blameOfHttpStatus(status),
     statusCode: status,
     retryAfterMs,
     gone: options.gone,
+    pace,
   });
 }
 
