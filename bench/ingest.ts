@@ -17,7 +17,15 @@
  * connections for BENCH_SECONDS (10 s) a run with a 200-byte JSON body and the same script
  * for all. Prints req/s, p50/p99, peak RSS and ratios.
  */
-import { freePort, peakRssMb, runWrk, spawnDeno, startBenchService, waitUntilUp } from "./lib.ts";
+import {
+  cpuSeconds,
+  freePort,
+  peakRssMb,
+  runWrk,
+  spawnDeno,
+  startBenchService,
+  waitUntilUp,
+} from "./lib.ts";
 import type { WrkResult } from "./lib.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
@@ -48,6 +56,16 @@ const sinkUrl = `http://127.0.0.1:${sink.addr.port}/hook`;
 interface Run {
   result: WrkResult;
   rss: number;
+  /** The server's CPU time (all threads) per request, µs. */
+  cpuMicros: number;
+}
+
+/** wrk against `url` while measuring the server process `pid`. */
+async function measure(url: string, pid: number): Promise<Run> {
+  const cpuBefore = await cpuSeconds(pid);
+  const result = await runWrk(url, load);
+  const cpuMicros = (await cpuSeconds(pid) - cpuBefore) * 1e6 / result.requests;
+  return { result, rss: await peakRssMb(pid), cpuMicros };
 }
 
 /** One run of formrelay with `env` over the defaults. */
@@ -59,10 +77,9 @@ async function runFormrelay(env: Record<string, string>): Promise<Run> {
     BACKLOG_ORG_SHARE: "1",
     ...env,
   });
-  const result = await runWrk(`${service.origin}/v1/f/${service.publicKey}`, load);
-  const rss = await peakRssMb(service.child.pid);
+  const run = await measure(`${service.origin}/v1/f/${service.publicKey}`, service.child.pid);
   await service.stop();
-  return { result, rss };
+  return run;
 }
 
 /** One run of a baseline script taking its port (and `args`), on its own temporary directory. */
@@ -74,8 +91,7 @@ async function runBaseline(script: string, args: (dir: string) => string[]): Pro
   });
   try {
     await waitUntilUp(`http://127.0.0.1:${port}/`);
-    const result = await runWrk(`http://127.0.0.1:${port}/`, load);
-    return { result, rss: await peakRssMb(child.pid) };
+    return await measure(`http://127.0.0.1:${port}/`, child.pid);
   } finally {
     child.kill("SIGTERM");
     await child.status;
@@ -98,14 +114,15 @@ const limitOff = await runFormrelay({ RATE_LIMIT_MAX: "0" });
 const bare = await runBare();
 await sink.shutdown();
 
-const row = (name: string, { result: r, rss }: Run) =>
-  `${name.padEnd(30)} ${r.requestsPerSecond.toFixed(0).padStart(8)} req/s  p50 ${
-    r.p50Ms.toFixed(2)
-  } ms  p99 ${r.p99Ms.toFixed(2)} ms  peak RSS ${rss} MB  non-2xx ${r.non2xx}${
-    r.errors ? `  ${r.errors}` : ""
-  }`;
+const row = (name: string, { result: r, rss, cpuMicros }: Run) =>
+  `${name.padEnd(30)} ${r.requestsPerSecond.toFixed(0).padStart(8)} req/s  CPU ${
+    cpuMicros.toFixed(0).padStart(3)
+  } µs/req  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${
+    r.p99Ms.toFixed(2)
+  } ms  peak RSS ${rss} MB  non-2xx ${r.non2xx}${r.errors ? `  ${r.errors}` : ""}`;
 const total = (runs: Run[]) => runs.reduce((sum, run) => sum + run.result.requestsPerSecond, 0);
 const ratio = total(formrelay) / total(durable);
+const cpuTotal = (runs: Run[]) => runs.reduce((sum, run) => sum + run.cpuMicros, 0);
 console.log(
   `bench:ingest — wrk -c${CONNECTIONS} -d${SECONDS}s, 200-byte JSON body, ` +
     `a distinct X-Forwarded-For per request; ${ROUNDS} alternating rounds`,
@@ -122,7 +139,9 @@ console.log(
       formrelay.map((run, i) =>
         (run.result.requestsPerSecond / durable[i].result.requestsPerSecond).toFixed(3)
       ).join(", ")
-    }; target ≥ 0.7, goal 0.8); ` +
+    }; target ≥ 0.7, goal 0.8); CPU per request ${
+      (cpuTotal(formrelay) / cpuTotal(durable)).toFixed(2)
+    } times the bare durable ingest's; ` +
     `to the bare Deno.serve ${
       (total(formrelay) / ROUNDS / bare.result.requestsPerSecond).toFixed(3)
     }; p99 < 50 ms, RSS < 200 MB, no non-2xx; ` +

@@ -47,8 +47,25 @@ export async function rssMb(pid: number): Promise<number> {
   return Math.round(kb / 1024);
 }
 
+/**
+ * CPU seconds (user + system, all threads) a process has used so far. Per request it
+ * tells what a server costs, which holds better than its throughput while other work
+ * shares the machine.
+ */
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** USER_HZ on Linux. */
+const CLOCK_TICKS_PER_SECOND = 100;
+
 /** A wrk run's figures. */
 export interface WrkResult {
+  /** Requests completed. */
+  requests: number;
   requestsPerSecond: number;
   p50Ms: number;
   p99Ms: number;
@@ -119,6 +136,7 @@ export async function runWrk(
   const text = new TextDecoder().decode(output.stdout);
   if (!output.success) throw new Error(`wrk failed: ${new TextDecoder().decode(output.stderr)}`);
   return {
+    requests: Number(/(\d+) requests in/.exec(text)?.[1]),
     requestsPerSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1]),
     p50Ms: toMs(/^\s+50%\s+(\S+)/m.exec(text)?.[1] ?? ""),
     p99Ms: toMs(/^\s+99%\s+(\S+)/m.exec(text)?.[1] ?? ""),
