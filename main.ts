@@ -5,7 +5,7 @@ import {
   descriptorLimit,
   maxConnectionsFor,
   serveGuarded,
-} from "./serve.ts";
+} from "./listener.ts";
 import { observeServer } from "./metrics.ts";
 import { startService } from "./service.ts";
 

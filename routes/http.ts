@@ -207,7 +207,7 @@ function within<T>(reading: Promise<T>, read: Omit<PendingRead, "late">): {
 }
 
 /**
- * What the listener lends each request (serve.ts passes it as the handler's second
+ * What the listener lends each request (listener.ts passes it as the handler's second
  * argument, Hono's `c.env`): it is told while a body is being read, so that a
  * connection whose body is slow can be closed to make room under pressure.
  */

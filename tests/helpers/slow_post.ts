@@ -6,7 +6,7 @@
  */
 import type { Config } from "../../config.ts";
 import { testConfig } from "./config.ts";
-import { serveGuarded } from "../../serve.ts";
+import { serveGuarded } from "../../listener.ts";
 import { startHarness } from "./harness.ts";
 
 const encoder = new TextEncoder();

@@ -3,7 +3,7 @@
  *
  * `Deno.serve` closes no connection by itself (no head, body or idle time-out, no bound
  * on connections) and ends the process when `accept` fails for want of file
- * descriptors (measured on Deno 2.9.6; see the README). So formrelay accepts
+ * descriptors (measured on Deno 2.9.6; see docs/facing-the-internet.md). So formrelay accepts
  * connections itself and hands each one to the runtime's own HTTP server for a single
  * connection (`serveHttpOnConnection`, the function `Deno.serve` is built on), which
  * leaves it what it needs:

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createLogger } from "./log.ts";
-import { type ConnectionInfo, type ListenerLimits, serveGuarded } from "./serve.ts";
+import { type ConnectionInfo, type ListenerLimits, serveGuarded } from "./listener.ts";
 import { readAll } from "./tests/helpers/slow_post.ts";
 
 const encoder = new TextEncoder();
