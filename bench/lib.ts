@@ -218,24 +218,46 @@ export async function startBenchService(
   const otherKey = options.otherTenant ? (await createOrg(setup.db, "Other")).tenantKey : null;
   await setup.close();
 
-  const children: Deno.ChildProcess[] = [];
-  const origins: string[] = [];
   // A child that exits before stop() (a port taken after all) spoils the run: stop() says so.
   let exitedEarly = false;
   let stopping = false;
-  const ports = new Set<number>();
-  while (ports.size < (options.processes ?? 1)) ports.add(freePort());
-  for (const port of ports) {
-    const child = spawnDeno([START_TASK.v8Flags, ...profileFlags(), MAIN], {
-      ...START_TASK.env,
-      ...fullEnv,
-      PORT: String(port),
-    });
-    child.status.then(() => exitedEarly ||= !stopping);
-    children.push(child);
-    origins.push(`http://127.0.0.1:${port}`);
+  const taken = new Set<number>();
+  /**
+   * One child on a free port, once it answers. A port found free can be taken before the
+   * child listens on it (by a connection's source port, with load on the machine): the
+   * child then exits at once, and another port is tried.
+   */
+  async function startChild(): Promise<{ child: Deno.ChildProcess; origin: string }> {
+    for (let attempt = 1;; attempt++) {
+      let port = freePort();
+      while (taken.has(port)) port = freePort();
+      taken.add(port);
+      const child = spawnDeno([START_TASK.v8Flags, ...profileFlags(), MAIN], {
+        ...START_TASK.env,
+        ...fullEnv,
+        PORT: String(port),
+      });
+      const origin = `http://127.0.0.1:${port}`;
+      const started = await Promise.race([
+        waitUntilUp(`${origin}/healthz`).then(() => true, () => false),
+        child.status.then(() => false),
+      ]);
+      if (started) {
+        child.status.then(() => exitedEarly ||= !stopping);
+        return { child, origin };
+      }
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await child.status;
+      if (attempt === 3) throw new Error("formrelay did not start (three tries)");
+    }
   }
-  for (const origin of origins) await waitUntilUp(`${origin}/healthz`);
+  const started = await Promise.all(
+    Array.from({ length: options.processes ?? 1 }, () => startChild()),
+  );
+  const children = started.map((s) => s.child);
+  const origins = started.map((s) => s.origin);
   const origin = origins[0];
   const admin = adminClient(() => origin, tenantKey);
   const paths = Array.from(
