@@ -12,6 +12,7 @@ import { destinationRoutes } from "./routes/destinations.ts";
 import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
 import { ingestRoutes } from "./routes/ingest.ts";
+import { pageTokenRoutes } from "./routes/form_rules.ts";
 import { ERRORS } from "./routes/errors.ts";
 import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
@@ -87,6 +88,7 @@ export function createApp(given: AppDeps): Hono {
   admin.route("/", deploymentRoutes(deps));
   admin.route("/", refusalRoutes(deps, refusals));
   app.route("/v1/admin", admin);
+  app.route("/v1/f", pageTokenRoutes(deps.db));
   app.route("/v1/f", ingestRoutes(deps));
   app.route("/", openApiRoutes(deps.config));
   app.route("/", consoleRoutes());

@@ -371,3 +371,39 @@ export async function timedCommit(
     commitParts.observe(parts);
   }
 }
+
+const spamCaught = new client.Counter({
+  name: "formrelay_spam_caught_total",
+  help:
+    "Submissions a form's spam rule caught (answered 202, nothing kept), by rule; form_id with METRICS_PER_FORM",
+  labelNames: ["rule", "form_id"],
+  registers: [registry],
+});
+const confirmations = new client.Counter({
+  name: "formrelay_confirmations_total",
+  help:
+    "Confirmations to visitors at acceptance: queued, or not sent and why (address_limit, hourly_limit, no_address)",
+  labelNames: ["result"],
+  registers: [registry],
+});
+const unrouted = new client.Counter({
+  name: "formrelay_submissions_unrouted_total",
+  help: "Submissions accepted that matched no destination's routing conditions",
+  labelNames: ["form_id"],
+  registers: [registry],
+});
+
+/** Counts a submission a spam rule caught. */
+export function countSpamCaught(formId: string, rule: string): void {
+  spamCaught.labels(rule, perForm ? formId : "").inc();
+}
+
+/** Counts a confirmation queued or not sent at acceptance. */
+export function countConfirmation(result: string): void {
+  confirmations.labels(result).inc();
+}
+
+/** Counts a submission that matched no destination's conditions. */
+export function countUnrouted(formId: string): void {
+  unrouted.labels(perForm ? formId : "").inc();
+}

@@ -1,7 +1,7 @@
 import { humanMessages } from "../validation_messages.ts";
 import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
-import { buildMessage } from "./smtp/message.ts";
+import { buildMessage, type MailMessage } from "./smtp/message.ts";
 import {
   describeRejected,
   type SendResult,
@@ -117,7 +117,7 @@ const MAX_IDLE_PER_RELAY = 8;
  */
 export function createSmtpConnector(
   deps: SmtpConnectorDeps,
-): Connector<SmtpConfig> & { close(): void } {
+): Connector<SmtpConfig> & MailSender & { close(): void } {
   const pool = new SmtpPool({
     idleMs: deps.idleMs ?? DEFAULT_IDLE_MS,
     maxIdlePerKey: MAX_IDLE_PER_RELAY,
@@ -128,6 +128,67 @@ export function createSmtpConnector(
     commandMs: Math.min(deps.timeoutMs, COMMAND_MS),
   };
 
+  /** Sends the message `build` makes for the config's route, through a pooled session. */
+  async function sendMail(
+    config: SmtpConfig,
+    { build, signal }: { build: (route: MailRoute) => MailMessage; signal: AbortSignal },
+  ): Promise<DeliveryReceipt> {
+    const deadline = Date.now() + deps.timeoutMs;
+    const route = resolveRoute(config, deps.platform);
+    const target = `"${printable(route.relay.host)}:${route.relay.port}"`;
+    const message = build(route);
+    const key = JSON.stringify([
+      route.relay.host.toLowerCase(),
+      route.relay.port,
+      route.relay.secureTransport,
+      route.relay.username,
+      route.relay.password,
+    ]);
+
+    let connection = pool.take(key);
+    let result: SendResult | undefined;
+    try {
+      if (connection) {
+        connection.use({ deadline, signal });
+        try {
+          result = await connection.send(message, { reset: true });
+        } catch (error) {
+          // A stale idle session: nothing was sent, so a fresh one may try again.
+          if (!(error instanceof SmtpError && error.beforeTransaction) || signal.aborted) {
+            throw error;
+          }
+          connection.close();
+          connection = undefined;
+        }
+      }
+      if (!connection) {
+        const guard = deps.guard;
+        // The first approved address (IPv4 first), so the name is not resolved again.
+        const address = guard && !guard.allowAll
+          ? (await guard.approve(route.relay.host))[0]
+          : undefined;
+        connection = await SmtpConnection.open(route.relay, {
+          heloName: deps.heloName,
+          timeouts,
+          caCerts: deps.caCerts,
+          address,
+          deadline,
+          signal,
+        });
+        result = await connection.send(message);
+      }
+    } catch (error) {
+      if (connection) await connection.quit();
+      throw toDeliveryError(error, target);
+    }
+    if (!pool.put(key, connection)) await connection.quit();
+    const receipt: DeliveryReceipt = { statusCode: 250 };
+    if (result!.rejected.length > 0) {
+      receipt.detail = "Rejected recipients: " + describeRejected(result!.rejected);
+    }
+    return receipt;
+  }
+
   return {
     configSchema: smtpConfigSchema(deps.platform !== null, deps.maxPlatformRecipients),
 
@@ -135,68 +196,21 @@ export function createSmtpConnector(
       return isRelayConfig(config) ? { ...config, password: REDACTED } : { ...config };
     },
 
-    async deliver({ envelope, config, destinationId, signal }): Promise<DeliveryReceipt> {
-      const deadline = Date.now() + deps.timeoutMs;
-      const route = resolveRoute(config, deps.platform);
-      const target = `"${printable(route.relay.host)}:${route.relay.port}"`;
-      const message = buildMessage(envelope, {
-        layout: route.layout,
-        from: route.from,
-        to: route.to,
-        subjectTemplate: route.subjectTemplate,
-        destinationId,
+    deliver({ envelope, config, destinationId, signal }): Promise<DeliveryReceipt> {
+      return sendMail(config, {
+        build: (route) =>
+          buildMessage(envelope, {
+            layout: route.layout,
+            from: route.from,
+            to: route.to,
+            subjectTemplate: route.subjectTemplate,
+            destinationId,
+          }),
+        signal,
       });
-      const key = JSON.stringify([
-        route.relay.host.toLowerCase(),
-        route.relay.port,
-        route.relay.secureTransport,
-        route.relay.username,
-        route.relay.password,
-      ]);
-
-      let connection = pool.take(key);
-      let result: SendResult | undefined;
-      try {
-        if (connection) {
-          connection.use({ deadline, signal });
-          try {
-            result = await connection.send(message, { reset: true });
-          } catch (error) {
-            // A stale idle session: nothing was sent, so a fresh one may try again.
-            if (!(error instanceof SmtpError && error.beforeTransaction) || signal.aborted) {
-              throw error;
-            }
-            connection.close();
-            connection = undefined;
-          }
-        }
-        if (!connection) {
-          const guard = deps.guard;
-          // The first approved address (IPv4 first), so the name is not resolved again.
-          const address = guard && !guard.allowAll
-            ? (await guard.approve(route.relay.host))[0]
-            : undefined;
-          connection = await SmtpConnection.open(route.relay, {
-            heloName: deps.heloName,
-            timeouts,
-            caCerts: deps.caCerts,
-            address,
-            deadline,
-            signal,
-          });
-          result = await connection.send(message);
-        }
-      } catch (error) {
-        if (connection) await connection.quit();
-        throw toDeliveryError(error, target);
-      }
-      if (!pool.put(key, connection)) await connection.quit();
-      const receipt: DeliveryReceipt = { statusCode: 250 };
-      if (result!.rejected.length > 0) {
-        receipt.detail = "Rejected recipients: " + describeRejected(result!.rejected);
-      }
-      return receipt;
     },
+
+    sendMail,
 
     close() {
       pool.close();
@@ -204,7 +218,19 @@ export function createSmtpConnector(
   };
 }
 
-interface Route {
+/**
+ * Sends a message of the caller's making through a config's relay (the confirmation to
+ * a visitor uses it: its message is not a submission's).
+ */
+export interface MailSender {
+  sendMail(
+    config: SmtpConfig,
+    options: { build: (route: MailRoute) => MailMessage; signal: AbortSignal },
+  ): Promise<DeliveryReceipt>;
+}
+
+/** Where a config's mail goes: the relay, the layout of its variant, sender and recipients. */
+export interface MailRoute {
   relay: SmtpRelay;
   layout: "plain" | "alternative";
   from: string;
@@ -213,7 +239,7 @@ interface Route {
 }
 
 /** Variant A sends through the destination's relay, Variant B through the platform's. */
-function resolveRoute(config: SmtpConfig, platform: PlatformSmtp | null): Route {
+function resolveRoute(config: SmtpConfig, platform: PlatformSmtp | null): MailRoute {
   if (isRelayConfig(config)) {
     return {
       relay: config,

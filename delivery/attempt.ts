@@ -22,6 +22,9 @@ import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
+import { createConfirmationAttempt } from "./confirmation.ts";
+import { CONFIRMATION_DESTINATION_ID } from "../rules/confirmation.ts";
+import type { MailSender } from "../connectors/smtp.ts";
 
 /**
  * What an attempt came to: the connector's result; held (the destination is paused); or
@@ -111,6 +114,12 @@ export function createJobAttempts(
   const destinations = createDestinationCache(db, { ttlMs: DESTINATION_CACHE_MS });
   // Opened and validated configs, by destination; a changed config has a new sealed text.
   const configs = new Map<string, { sealed: string; config: unknown }>();
+  // A submission's confirmation to its visitor is a job of its own (delivery/confirmation.ts).
+  const confirmation = createConfirmationAttempt({
+    db,
+    mail: connectors.smtp as Connector & MailSender,
+    outbound,
+  });
 
   async function openConfig(destination: DestinationRecord, connector: Connector) {
     const cached = configs.get(destination.id);
@@ -124,6 +133,9 @@ export function createJobAttempts(
 
   async function attempt(claimed: ClaimedJob, signal: AbortSignal): Promise<AttemptResult> {
     const { job } = claimed;
+    if (job.destinationId === CONFIRMATION_DESTINATION_ID) {
+      return await confirmation(claimed, signal);
+    }
     const destination = await destinations.get(job.formId, job.destinationId);
     if (destination === null) {
       throw new DeliveryError("Destination was deleted before delivery", { permanent: true });

@@ -20,6 +20,7 @@ import {
   updateDestination,
 } from "../store/destinations.ts";
 import { redeliver } from "../store/redelivery.ts";
+import { conditionsSchema } from "../rules/routing.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
@@ -30,11 +31,13 @@ export const destinationCreateSchema = z.strictObject({
   type: z.enum(DESTINATION_TYPES),
   config: z.unknown(),
   isEnabled: z.boolean().default(true),
+  conditions: conditionsSchema.optional(),
 });
 /** Body of `PATCH /forms/:id/destinations/:destId`. */
 export const destinationPatchSchema = z.strictObject({
   config: z.unknown().optional(),
   isEnabled: z.boolean(),
+  conditions: conditionsSchema,
 })
   .partial();
 
@@ -83,6 +86,7 @@ function destinationView(destination: Destination, connector?: Connector) {
     type: destination.type,
     config: connector ? connector.redact(destination.config) : destination.config,
     isEnabled: destination.isEnabled,
+    conditions: destination.conditions ?? [],
     health,
     disabledReason: health.reason,
     disabledAt: health.since,
@@ -121,9 +125,11 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     try {
       const destination = await addDestination(db, form, { ...input, config });
       if (destination === null) throw new ApiError(ERRORS.formNotFound);
-      const { id, formId, type, isEnabled } = destination;
-      // The spec's answer: exactly the stored config, as the one who stored it sent it.
-      return c.json({ ok: true, destination: { id, formId, type, config, isEnabled } });
+      const { id, formId, type, isEnabled, conditions } = destination;
+      // The spec's answer: exactly the stored config, as the one who stored it sent it
+      // (and the routing conditions, when there are any).
+      const shown = { id, formId, type, config, isEnabled, ...(conditions ? { conditions } : {}) };
+      return c.json({ ok: true, destination: shown });
     } catch (error) {
       if (!(error instanceof TooManyDestinationsError)) throw error;
       throw new ApiError(ERRORS.validation, {
@@ -160,6 +166,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     const updated = await updateDestination(db, form.id, destId, {
       config,
       isEnabled: patch.isEnabled,
+      conditions: patch.conditions,
     });
     if (updated === null) throw new ApiError(ERRORS.destinationNotFound);
     // Enabling resumes a paused destination; disabling ends its held jobs as failed.

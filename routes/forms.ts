@@ -13,6 +13,10 @@ import type { Db } from "../store/db.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { ApiError, readValidJson, refuseOtherMethods } from "./http.ts";
 import { ERRORS } from "./errors.ts";
+import { spamRulesSchema } from "../rules/spam.ts";
+import { confirmationSchema, type ConfirmationSettings } from "../rules/confirmation.ts";
+import { getDestination } from "../store/destinations.ts";
+import type { Config } from "../config.ts";
 
 const anyHttpUrl = z.url({ protocol: /^https?$/ });
 
@@ -25,6 +29,8 @@ const formFields = {
   enabled: z.boolean(),
   honeypotField: z.string().min(1).max(100).nullable(),
   redirectUrl: anyHttpUrl.max(2000).nullable(),
+  spamRules: spamRulesSchema.nullable(),
+  confirmation: confirmationSchema.nullable(),
 };
 
 /** Longest form or destination id looked up; real ones are 36-character UUIDs. */
@@ -51,6 +57,35 @@ function assertCaptchaSecret(settings: FormSettings, hasStoredSecret: boolean) {
   }
 }
 
+/**
+ * Refuses a confirmation whose relay cannot send: the platform relay where it is not
+ * configured, or a `via` that is not one of the form's SMTP destinations with its own relay.
+ */
+async function assertConfirmationRelay(
+  { db, config }: { db: Db; config: Config },
+  formId: string | null,
+  confirmation: ConfirmationSettings | null | undefined,
+) {
+  if (!confirmation) return;
+  const { via } = confirmation;
+  let message: string | null = null;
+  if (via === "platform") {
+    if (config.platformSmtp === null) {
+      message =
+        "The platform SMTP relay is not configured on this deployment: name one of the form's SMTP destinations with its own relay";
+    }
+  } else {
+    const destination = formId === null ? null : await getDestination(db, formId, via);
+    const relay = destination?.config as Record<string, unknown> | undefined;
+    if (destination?.type !== "smtp" || typeof relay?.host !== "string") {
+      message = 'Must be "platform" or the id of one of the form\'s SMTP destinations with a host';
+    }
+  }
+  if (message !== null) {
+    throw new ApiError(ERRORS.validation, { issues: [{ path: "confirmation.via", message }] });
+  }
+}
+
 /** A form as the admin API shows it: the captcha secret is write-only. */
 function formView(form: FormRecord) {
   return {
@@ -63,6 +98,8 @@ function formView(form: FormRecord) {
     enabled: form.enabled,
     honeypotField: form.honeypotField,
     redirectUrl: form.redirectUrl,
+    spamRules: form.spamRules ?? null,
+    confirmation: form.confirmation ?? null,
     createdAt: form.createdAt,
     updatedAt: form.updatedAt,
   };
@@ -76,7 +113,7 @@ export async function requireForm(db: Db, orgId: string, formId: string) {
 }
 
 /** Forms CRUD (the contract's admin table). */
-export function formRoutes({ db }: AppDeps) {
+export function formRoutes({ db, config }: AppDeps) {
   const router = new Hono<AdminEnv>();
 
   // Ids are UUIDs: a longer one names nothing, and would go over KV's key size limit.
@@ -95,6 +132,7 @@ export function formRoutes({ db }: AppDeps) {
       ...await readValidJson(c, formCreateSchema),
     };
     assertCaptchaSecret(settings, false);
+    await assertConfirmationRelay({ db, config }, null, settings.confirmation);
     const form = await createForm(db, c.get("orgId"), settings);
     return c.json({ ok: true, form: formView(form) });
   });
@@ -111,6 +149,7 @@ export function formRoutes({ db }: AppDeps) {
 
   router.patch("/forms/:id", async (c) => {
     const patch = await readValidJson(c, formPatchSchema);
+    await assertConfirmationRelay({ db, config }, c.req.param("id"), patch.confirmation);
     const form = await updateForm(db, c.get("orgId"), c.req.param("id"), (current) => {
       const { sealedCaptchaSecret, ...stored } = current;
       const settings: FormSettings = { ...stored, captchaSecret: undefined, ...patch };

@@ -14,6 +14,7 @@ import { bodyTimingOf } from "./env.ts";
 import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "./ingest_body.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
 import { ERRORS, submissionTypeError } from "./errors.ts";
+import { createFormRules, dropPageToken, sentNowhere } from "./form_rules.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
@@ -78,6 +79,10 @@ function refusalReason(error: ApiError): RefusalReason | null {
 export const NO_DESTINATION_WARNING =
   "This form has no enabled destination: the submission was accepted but sent nowhere";
 
+/** The 202 answer's note when a submission matched no destination's routing conditions. */
+export const UNROUTED_WARNING =
+  "This submission matched no destination's conditions: it was accepted but sent nowhere";
+
 /** How long a form's settings may be cached by ingestion (see createIngestTargets). */
 const TARGET_CACHE_MS = 1000;
 
@@ -89,6 +94,7 @@ export function ingestRoutes(deps: AppDeps) {
   const rateLimiter = createRateLimiter(db, config.rateLimit);
   const bodyTiming = bodyTimingOf(config);
   const refusals = deps.refusals ?? createRefusalCounter(db);
+  const formRules = createFormRules(db);
   const addressRule = {
     header: config.clientIpHeader,
     trustedProxyHops: config.trustedProxyHops,
@@ -252,7 +258,8 @@ export function ingestRoutes(deps: AppDeps) {
       contentType,
       variant: config.ingestContentTypes,
     });
-    const isSpam = form.honeypotField !== null && takeHoneypot(payload, form.honeypotField);
+    const isSpam = (form.honeypotField !== null && takeHoneypot(payload, form.honeypotField)) ||
+      (form.spamRules ? await formRules.caught(form, payload) : dropPageToken(payload));
 
     if (form.verifyCaptcha) {
       const token = takeCaptchaToken(payload, c.req.header("x-captcha-token"));
@@ -269,11 +276,16 @@ export function ingestRoutes(deps: AppDeps) {
     }
 
     // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
-    const destinations = isSpam ? [] : target.destinations;
+    // Routing and the confirmation (form_rules.ts) only for a form that has them.
+    const destinations = isSpam
+      ? []
+      : target.routed || form.confirmation
+      ? await formRules.destinationsOf(target, payload)
+      : target.destinations;
     if (isSpam) refusals.count(form.id, "spam");
     // Accepted all the same (the visitor did nothing wrong, and a refusal would lose
     // their message too), but the tenant is told: counted, and said in the answer.
-    const nowhere = !isSpam && destinations.length === 0;
+    const nowhere = !isSpam && sentNowhere(destinations);
     if (nowhere) refusals.count(form.id, "nowhere");
     const room = await admitJobs(c, form.orgId, destinations);
     try {
@@ -304,7 +316,11 @@ export function ingestRoutes(deps: AppDeps) {
       }
       return c.json(
         nowhere
-          ? { ok: true, submissionId: envelope.submissionId, warning: NO_DESTINATION_WARNING }
+          ? {
+            ok: true,
+            submissionId: envelope.submissionId,
+            warning: target.destinations.length > 0 ? UNROUTED_WARNING : NO_DESTINATION_WARNING,
+          }
           : { ok: true, submissionId: envelope.submissionId },
         202,
       );

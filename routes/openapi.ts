@@ -24,6 +24,9 @@ import { ERRORS, type ErrorSpec, submissionTypeError } from "./errors.ts";
 import { refusalsQuerySchema } from "./refusals.ts";
 import { REFUSAL_REASONS } from "../store/refusals.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
+import { conditionsSchema } from "../rules/routing.ts";
+import { spamRulesSchema, TIME_TRAP_FIELD } from "../rules/spam.ts";
+import { CONFIRMATION_DESTINATION_ID, confirmationSchema } from "../rules/confirmation.ts";
 
 /** The config schema of each destination type, as its connector validates it. */
 const CONFIG_SCHEMAS: Record<DestinationType, z.ZodType> = {
@@ -62,6 +65,8 @@ export const formSchema = z.strictObject({
   enabled: z.boolean(),
   honeypotField: z.string().nullable(),
   redirectUrl: z.string().nullable(),
+  spamRules: spamRulesSchema.nullable(),
+  confirmation: confirmationSchema.nullable(),
   createdAt: timestamp,
   updatedAt: timestamp,
 });
@@ -76,6 +81,9 @@ export const destinationSchema = z.strictObject({
   }),
   isEnabled: z.boolean().meta({
     description: "The tenant's switch: a disabled destination gets no jobs",
+  }),
+  conditions: conditionsSchema.meta({
+    description: "Routing: it gets only the submissions for which all hold; empty: all",
   }),
   health: z.strictObject({
     state: z.enum(["healthy", "paused"]),
@@ -99,7 +107,10 @@ export const outcomeSchema = z.strictObject({
     description: "`<submissionId>.<destinationId>`: the name redeliver and send-now take",
   }),
   submissionId: z.uuid(),
-  destinationId: z.uuid(),
+  destinationId: z.union([z.uuid(), z.literal(CONFIRMATION_DESTINATION_ID)]).meta({
+    description:
+      "`confirmation` for the confirmation to the visitor (its address masked in detail)",
+  }),
   destinationType: z.enum(DESTINATION_TYPES),
   status: z.enum(["retrying", "held", "delivered", "failed"]),
   attempts: z.number().int(),
@@ -294,6 +305,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
               type: z.enum(DESTINATION_TYPES),
               config: anyConfig,
               isEnabled: z.boolean(),
+              conditions: conditionsSchema.optional(),
             }),
           }),
         },
@@ -501,7 +513,8 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
             ok,
             submissionId: z.uuid(),
             warning: z.string().optional().meta({
-              description: "Set when the form has no enabled destination: sent nowhere",
+              description:
+                "Set when the form has no enabled destination, or the submission matched no destination's conditions: sent nowhere",
             }),
           }),
         },
@@ -535,6 +548,20 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       tag: "Ingestion",
       answers: { 204: { description: "Allowed: CORS headers, no body" } },
       errors: [ERRORS.formEndpointNotFound, ERRORS.originNotAllowed],
+    },
+    {
+      method: "get",
+      path: "/v1/f/{publicKey}/page-token",
+      summary:
+        `A signed page-load time for the form's time trap (the hidden field ${TIME_TRAP_FIELD})`,
+      tag: "Ingestion",
+      answers: {
+        200: {
+          description: "The token to put in the hidden field when the page loads",
+          schema: z.strictObject({ ok, token: z.string(), field: z.literal(TIME_TRAP_FIELD) }),
+        },
+      },
+      errors: [ERRORS.formEndpointNotFound],
     },
     {
       method: "get",

@@ -17,6 +17,7 @@ import {
 } from "./keys.ts";
 import { openJson, sealJson } from "./sealing.ts";
 import type { DestinationType } from "../connectors/registry.ts";
+import type { Condition } from "../rules/routing.ts";
 
 /** A destination as stored: its whole config sealed, since most configs carry secrets. */
 export interface DestinationRecord {
@@ -29,6 +30,8 @@ export interface DestinationRecord {
   isEnabled: boolean;
   /** The service's view: paused when it kept failing (destination_health.ts). */
   health: DestinationHealth;
+  /** Routing: gets only submissions for which all hold (rules/routing.ts); absent: all. */
+  conditions?: Condition[];
   createdAt: string;
   updatedAt: string;
 }
@@ -100,7 +103,7 @@ export class TooManyDestinationsError extends Error {
 export async function addDestination(
   db: Db,
   form: FormRecord,
-  input: { type: DestinationType; config: unknown; isEnabled: boolean },
+  input: { type: DestinationType; config: unknown; isEnabled: boolean; conditions?: Condition[] },
 ): Promise<Destination | null> {
   const id = crypto.randomUUID();
   const now = new Date().toISOString();
@@ -112,6 +115,7 @@ export async function addDestination(
     sealedConfig: await sealJson(db.sealer, input.config, sealContext(id)),
     isEnabled: input.isEnabled,
     health: HEALTHY,
+    ...(input.conditions?.length ? { conditions: input.conditions } : {}),
     createdAt: now,
     updatedAt: now,
   };
@@ -176,7 +180,7 @@ export async function updateDestination(
   db: Db,
   formId: string,
   destinationId: string,
-  change: { config?: unknown; isEnabled?: boolean; resume?: boolean },
+  change: { config?: unknown; isEnabled?: boolean; resume?: boolean; conditions?: Condition[] },
 ): Promise<Destination | null> {
   const key = destinationKey(formId, destinationId);
   const sealedConfig = change.config === undefined
@@ -194,6 +198,10 @@ export async function updateDestination(
       health: resume ? HEALTHY : current.health,
       updatedAt: new Date().toISOString(),
     };
+    if (change.conditions !== undefined) {
+      if (change.conditions.length > 0) updated.conditions = change.conditions;
+      else delete updated.conditions;
+    }
     const op = db.kv.atomic().check(entry).set(key, updated);
     if (resume) op.delete(destinationFailingKey(destinationId));
     return { op, result: updated };

@@ -15,6 +15,7 @@ import {
 } from "./destinations.ts";
 import { destinationKey } from "./keys.ts";
 import { type FormRecord, getFormByPublicKey } from "./forms.ts";
+import type { Condition } from "../rules/routing.ts";
 
 /**
  * What ingestion needs of a form: the record and its enabled destinations, those
@@ -22,7 +23,9 @@ import { type FormRecord, getFormByPublicKey } from "./forms.ts";
  */
 export interface IngestTarget {
   form: FormRecord;
-  destinations: { id: string; type: DestinationType; held: boolean }[];
+  destinations: { id: string; type: DestinationType; held: boolean; conditions?: Condition[] }[];
+  /** Some destination has routing conditions (rules/routing.ts): only then are they evaluated. */
+  routed: boolean;
 }
 
 const MAX_ENTRIES = 10_000;
@@ -62,8 +65,13 @@ export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () =
     if (form === null) return null;
     const destinations = (await listDestinationRecords(db, form.id))
       .filter((d) => d.isEnabled)
-      .map((d) => ({ id: d.id, type: d.type, held: d.health.state === "paused" }));
-    return { form, destinations };
+      .map((d) => ({
+        id: d.id,
+        type: d.type,
+        held: d.health.state === "paused",
+        ...(d.conditions ? { conditions: d.conditions } : {}),
+      }));
+    return { form, destinations, routed: destinations.some((d) => d.conditions !== undefined) };
   }, options);
   /** The target of a public key (enabled or not), or null when no form has it. */
   return { get };

@@ -16,6 +16,8 @@ import {
 } from "./keys.ts";
 import { newKey, openJson, sealJson } from "./sealing.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
+import type { SpamRules } from "../rules/spam.ts";
+import type { ConfirmationSettings } from "../rules/confirmation.ts";
 
 /** A form as stored; the captcha secret only sealed. */
 export interface FormRecord {
@@ -29,6 +31,10 @@ export interface FormRecord {
   enabled: boolean;
   honeypotField: string | null;
   redirectUrl: string | null;
+  /** Spam rules (rules/spam.ts); absent or null: none. */
+  spamRules?: SpamRules | null;
+  /** The confirmation to the visitor (rules/confirmation.ts); absent or null: none. */
+  confirmation?: ConfirmationSettings | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -43,6 +49,8 @@ export interface FormSettings {
   enabled: boolean;
   honeypotField: string | null;
   redirectUrl: string | null;
+  spamRules?: SpamRules | null;
+  confirmation?: ConfirmationSettings | null;
 }
 
 async function sealCaptchaSecret(db: Db, formId: string, secret: string | undefined) {

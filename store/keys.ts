@@ -265,3 +265,18 @@ export function refusalCountKeyParts(key: Deno.KvKey): { day: string; reason: st
   const [, , day, reason] = key as ReturnType<typeof refusalCountKey>;
   return { day, reason };
 }
+
+/**
+ * A confirmation sent to an address from a form in the last 24 hours, under a keyed hash
+ * of the address (never the address): store/confirmations.ts.
+ */
+export const confirmationSentKey = (
+  formId: string,
+  addressHash: string,
+): ["confirmation_sent", string, string] => ["confirmation_sent", formId, addressHash];
+
+/** Confirmations a form sent in one hour (epoch hours): store/confirmations.ts. */
+export const confirmationHourKey = (
+  formId: string,
+  hour: number,
+): ["confirmation_hour", string, number] => ["confirmation_hour", formId, hour];

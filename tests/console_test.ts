@@ -369,7 +369,7 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
         'tr[data-reason="spam"]',
       );
       await spam.waitFor();
-      assert.match(await spam.textContent() ?? "", /^Spam trap11/);
+      assert.match(await spam.textContent() ?? "", /^Blocked as spam11/);
       const row = page.locator('tr[data-status="delivered"]');
       await row.waitFor();
       assert.match(await row.textContent() ?? "", /Webhook POST http:\/\/127\.0\.0\.1.*delivered1/);

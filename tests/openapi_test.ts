@@ -124,6 +124,11 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("GET", "/deployment");
   await admin("GET", `/forms/${form.id}`);
   await admin("PATCH", `/forms/${form.id}`, { allowedOrigins: ["https://example.com/"] });
+  await admin("PATCH", `/forms/${form.id}`, {
+    spamRules: { minSeconds: 2, blockedPatterns: ["casino"] },
+    confirmation: { emailField: "email", subject: "Thanks", text: "We got it" },
+  });
+  await admin("PATCH", `/forms/${form.id}`, { spamRules: null, confirmation: null });
   const { destination } = await admin("POST", `/forms/${form.id}/destinations`, {
     type: "webhook",
     config: { url: sink.url, headers: { "x-a": "b" } },
@@ -138,6 +143,11 @@ Deno.test("the answers the app gives match the description", async () => {
       from: "a@example.com",
       to: ["b@example.com"],
     },
+  });
+  await admin("POST", `/forms/${form.id}/destinations`, {
+    type: "webhook",
+    config: { url: sink.url },
+    conditions: [{ field: "topic", op: "equals", values: ["sales"] }],
   });
   await admin("POST", `/forms/${form.id}/destinations`, {
     type: "sheets_webhook",
@@ -203,6 +213,8 @@ Deno.test("the answers the app gives match the description", async () => {
     submitPath,
     await h.request(submitPath, { method: "POST", headers: { "content-type": "text/csv" } }),
   );
+  const pageToken = `/v1/f/${form.publicKey}/page-token`;
+  await described("GET", pageToken, await h.request(pageToken));
   await described("GET", "/healthz", await h.request("/healthz"));
   await described("GET", "/readyz", await h.request("/readyz"));
 

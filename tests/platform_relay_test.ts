@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { testConfig } from "./helpers/config.ts";
 import { outcomeViews } from "./helpers/deliveries.ts";
 import { startHarness } from "./helpers/harness.ts";
-import { startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";
+import { platformRelayOf, startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";
 import { waitFor } from "./helpers/wait.ts";
 
 /** A harness whose platform relay (Variant B) is a local SMTP server. */
@@ -10,17 +10,7 @@ async function withPlatformRelay(
   server: TestSmtpServer,
   relayLimits: ReturnType<typeof testConfig>["relayLimits"],
 ) {
-  return await startHarness({
-    relayLimits,
-    platformSmtp: {
-      host: server.hostname,
-      port: server.port,
-      secureTransport: "off",
-      username: "relay",
-      password: "relay-pass",
-      fromEmail: "forms@platform.example",
-    },
-  });
+  return await startHarness({ relayLimits, platformSmtp: platformRelayOf(server) });
 }
 
 const recipients = (n: number) => Array.from({ length: n }, (_, i) => `r${i}@example.org`);

@@ -255,7 +255,8 @@ function header(name: string, value: string): string {
   return `${name}: ${value}`;
 }
 
-function textHeader(name: string, value: string): string {
+/** A header whose value is text: RFC 2047 encoded where needed, never more than one line. */
+export function textHeader(name: string, value: string): string {
   return `${name}: ${encodeHeaderText(value, name.length)}`;
 }
 
@@ -264,7 +265,8 @@ function addressListHeader(name: string, addresses: string[]): string {
 }
 
 /** One line of text: CR, LF and other control characters become spaces. */
-function oneLine(value: string): string {
+/** A value with its control and line-break characters turned into spaces. */
+export function oneLine(value: string): string {
   // deno-lint-ignore no-control-regex -- control characters are what is removed here
   return value.replace(/[\x00-\x1f\x7f\u2028\u2029]+/g, " ");
 }

@@ -75,14 +75,22 @@ function chart(outcomes) {
 
 /** Each reason a submission did not reach the destinations, and what to do about it. */
 const REFUSALS = [
-  ["nowhere", "Sent nowhere", "Accepted while the form had no enabled destination."],
+  [
+    "nowhere",
+    "Sent nowhere",
+    "Accepted while the form had no enabled destination, or matching no destination's conditions.",
+  ],
   [
     "origin",
     "Wrong website",
     "Posted from a page whose address is not in Allowed origins (Settings).",
   ],
   ["captcha", "Captcha", "No captcha token, or one the captcha service did not accept."],
-  ["spam", "Spam trap", "The honeypot field was filled in: a bot, most likely."],
+  [
+    "spam",
+    "Blocked as spam",
+    "The honeypot field was filled in, or one of the form's spam rules caught it (Settings).",
+  ],
   ["rate", "Too many", "One visitor sent more than the rate limit allows."],
   ["size", "Too large", "The body was over 128 KB."],
   ["invalid", "Unreadable", "The body could not be read as the form's data (or had a file)."],
@@ -208,7 +216,9 @@ function outcomeRows(outcomes, destinations, actions) {
       cell("Submitted", when(outcome.submittedAt)),
       cell(
         "Destination",
-        destination
+        outcome.destinationId === "confirmation"
+          ? "Confirmation to the visitor"
+          : destination
           ? `${TYPE_NAMES[destination.type]} ${targetOf(destination)}`
           : `${TYPE_NAMES[outcome.destinationType]} (deleted)`,
       ),

@@ -6,6 +6,7 @@
 import { api, apiOk, deployment, healthIssue, SignedOut, targetOf, TYPE_NAMES } from "./api.js";
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
 import { formHeader, loadForm } from "./forms.js";
+import { conditionsField, formatConditions } from "./rules.js";
 
 /** What the API shows instead of a stored secret. */
 const REDACTED = "********";
@@ -203,6 +204,7 @@ function splitHeaderLines(value) {
 function editor({ formId, destination, kind, onDone }) {
   const { fields, read } = configFields(kind, destination?.config);
   const enabled = h("input", { type: "checkbox", checked: destination?.isEnabled ?? true });
+  const routing = conditionsField(destination);
   const element = h(
     "form",
     {
@@ -224,11 +226,13 @@ function editor({ formId, destination, kind, onDone }) {
           ? await api("PATCH", `/forms/${formId}/destinations/${destination.id}`, {
             config,
             isEnabled: enabled.checked,
+            conditions: routing.read(),
           })
           : await api("POST", `/forms/${formId}/destinations`, {
             type,
             config,
             isEnabled: enabled.checked,
+            conditions: routing.read(),
           });
         if (status !== 200) return showErrors(element, body);
         onDone();
@@ -236,6 +240,7 @@ function editor({ formId, destination, kind, onDone }) {
     },
     h("h2", {}, destination ? `Edit ${KINDS[kind].toLowerCase()}` : `New: ${KINDS[kind]}`),
     fields,
+    routing.field,
     field({ label: "Enabled", path: "isEnabled", input: enabled }),
     formError(),
     h(
@@ -349,6 +354,14 @@ function destinationCard(form, destination, refresh, openEditor) {
         "p",
         { class: "health", role: "note" },
         `${issue.label} since ${when(issue.since)}: ${issue.reason}`,
+      )
+      : null,
+    destination.conditions?.length
+      ? h(
+        "p",
+        { class: "meta" },
+        "Only when: ",
+        h("code", {}, formatConditions(destination.conditions).replaceAll("\n", " · ")),
       )
       : null,
     h(

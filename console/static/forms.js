@@ -1,6 +1,7 @@
 /** Forms: the list, the settings of one (create and edit) and its deletion. */
 import { api, apiOk, deployment } from "./api.js";
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
+import { confirmationFields, spamRuleFields } from "./rules.js";
 
 /**
  * The flag of a form whose submissions go nowhere (no enabled destination), or null.
@@ -109,10 +110,15 @@ export async function loadForm(id) {
 
 /** Settings of a form; `id` null creates one. */
 export async function formSettingsView(id) {
-  const [form, { captcha }] = await Promise.all([
+  const [form, { captcha, platformRelay }, destinations] = await Promise.all([
     id === null ? null : loadForm(id),
     deployment(),
+    id === null
+      ? []
+      : apiOk("GET", `/forms/${encodeURIComponent(id)}/destinations`).then((a) => a.destinations),
   ]);
+  const spam = spamRuleFields(form);
+  const confirmation = confirmationFields(form, { destinations, platformRelay });
   const input = (props) => h("input", props);
   const name = input({ type: "text", value: form?.name ?? "", required: true, maxlength: 200 });
   const origins = h("textarea", { rows: 3 });
@@ -143,6 +149,8 @@ export async function formSettingsView(id) {
           honeypotField: honeypot.value.trim() || null,
           redirectUrl: redirectUrl.value.trim() || null,
           enabled: enabled.checked,
+          spamRules: spam.read(),
+          confirmation: confirmation.read(),
         };
         if (captchaSecret.value) body.captchaSecret = captchaSecret.value;
         const { status, body: answer } = form === null
@@ -193,6 +201,8 @@ export async function formSettingsView(id) {
       input: captchaSecret,
     }),
     field({ label: "Enabled (accepts submissions)", path: "enabled", input: enabled }),
+    spam.fields,
+    confirmation.fields,
     formError(),
     h(
       "div",

@@ -2,6 +2,7 @@
 import { apiOk, deployment } from "./api.js";
 import { copyButton, h } from "./dom.js";
 import { formHeader, loadForm, nowhereNotice } from "./forms.js";
+import { timeTrapLines } from "./rules.js";
 
 /** A value as an HTML attribute's text. */
 function attr(value) {
@@ -50,7 +51,9 @@ export function captchaWidget(form, provider) {
 /** The plain HTML version: the browser posts and lands on the redirect or thank-you page. */
 export function plainSnippet(endpoint, form, provider) {
   return `<form action="${endpoint}" method="POST">
-${FIELDS}${honeypotInput(form.honeypotField)}${captchaWidget(form, provider)}
+${FIELDS}${honeypotInput(form.honeypotField)}${captchaWidget(form, provider)}${
+    timeTrapLines(endpoint, form)
+  }
   <button type="submit">Send</button>
 </form>`;
 }
@@ -58,7 +61,9 @@ ${FIELDS}${honeypotInput(form.honeypotField)}${captchaWidget(form, provider)}
 /** The fetch version: stays on the page and shows the answer. */
 export function fetchSnippet(endpoint, form, provider) {
   return `<form id="contact-form">
-${FIELDS}${honeypotInput(form.honeypotField)}${captchaWidget(form, provider)}
+${FIELDS}${honeypotInput(form.honeypotField)}${captchaWidget(form, provider)}${
+    timeTrapLines(endpoint, form)
+  }
   <button type="submit">Send</button>
   <p id="contact-status" role="status"></p>
 </form>

@@ -22,6 +22,19 @@ if (!params.has("endpoint") || !params.has("key")) {
 // redirectUrl, or a short HTML page saying what was wrong.
 document.getElementById("plain-form").action = SUBMIT_URL;
 
+// The time trap: formrelay signs the time this page loaded, and both forms send it back in
+// their hidden _formrelay_loaded field. A form whose spamRules.minSeconds is set drops a
+// submission sent sooner than that after loading (bots send within a second), or one
+// without a genuine token. The field itself is never delivered.
+fetch(`${ENDPOINT}/v1/f/${encodeURIComponent(PUBLIC_KEY)}/page-token`)
+  .then((response) => response.json())
+  .then((answer) => {
+    for (const input of document.querySelectorAll('input[name="_formrelay_loaded"]')) {
+      input.value = answer.token;
+    }
+  })
+  .catch(() => {}); // Offline or demo mode: the rest of the page still works.
+
 const fetchForm = document.getElementById("fetch-form");
 const status = document.getElementById("fetch-status");
 

@@ -222,3 +222,15 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
 function withCode(error: Error, responseCode: number): Error {
   return Object.assign(error, { responseCode });
 }
+
+/** The platform relay settings (PLATFORM_SMTP_*) of a test server started with user `relay`. */
+export function platformRelayOf(server: TestSmtpServer) {
+  return {
+    host: server.hostname,
+    port: server.port,
+    secureTransport: "off" as const,
+    username: "relay",
+    password: "relay-pass",
+    fromEmail: "forms@platform.example",
+  };
+}

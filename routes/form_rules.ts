@@ -1,0 +1,107 @@
+/**
+ * What a form's own rules do at acceptance, kept out of the ingestion path's way: its
+ * spam rules (rules/spam.ts), routing (rules/routing.ts) and the confirmation to the
+ * visitor (rules/confirmation.ts, reserved here within its limits, sent as a job of its
+ * own). A form without any of them costs a property check each: no KV read, no await.
+ *
+ * @module
+ */
+import { countConfirmation, countSpamCaught, countUnrouted } from "../metrics.ts";
+import { CONFIRMATION_DESTINATION_ID, visitorAddress } from "../rules/confirmation.ts";
+import { routeSubmission } from "../rules/routing.ts";
+import { pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
+import { Hono } from "hono";
+import { ApiError, refuseOtherMethods } from "./http.ts";
+import { ERRORS } from "./errors.ts";
+import { reserveConfirmation } from "../store/confirmations.ts";
+import type { Db } from "../store/db.ts";
+import type { IngestTarget } from "../store/form_cache.ts";
+import type { FormRecord } from "../store/forms.ts";
+
+/** A form's rules at acceptance. */
+export interface FormRules {
+  /** Whether the form's spam rules catch the payload (counted per rule); call only when it has some. */
+  caught(form: FormRecord, payload: unknown): Promise<boolean>;
+  /** The routed destinations of a submission, with a confirmation job when the form has one. */
+  destinationsOf(target: IngestTarget, payload: unknown): Promise<IngestTarget["destinations"]>;
+}
+
+/** The form rules of an ingestion route. */
+export function createFormRules(db: Db): FormRules {
+  return {
+    async caught(form, payload) {
+      if (!form.spamRules) return false;
+      const rule = await spamRuleCaught(form.spamRules, {
+        payload,
+        sealer: db.sealer,
+        publicKey: form.publicKey,
+        now: Date.now(),
+      });
+      if (rule !== null) countSpamCaught(form.id, rule);
+      return rule !== null;
+    },
+
+    async destinationsOf(target, payload) {
+      const routed = routeSubmission(target, payload);
+      if (target.routed && routed.length === 0) countUnrouted(target.form.id);
+      const settings = target.form.confirmation;
+      if (!settings) return routed;
+      const address = visitorAddress(payload, settings.emailField);
+      if (address === null) {
+        countConfirmation("no_address");
+        return routed;
+      }
+      const reserved = await reserveConfirmation(db, {
+        formId: target.form.id,
+        address,
+        maxPerHour: settings.maxPerHour,
+        now: Date.now(),
+      });
+      countConfirmation(reserved === "reserved" ? "queued" : reserved);
+      if (reserved !== "reserved") return routed;
+      return [...routed, { id: CONFIRMATION_DESTINATION_ID, type: "smtp", held: false }];
+    },
+  };
+}
+
+/**
+ * Takes the time trap's field out of a payload of a form without spam rules (a page may
+ * carry it all the same: it is the page's, never the visitor's). Returns false: not spam.
+ */
+export function dropPageToken(payload: unknown): false {
+  if (typeof payload === "object" && payload !== null) {
+    delete (payload as Record<string, unknown>)[TIME_TRAP_FIELD];
+  }
+  return false;
+}
+
+/** Whether a submission's jobs reach none of the form's destinations (a confirmation is not one). */
+export function sentNowhere(destinations: IngestTarget["destinations"]): boolean {
+  const confirmations = destinations.at(-1)?.id === CONFIRMATION_DESTINATION_ID ? 1 : 0;
+  return destinations.length === confirmations;
+}
+
+/**
+ * `GET /v1/f/:publicKey/page-token`: a signed page-load time for the time trap
+ * (rules/spam.ts). The page's script asks for it when it loads and puts it in the
+ * hidden field `_formrelay_loaded`. No KV read: the token only signs the time and the
+ * key, so anyone may have one; what it proves is when it was asked for.
+ */
+export function pageTokenRoutes(db: Db) {
+  const router = new Hono();
+  router.get("/:publicKey/page-token", (c) => {
+    const publicKey = c.req.param("publicKey");
+    if (!/^pk_[A-Za-z0-9_-]{16,100}$/.test(publicKey)) {
+      throw new ApiError(ERRORS.formEndpointNotFound);
+    }
+    c.header("Access-Control-Allow-Origin", "*");
+    c.header("Cache-Control", "no-store");
+    return c.json({
+      ok: true,
+      token: pageToken(db.sealer, publicKey, Date.now()),
+      field: TIME_TRAP_FIELD,
+    });
+  });
+  refuseOtherMethods(router, "/:publicKey/page-token");
+  return router;
+}

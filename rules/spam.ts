@@ -1,0 +1,160 @@
+/**
+ * Spam rules, a form's own and each optional: a minimum time between the page loading
+ * and the submission (a signed time trap), a maximum number of links, blocked words and
+ * patterns, and throw-away mail domains in a named field. A submission one of them
+ * catches is answered like a honeypot catch: the visitor sees success, nothing is
+ * delivered or kept, and the catch is counted per form and rule. A form without rules
+ * costs one property check.
+ *
+ * The time trap: the page asks `GET /v1/f/:publicKey/page-token` when it loads and puts
+ * the answer in the hidden field TIME_TRAP_FIELD. The token is the time of the request
+ * and a keyed hash of it and the public key (sealer.pseudonym, keyed from the sealing
+ * key): a bot cannot make an older one without the key, and a missing, forged or
+ * day-old token is caught like one sent too soon.
+ *
+ * @module
+ */
+import { z } from "zod";
+import type { Sealer } from "../store/sealing.ts";
+import { compilePattern, matchBudget } from "./patterns.ts";
+import { boundedPatternSchema } from "./routing.ts";
+
+/** The hidden field the page's script fills with its page token. */
+export const TIME_TRAP_FIELD = "_formrelay_loaded";
+/** How long a page token is good for. */
+const TOKEN_MAX_AGE_MS = 24 * 3600 * 1000;
+
+/** A form's spam rules, each optional. */
+export const spamRulesSchema = z.strictObject({
+  /** Seconds a person needs at least between loading the page and sending. */
+  minSeconds: z.number().int().min(1).max(3600).optional(),
+  /** Most links (`http://`, `https://`, `www.`) the payload's values may hold together. */
+  maxLinks: z.number().int().min(0).max(100).optional(),
+  /** Words or phrases refused anywhere in the payload's values (case-insensitive). */
+  blockedWords: z.array(z.string().trim().min(1).max(100)).max(100).optional(),
+  /** Bounded patterns (rules/patterns.ts) refused in any value's first 1 000 characters. */
+  blockedPatterns: z.array(boundedPatternSchema).max(20).optional(),
+  /** The field holding the visitor's email address, refused from throw-away domains. */
+  disposableEmailField: z.string().min(1).max(100).optional(),
+});
+
+/** A form's spam rules. */
+export type SpamRules = z.infer<typeof spamRulesSchema>;
+
+/** The rule that caught a submission. */
+export type SpamRule = "time_trap" | "links" | "blocked_words" | "blocked_patterns" | "disposable";
+
+/** Every rule, for metrics that start at zero. */
+export const SPAM_RULES: SpamRule[] = [
+  "time_trap",
+  "links",
+  "blocked_words",
+  "blocked_patterns",
+  "disposable",
+];
+
+/** The signature of a page token's time for a form. */
+function signature(sealer: Sealer, publicKey: string, issuedMs: number): string {
+  return sealer.pseudonym(`page-token\0${publicKey}\0${issuedMs}`);
+}
+
+/** A page token for a form's page loaded at `now`. */
+export function pageToken(sealer: Sealer, publicKey: string, now: number): string {
+  return `${now}.${signature(sealer, publicKey, now)}`;
+}
+
+/** When a page token says its page loaded, or null when it is missing, forged or stale. */
+export function pageLoadedAt(
+  sealer: Sealer,
+  { publicKey, token, now }: { publicKey: string; token: unknown; now: number },
+): number | null {
+  if (typeof token !== "string" || token.length > 100) return null;
+  const [time, sig] = token.split(".");
+  const issued = Number(time);
+  if (!/^\d{1,15}$/.test(time) || issued > now || now - issued > TOKEN_MAX_AGE_MS) return null;
+  return sig === signature(sealer, publicKey, issued) ? issued : null;
+}
+
+/** Every string value of a payload, nested ones too (at most `limit` of them). */
+function stringsOf(payload: unknown, limit = 10_000): string[] {
+  const found: string[] = [];
+  const stack = [payload];
+  while (stack.length > 0 && found.length < limit) {
+    const value = stack.pop();
+    if (typeof value === "string") found.push(value);
+    else if (typeof value === "object" && value !== null) stack.push(...Object.values(value));
+  }
+  return found;
+}
+
+const LINK = /https?:\/\/|www\./gi;
+
+function countLinks(values: string[]): number {
+  let links = 0;
+  for (const value of values) links += value.match(LINK)?.length ?? 0;
+  return links;
+}
+
+let disposableDomains: Set<string> | null = null;
+/** The maintained list of throw-away mail domains, loaded when a form first needs it. */
+async function disposable(): Promise<Set<string>> {
+  if (disposableDomains === null) {
+    const list = await import("disposable-email-domains/index.json", { with: { type: "json" } });
+    disposableDomains = new Set<string>(list.default);
+  }
+  return disposableDomains;
+}
+
+/** Whether an address's domain (or a parent domain of it) is a throw-away one. */
+async function isDisposable(address: unknown): Promise<boolean> {
+  if (typeof address !== "string") return false;
+  const at = address.lastIndexOf("@");
+  if (at < 0) return false;
+  const domains = await disposable();
+  const labels = address.slice(at + 1).trim().toLowerCase().split(".");
+  for (let i = 0; i < labels.length - 1; i++) {
+    if (domains.has(labels.slice(i).join("."))) return true;
+  }
+  return false;
+}
+
+/**
+ * The rule of `rules` that catches a payload, or null. Takes the time-trap field out of
+ * the payload (it is the page's, not the visitor's).
+ */
+export async function spamRuleCaught(
+  rules: SpamRules,
+  { payload, sealer, publicKey, now }: {
+    payload: unknown;
+    sealer: Sealer;
+    publicKey: string;
+    now: number;
+  },
+): Promise<SpamRule | null> {
+  const fields = typeof payload === "object" && payload !== null && !Array.isArray(payload)
+    ? payload as Record<string, unknown>
+    : {};
+  const token = fields[TIME_TRAP_FIELD];
+  delete fields[TIME_TRAP_FIELD];
+  if (rules.minSeconds !== undefined) {
+    const loaded = pageLoadedAt(sealer, { publicKey, token, now });
+    if (loaded === null || now - loaded < rules.minSeconds * 1000) return "time_trap";
+  }
+  const values = stringsOf(payload);
+  if (rules.maxLinks !== undefined && countLinks(values) > rules.maxLinks) return "links";
+  if (rules.blockedWords?.length) {
+    const words = rules.blockedWords.map((word) => word.toLowerCase());
+    const lower = values.map((value) => value.toLowerCase());
+    if (lower.some((v) => words.some((w) => v.includes(w)))) return "blocked_words";
+  }
+  if (rules.blockedPatterns?.length) {
+    const patterns = rules.blockedPatterns.map(compilePattern);
+    const budget = matchBudget();
+    if (values.some((v) => patterns.some((p) => budget.matches(p, v)))) return "blocked_patterns";
+  }
+  if (
+    rules.disposableEmailField !== undefined &&
+    await isDisposable(fields[rules.disposableEmailField])
+  ) return "disposable";
+  return null;
+}

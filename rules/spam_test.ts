@@ -1,0 +1,67 @@
+import assert from "node:assert/strict";
+import { createSealer } from "../store/sealing.ts";
+import {
+  pageToken,
+  spamRuleCaught,
+  type SpamRules,
+  spamRulesSchema,
+  TIME_TRAP_FIELD,
+} from "./spam.ts";
+
+const sealer = await createSealer(crypto.getRandomValues(new Uint8Array(32)));
+const publicKey = "pk_" + "a".repeat(40);
+const now = Date.UTC(2026, 10, 24, 12);
+const caught = (rules: SpamRules, payload: Record<string, unknown>, at = now) =>
+  spamRuleCaught(rules, { payload, sealer, publicKey, now: at });
+
+Deno.test("time trap: a real page time passes, one too recent, forged, missing or stale is caught", async () => {
+  const rules = { minSeconds: 3 };
+  const loaded = pageToken(sealer, publicKey, now - 10_000);
+  const payload = { name: "Ada", [TIME_TRAP_FIELD]: loaded };
+  assert.equal(await caught(rules, payload), null);
+  assert.equal(TIME_TRAP_FIELD in payload, false, "the page's field is not delivered");
+
+  const tooSoon = pageToken(sealer, publicKey, now - 1_000);
+  assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: tooSoon }), "time_trap");
+  // An older time with the signature of a real (recent) token: the signature is of the time.
+  const [, signature] = tooSoon.split(".");
+  const forged = `${now - 60_000}.${signature}`;
+  assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: forged }), "time_trap");
+  const otherForm = pageToken(sealer, "pk_" + "b".repeat(40), now - 10_000);
+  assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: otherForm }), "time_trap");
+  assert.equal(await caught(rules, { name: "no token" }), "time_trap");
+  const dayOld = pageToken(sealer, publicKey, now - 25 * 3600_000);
+  assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: dayOld }), "time_trap");
+  const future = pageToken(sealer, publicKey, now + 60_000);
+  assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: future }), "time_trap");
+});
+
+Deno.test("spam rules: links over the maximum, blocked words and blocked patterns", async () => {
+  const links = { message: "see https://a.example and http://b.example", site: "www.c.example" };
+  assert.equal(await caught({ maxLinks: 3 }, links), null);
+  assert.equal(await caught({ maxLinks: 2 }, links), "links");
+  assert.equal(await caught({ maxLinks: 0 }, { nested: { deep: ["https://x.example"] } }), "links");
+
+  const words = { blockedWords: ["Crypto Offer"] };
+  assert.equal(await caught(words, { message: "A great CRYPTO offer for you" }), "blocked_words");
+  assert.equal(await caught(words, { message: "Hello" }), null);
+
+  const patterns = { blockedPatterns: ["\\bs[e3]o\\b"] };
+  assert.equal(await caught(patterns, { message: "cheap S3O services" }), "blocked_patterns");
+  assert.equal(await caught(patterns, { message: "seoul" }), null);
+});
+
+Deno.test("spam rules: throw-away mail domains in the named field, subdomains included", async () => {
+  const rules = { disposableEmailField: "email" };
+  assert.equal(await caught(rules, { email: "bot@mailinator.com" }), "disposable");
+  assert.equal(await caught(rules, { email: "bot@eu.mailinator.com" }), "disposable");
+  assert.equal(await caught(rules, { email: "ada@example.org" }), null);
+  assert.equal(await caught(rules, { other: "bot@mailinator.com" }), null, "only the named field");
+});
+
+Deno.test("spam rules are validated: bounded patterns only, sane limits", () => {
+  assert.equal(spamRulesSchema.safeParse({ minSeconds: 3, maxLinks: 2 }).success, true);
+  assert.equal(spamRulesSchema.safeParse({ blockedPatterns: ["(a+)+$"] }).success, false);
+  assert.equal(spamRulesSchema.safeParse({ minSeconds: 0 }).success, false);
+  assert.equal(spamRulesSchema.safeParse({ unknown: true }).success, false);
+});

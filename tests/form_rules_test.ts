@@ -1,0 +1,383 @@
+/** A form's own rules end to end: routing by field, spam rules, the confirmation to the visitor. */
+import assert from "node:assert/strict";
+import { registry } from "../metrics.ts";
+import { pageToken, TIME_TRAP_FIELD } from "../rules/spam.ts";
+import { UNROUTED_WARNING } from "../routes/ingest.ts";
+import { outcomeViews, storedJobs, submitAndSettle, webhook } from "./helpers/deliveries.ts";
+import { type Harness, startHarness } from "./helpers/harness.ts";
+import { startWebhookSink } from "./helpers/sink.ts";
+import { platformRelayOf, startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";
+
+/** A metric's value for the given labels (metrics are per process: tests compare deltas). */
+async function metricValue(name: string, labels: Record<string, string>): Promise<number> {
+  const metric = registry.getSingleMetric(name);
+  if (metric === undefined) return 0;
+  const { values } = await metric.get();
+  const found = values.find((v) =>
+    Object.entries(labels).every(([k, value]) => String(v.labels[k]) === value)
+  );
+  return found?.value ?? 0;
+}
+
+/** The text of a quoted-printable body. */
+function decodeQuotedPrintable(body: string): string {
+  const bytes: number[] = [];
+  const text = body.replace(/=\r\n/g, "");
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === "=") {
+      bytes.push(parseInt(text.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else bytes.push(text.charCodeAt(i));
+  }
+  return new TextDecoder().decode(new Uint8Array(bytes));
+}
+
+/** Today's refusal counts of a form, flushed first. */
+async function refusalsToday(h: Harness, formId: string) {
+  const response = await h.admin("GET", `/forms/${formId}/refusals?days=1`);
+  assert.equal(response.status, 200);
+  return (await response.json()).days[0];
+}
+
+Deno.test("routing: a destination gets only the submissions its conditions hold for; no match is 202, counted and said", async (t) => {
+  await using h = await startHarness();
+  await using salesSink = startWebhookSink();
+  await using supportSink = startWebhookSink();
+  const form = await h.createForm();
+  const added = await h.admin("POST", `/forms/${form.id}/destinations`, {
+    ...webhook(salesSink.url),
+    conditions: [{ field: "topic", op: "equals", values: ["sales", "pricing"] }],
+  });
+  assert.equal(added.status, 200);
+  assert.deepEqual((await added.json()).destination.conditions, [
+    { field: "topic", op: "equals", values: ["sales", "pricing"] },
+  ]);
+  await h.addDestination(form.id, {
+    ...webhook(supportSink.url),
+    conditions: [
+      { field: "topic", op: "matches", pattern: "^(support|help)$" },
+      { field: "email", op: "present" },
+    ],
+  });
+
+  await t.step("equals and pattern each reach their own destination", async () => {
+    await submitAndSettle(h, form.publicKey, { topic: "pricing", [TIME_TRAP_FIELD]: "1.x" });
+    await submitAndSettle(h, form.publicKey, { topic: "Help", email: "a@example.org" });
+    assert.equal(salesSink.received.length, 1);
+    assert.deepEqual(salesSink.received[0].json!.payload, { topic: "pricing" }, "no page token");
+    assert.equal(supportSink.received.length, 1);
+    assert.equal((supportSink.received[0].json!.payload as { topic: string }).topic, "Help");
+  });
+
+  await t.step(
+    "an absent field fails present; no match is 202 with a warning and counted",
+    async () => {
+      const unroutedBefore = await metricValue("formrelay_submissions_unrouted_total", {});
+      const response = await h.submit(form.publicKey, { topic: "help" });
+      assert.equal(response.status, 202);
+      assert.equal((await response.json()).warning, UNROUTED_WARNING);
+      assert.equal((await storedJobs(h)).length, 0);
+      assert.equal((await refusalsToday(h, form.id)).nowhere, 1);
+      assert.equal(
+        await metricValue("formrelay_submissions_unrouted_total", {}),
+        unroutedBefore + 1,
+      );
+      assert.equal(salesSink.received.length + supportSink.received.length, 2);
+    },
+  );
+
+  await t.step("conditions are validated, listed and changed", async () => {
+    const bad = await h.admin("POST", `/forms/${form.id}/destinations`, {
+      ...webhook(salesSink.url),
+      conditions: [{ field: "topic", op: "matches", pattern: "(a+)+$" }],
+    });
+    assert.equal(bad.status, 400);
+    const body = await bad.json();
+    assert.equal(body.error, "Validation error");
+    assert.equal(body.issues[0].path, "conditions.0.pattern");
+    const listed = await (await h.admin("GET", `/forms/${form.id}/destinations`)).json();
+    const sales = listed.destinations.find((d: { config: { url: string } }) =>
+      d.config.url === salesSink.url
+    );
+    const patched = await h.admin("PATCH", `/forms/${form.id}/destinations/${sales.id}`, {
+      conditions: [],
+    });
+    assert.equal(patched.status, 200);
+    assert.deepEqual((await patched.json()).destination.conditions, []);
+    await submitAndSettle(h, form.publicKey, { topic: "anything" });
+    assert.equal(salesSink.received.length, 2, "without conditions it gets everything");
+  });
+});
+
+Deno.test("spam rules: a caught submission is answered 202 like a honeypot catch, nothing is kept, counted per rule", async (t) => {
+  await using h = await startHarness();
+  await using sink = startWebhookSink();
+  const form = await h.createForm({
+    spamRules: {
+      minSeconds: 3,
+      maxLinks: 1,
+      blockedWords: ["casino"],
+      disposableEmailField: "email",
+    },
+  });
+  assert.deepEqual(form.spamRules, {
+    minSeconds: 3,
+    maxLinks: 1,
+    blockedWords: ["casino"],
+    disposableEmailField: "email",
+  });
+  await h.addDestination(form.id, webhook(sink.url));
+  const sealer = h.service.db.sealer;
+  const loadedAgo = (ms: number) => pageToken(sealer, form.publicKey, Date.now() - ms);
+
+  await t.step("the page token endpoint signs the time of the page's load", async () => {
+    const response = await h.request(`/v1/f/${form.publicKey}/page-token`);
+    assert.equal(response.status, 200);
+    assert.equal(response.headers.get("access-control-allow-origin"), "*");
+    const body = await response.json();
+    assert.equal(body.field, TIME_TRAP_FIELD);
+    const [time] = body.token.split(".");
+    assert.equal(body.token, pageToken(sealer, form.publicKey, Number(time)));
+    assert.equal((await h.request("/v1/f/nope/page-token")).status, 404);
+  });
+
+  const cases: [string, Record<string, unknown>][] = [
+    ["time_trap", { message: "hi", [TIME_TRAP_FIELD]: loadedAgo(500) }],
+    ["time_trap", { message: "hi", [TIME_TRAP_FIELD]: `${Date.now() - 60_000}.forged` }],
+    ["links", {
+      message: "https://a.example https://b.example",
+      [TIME_TRAP_FIELD]: loadedAgo(9000),
+    }],
+    ["blocked_words", { message: "Best CASINO", [TIME_TRAP_FIELD]: loadedAgo(9000) }],
+    ["disposable", { email: "x@mailinator.com", [TIME_TRAP_FIELD]: loadedAgo(9000) }],
+  ];
+  for (const [rule, payload] of cases) {
+    await t.step(`caught by ${rule}`, async () => {
+      const before = await metricValue("formrelay_spam_caught_total", { rule });
+      const response = await h.submit(form.publicKey, payload);
+      assert.equal(response.status, 202);
+      const body = await response.json();
+      assert.equal(body.ok, true);
+      assert.equal(body.warning, undefined, "the bot learns nothing");
+      assert.equal((await storedJobs(h)).length, 0);
+      assert.equal(await metricValue("formrelay_spam_caught_total", { rule }), before + 1);
+    });
+  }
+
+  await t.step(
+    "counted as spam per day; a person's submission is delivered without the token",
+    async () => {
+      assert.equal((await refusalsToday(h, form.id)).spam, cases.length);
+      await submitAndSettle(h, form.publicKey, {
+        message: "Hello, see https://my.example",
+        email: "ada@example.org",
+        [TIME_TRAP_FIELD]: loadedAgo(9000),
+      });
+      assert.equal(sink.received.length, 1);
+      const payload = sink.received[0].json!.payload as Record<string, unknown>;
+      assert.equal(TIME_TRAP_FIELD in payload, false);
+      assert.equal(payload.email, "ada@example.org");
+    },
+  );
+});
+
+/** A harness whose platform relay is a local SMTP server. */
+async function withRelay(server: TestSmtpServer, overrides = {}) {
+  return await startHarness({ platformSmtp: platformRelayOf(server), ...overrides });
+}
+
+const CONFIRMATION = {
+  emailField: "email",
+  subject: "Thanks, {{formName}} got your message",
+  text: "We will answer within a day.\n{{fields.message}}",
+  echoFields: ["name"],
+  replyTo: "owner@tenant.example",
+};
+
+Deno.test("confirmation: one per address per 24 h, RFC 3834 headers, only named fields echoed, outcome masked", async (t) => {
+  const server = await startSmtpServer({ mode: "off", username: "relay", password: "relay-pass" });
+  try {
+    await using h = await withRelay(server);
+    await using sink = startWebhookSink();
+    const form = await h.createForm({ confirmation: CONFIRMATION, honeypotField: "website" });
+    await h.addDestination(form.id, webhook(sink.url));
+
+    await t.step(
+      "the visitor gets one confirmation, the form's destination its delivery",
+      async () => {
+        await submitAndSettle(h, form.publicKey, {
+          email: "Ada@Example.org",
+          name: "Ada\r\nBcc: victim@example.net " + "x".repeat(500),
+          message: "<b>visit https://evil.example</b>",
+        });
+        assert.equal(sink.received.length, 1);
+        assert.equal(server.messages.length, 1);
+        const [mail] = server.messages;
+        assert.deepEqual(mail.to, ["ada@example.org"]);
+        const split = mail.raw.indexOf("\r\n\r\n");
+        const [head, body] = [mail.raw.slice(0, split), mail.raw.slice(split + 4)];
+        const lines = head.split("\r\n");
+        assert.ok(lines.includes("Auto-Submitted: auto-replied"));
+        assert.ok(lines.includes("X-Auto-Response-Suppress: All"));
+        assert.ok(lines.includes("Reply-To: owner@tenant.example"));
+        assert.ok(lines.includes("Subject: Thanks, Contact got your message"));
+        assert.ok(!lines.some((line) => line.startsWith("Bcc:")), "no header from a visitor");
+        const text = decodeQuotedPrintable(body);
+        assert.match(text, /We will answer within a day\./);
+        assert.doesNotMatch(text, /evil\.example/, "a field not named to echo never appears");
+        assert.match(text, /name: Ada Bcc: victim@example\.net x+…/, "echoed, one line, cut");
+        assert.ok(text.length < 1000);
+        const outcomes = await outcomeViews(h, form.id);
+        const confirmation = outcomes.find((o) => o.destinationId === "confirmation");
+        assert.equal(confirmation?.status, "delivered");
+        assert.equal(
+          (confirmation as { detail?: string } | undefined)?.detail,
+          "Confirmation to a***@example.org",
+        );
+        assert.doesNotMatch(JSON.stringify(outcomes), /ada@example/i);
+      },
+    );
+
+    await t.step("a second submission with the same address within 24 h gets none", async () => {
+      await submitAndSettle(h, form.publicKey, { email: "ada@example.org", name: "Ada" });
+      assert.equal(sink.received.length, 2, "the form's own delivery goes on");
+      assert.equal(server.messages.length, 1);
+    });
+
+    await t.step("the address is kept only as a keyed hash", async () => {
+      const keys: string[] = [];
+      for await (const entry of h.service.db.kv.list({ prefix: ["confirmation_sent"] })) {
+        keys.push(JSON.stringify(entry.key));
+      }
+      assert.equal(keys.length, 1);
+      assert.doesNotMatch(keys[0], /ada|example/i);
+    });
+
+    await t.step("a honeypot catch gets no confirmation", async () => {
+      const response = await h.submit(form.publicKey, {
+        email: "victim@example.net",
+        website: "spam",
+      });
+      assert.equal(response.status, 202);
+      assert.equal((await storedJobs(h)).length, 0);
+      assert.equal(server.messages.length, 1);
+    });
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("confirmation: the hourly cap, and a bot-chosen address gets nothing when the captcha fails", async () => {
+  const server = await startSmtpServer({ mode: "off", username: "relay", password: "relay-pass" });
+  const verifier = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => Response.json({ success: false }),
+  );
+  try {
+    await using h = await withRelay(server, {
+      captchaVerifyUrl: `http://127.0.0.1:${verifier.addr.port}/siteverify`,
+    });
+    const capped = await h.createForm({ confirmation: { ...CONFIRMATION, maxPerHour: 1 } });
+    const limitedBefore = await metricValue("formrelay_confirmations_total", {
+      result: "hourly_limit",
+    });
+    await submitAndSettle(h, capped.publicKey, { email: "one@example.org" });
+    await submitAndSettle(h, capped.publicKey, { email: "two@example.org" });
+    assert.equal(server.messages.length, 1);
+    assert.deepEqual(server.messages[0].to, ["one@example.org"]);
+    assert.equal(
+      await metricValue("formrelay_confirmations_total", { result: "hourly_limit" }),
+      limitedBefore + 1,
+    );
+
+    const guarded = await h.createForm({
+      confirmation: CONFIRMATION,
+      verifyCaptcha: true,
+      captchaSecret: "secret",
+    });
+    const response = await h.submit(guarded.publicKey, { email: "victim@example.net" }, {
+      "x-captcha-token": "made-up",
+    });
+    assert.equal(response.status, 400);
+    assert.equal((await response.json()).error, "Invalid captcha token");
+    assert.equal((await storedJobs(h)).length, 0);
+    const sent = [];
+    for await (const entry of h.service.db.kv.list({ prefix: ["confirmation_sent", guarded.id] })) {
+      sent.push(entry);
+    }
+    assert.equal(sent.length, 0, "no slot was used for the victim either");
+    assert.equal(server.messages.length, 1);
+  } finally {
+    await verifier.shutdown();
+    await server.close();
+  }
+});
+
+Deno.test("confirmation: sent through a tenant SMTP destination the tenant names; an unknown relay is refused", async () => {
+  const server = await startSmtpServer({
+    mode: "off",
+    username: "tenant",
+    password: "tenant-pass",
+  });
+  try {
+    await using h = await startHarness({ allowPrivateDestinations: true });
+    const form = await h.createForm();
+    const refused = await h.admin("PATCH", `/forms/${form.id}`, {
+      confirmation: { ...CONFIRMATION, via: crypto.randomUUID() },
+    });
+    assert.equal(refused.status, 400);
+    assert.equal((await refused.json()).issues[0].path, "confirmation.via");
+    const relayId = await h.addDestination(form.id, {
+      type: "smtp",
+      config: {
+        host: server.hostname,
+        port: server.port,
+        secureTransport: "off",
+        username: "tenant",
+        password: "tenant-pass",
+        from: "hello@tenant.example",
+        to: ["owner@tenant.example"],
+      },
+    });
+    const patched = await h.admin("PATCH", `/forms/${form.id}`, {
+      confirmation: { ...CONFIRMATION, via: relayId },
+    });
+    assert.equal(patched.status, 200);
+    await patched.body?.cancel();
+    await submitAndSettle(h, form.publicKey, { email: "bea@example.org", name: "Bea" });
+    const toVisitor = server.messages.filter((m) => m.to.includes("bea@example.org"));
+    const toOwner = server.messages.filter((m) => m.to.includes("owner@tenant.example"));
+    assert.equal(toVisitor.length, 1);
+    assert.equal(toOwner.length, 1, "the form's own delivery");
+    assert.ok(toVisitor[0].raw.includes("\r\nFrom: hello@tenant.example\r\n"));
+    assert.equal(toVisitor[0].user, "tenant");
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("confirmation: a refused address fails alone, masked, and pauses nothing", async () => {
+  const server = await startSmtpServer({
+    mode: "off",
+    username: "relay",
+    password: "relay-pass",
+    rejectRecipients: { "gone@example.org": 550 },
+  });
+  try {
+    await using h = await withRelay(server, { pauseAfterMs: 1 });
+    await using sink = startWebhookSink();
+    const form = await h.createForm({ confirmation: CONFIRMATION });
+    await h.addDestination(form.id, webhook(sink.url));
+    await submitAndSettle(h, form.publicKey, { email: "gone@example.org" });
+    assert.equal(sink.received.length, 1, "the form's destination got its delivery");
+    const outcomes = await outcomeViews(h, form.id);
+    const confirmation = outcomes.find((o) => o.destinationId === "confirmation");
+    assert.equal(confirmation?.status, "failed");
+    assert.match(confirmation?.lastError ?? "", /^Confirmation to g\*\*\*@example\.org: /);
+    assert.doesNotMatch(JSON.stringify(outcomes) + h.logs.join("\n"), /gone@example/);
+    const { destinations } = await (await h.admin("GET", `/forms/${form.id}/destinations`)).json();
+    assert.equal(destinations[0].health.state, "healthy");
+  } finally {
+    await server.close();
+  }
+});
