@@ -50,7 +50,10 @@ const envSchema = z.object({
     (v) => decodesTo32Bytes(v),
     "Expected 32 bytes in base64",
   ).optional(),
-  DELIVERY_CONCURRENCY: positiveInt.max(1024).default(32),
+  /** Deliveries in flight at most per process; unset: DEFAULT_DELIVERY_CONCURRENCY within the descriptor limit. */
+  DELIVERY_CONCURRENCY: positiveInt.max(10_000).optional(),
+  /** Deliveries in flight to one destination at most, however fast it answers. */
+  DESTINATION_MAX_CONCURRENCY: positiveInt.max(10_000).default(64),
   /** Share of the delivery slots one organization may hold (0 < share <= 1). */
   DELIVERY_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /** Delivery jobs due at most in one process (waiting or in progress); past it, 503. */
@@ -162,6 +165,8 @@ export interface Config {
   /** 32-byte key, base64; null = generate or load beside the local KV file. */
   submissionEncryptionKey: string | null;
   deliveryConcurrency: number;
+  /** Each destination's pace (delivery/pace.ts): where its concurrency starts, and its cap. */
+  pace: { initial: number; max: number };
   /** Share of the delivery slots one organization may hold (at least one slot). */
   deliveryOrgShare: number;
   /** Jobs due at most in one process, and the share of them one organization may fill. */
@@ -258,7 +263,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     smtpHeloName: e.SMTP_HELO_NAME,
     allowPrivateDestinations: e.ALLOW_PRIVATE_DESTINATIONS,
     submissionEncryptionKey: e.SUBMISSION_ENCRYPTION_KEY ?? null,
-    deliveryConcurrency: e.DELIVERY_CONCURRENCY,
+    deliveryConcurrency: e.DELIVERY_CONCURRENCY ??
+      deliveryConcurrencyFor(descriptorLimit() ?? ASSUMED_DESCRIPTOR_LIMIT),
+    pace: { initial: PACE_INITIAL, max: e.DESTINATION_MAX_CONCURRENCY },
     deliveryOrgShare: e.DELIVERY_ORG_SHARE,
     backlog: { maxJobs: e.BACKLOG_MAX_JOBS, orgShare: e.BACKLOG_ORG_SHARE },
     sweepIntervalMs: e.SWEEP_INTERVAL_SECONDS * 1000,
@@ -273,6 +280,40 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     readyMaxBacklog: e.READY_MAX_BACKLOG,
     logLevel: e.LOG_LEVEL,
   };
+}
+
+/**
+ * Deliveries in flight by default: enough for receivers that take their time (an
+ * in-flight request costs about 60 KB and one descriptor: bench:in-flight), within a
+ * fifth of the descriptor limit, since the listener may take three quarters
+ * (listener.ts); where the limit cannot be read, a fifth of ASSUMED_DESCRIPTOR_LIMIT.
+ */
+export const DEFAULT_DELIVERY_CONCURRENCY = 1024;
+/** Deliveries in flight a destination starts with (what each got before it had a pace). */
+export const PACE_INITIAL = 8;
+
+/** Deliveries in flight by default for a process with `descriptors`. */
+export function deliveryConcurrencyFor(descriptors: number): number {
+  return Math.max(16, Math.min(DEFAULT_DELIVERY_CONCURRENCY, Math.floor(descriptors * 0.2)));
+}
+
+/** The descriptor limit assumed when the process's own cannot be read. */
+export const ASSUMED_DESCRIPTOR_LIMIT = 1024;
+
+/**
+ * The process's open-file limit from /proc/self/limits, or null where it cannot be
+ * read: not Linux, or without `--allow-all` (Deno 2 asks for all permissions to read
+ * /proc/self, so `deno task start`, with its narrower flags, cannot).
+ */
+export function descriptorLimit(): number | null {
+  try {
+    const line = Deno.readTextFileSync("/proc/self/limits").split("\n")
+      .find((l) => l.startsWith("Max open files"));
+    const soft = Number(line?.split(/\s{2,}/)[1]);
+    return Number.isFinite(soft) && soft > 0 ? soft : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Every environment variable the service reads, with its default (undefined: none). */

@@ -1,5 +1,13 @@
 import assert from "node:assert/strict";
-import { ConfigError, loadConfig } from "./config.ts";
+import {
+  ASSUMED_DESCRIPTOR_LIMIT,
+  ConfigError,
+  DEFAULT_DELIVERY_CONCURRENCY,
+  deliveryConcurrencyFor,
+  descriptorLimit,
+  loadConfig,
+  PACE_INITIAL,
+} from "./config.ts";
 
 Deno.test("loadConfig applies the contract's defaults", () => {
   const config = loadConfig({});
@@ -21,7 +29,18 @@ Deno.test("loadConfig applies the contract's defaults", () => {
   });
   assert.equal(config.platformSmtp, null);
   assert.equal(config.allowPrivateDestinations, false);
-  assert.equal(config.deliveryConcurrency, 32);
+  assert.equal(
+    config.deliveryConcurrency,
+    deliveryConcurrencyFor(descriptorLimit() ?? ASSUMED_DESCRIPTOR_LIMIT),
+    "many in flight, within a fifth of the descriptor limit",
+  );
+  assert.equal(deliveryConcurrencyFor(20_000), DEFAULT_DELIVERY_CONCURRENCY);
+  assert.equal(
+    deliveryConcurrencyFor(1024),
+    204,
+    "with the listener's three quarters, under 1 024 descriptors",
+  );
+  assert.deepEqual(config.pace, { initial: PACE_INITIAL, max: 64 });
   assert.equal(config.deliveryOrgShare, 0.5);
   assert.deepEqual(
     config.retryScheduleMs,
@@ -132,4 +151,11 @@ Deno.test("loadConfig reads the metrics and readiness settings", () => {
   assert.equal(set.readyMaxBacklog, 50);
   assert.throws(() => loadConfig({ METRICS_TOKEN: "short" }), ConfigError);
   assert.throws(() => loadConfig({ READY_MAX_BACKLOG: "0" }), ConfigError);
+});
+
+Deno.test("DELIVERY_CONCURRENCY and DESTINATION_MAX_CONCURRENCY are taken as given", () => {
+  const config = loadConfig({ DELIVERY_CONCURRENCY: "4000", DESTINATION_MAX_CONCURRENCY: "16" });
+  assert.equal(config.deliveryConcurrency, 4000);
+  assert.equal(config.pace.max, 16);
+  assert.throws(() => loadConfig({ DESTINATION_MAX_CONCURRENCY: "0" }), ConfigError);
 });

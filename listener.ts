@@ -32,6 +32,8 @@
  * @module
  */
 import type { Logger } from "./log.ts";
+// Read where the delivery slots are sized too (config.ts); re-exported for main.ts.
+export { ASSUMED_DESCRIPTOR_LIMIT, descriptorLimit } from "./config.ts";
 import { addressKey } from "./routes/client_address.ts";
 import type { BodyWatch } from "./routes/http.ts";
 
@@ -124,25 +126,6 @@ function serveOnConnection(): ServeOnConnection | null {
 /** Whether this runtime can run the guarded listener (else main.ts falls back to Deno.serve). */
 export function canGuardConnections(): boolean {
   return serveOnConnection() !== null;
-}
-
-/** The descriptor limit assumed when the process's own cannot be read. */
-export const ASSUMED_DESCRIPTOR_LIMIT = 1024;
-
-/**
- * The process's open-file limit from /proc/self/limits, or null where it cannot be
- * read: not Linux, or without `--allow-all` (Deno 2 asks for all permissions to read
- * /proc/self, so `deno task start`, with its narrower flags, cannot).
- */
-export function descriptorLimit(): number | null {
-  try {
-    const line = Deno.readTextFileSync("/proc/self/limits").split("\n")
-      .find((l) => l.startsWith("Max open files"));
-    const soft = Number(line?.split(/\s{2,}/)[1]);
-    return Number.isFinite(soft) && soft > 0 ? soft : null;
-  } catch {
-    return null;
-  }
 }
 
 /** Connections a process with `descriptors` may hold: three quarters, at most 10 000. */

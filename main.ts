@@ -54,7 +54,8 @@ if (onDeploy || !canGuardConnections()) {
     const assumed = maxConnectionsFor(ASSUMED_DESCRIPTOR_LIMIT);
     logger.warn(
       `cannot read the descriptor limit (it needs --allow-all): at most ${assumed} connections, ` +
-        "as for 1 024 descriptors; set HTTP_MAX_CONNECTIONS to three quarters of `ulimit -Hn`",
+        "as for 1 024 descriptors (and a fifth of them for deliveries in flight); set " +
+        "HTTP_MAX_CONNECTIONS to three quarters of `ulimit -Hn` and DELIVERY_CONCURRENCY to a fifth",
       { maxConnections: assumed },
     );
   }

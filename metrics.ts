@@ -40,11 +40,13 @@ for (const error of Object.values(ERRORS) as ErrorSpec[]) {
 
 /**
  * Delivery attempt outcomes as labelled ("held" is a job kept back while its destination is
- * paused, "deferred" one kept back by its organization's outbound budget).
+ * paused, "deferred" one kept back by its organization's outbound budget, "rate_limited" an
+ * attempt the receiver refused for rate, tried again uncounted).
  */
 const DELIVERY_OUTCOMES = [
   "delivered",
   "retry",
+  "rate_limited",
   "failed",
   "held",
   "deferred",
@@ -121,6 +123,8 @@ const commitParts = new client.Histogram({
 export interface MetricSources {
   /** Deliveries running and jobs waiting for a slot in this process; null: not delivering. */
   engine(): { active: number; waiting: number } | null;
+  /** The destinations this process paces, and their paces (delivery/pace.ts); absent: none. */
+  paces?(): Iterable<[string, PaceReading]>;
   /** Whether this process's delivery engine runs. */
   delivering(): boolean;
   /** Request bodies held now (routes/body_gate.ts). */
@@ -132,6 +136,14 @@ export interface MetricSources {
       destinations: { paused: number; truncated: boolean };
     }>;
   };
+}
+
+/** One destination's pace as the gauge reads it (delivery/engine.ts DestinationPace). */
+export interface PaceReading {
+  concurrency: number;
+  inFlight: number;
+  heldUntil: number | null;
+  ratePerSecond: number | null;
 }
 
 let sources: MetricSources | null = null;
@@ -204,6 +216,40 @@ gauge(
     if (stats === null) return;
     set({ state: "active" }, stats.active);
     set({ state: "waiting" }, stats.waiting);
+  },
+);
+gauge(
+  "formrelay_destination_pace",
+  "Each destination's pace in this process: concurrency (deliveries it may have in flight), " +
+    "in_flight, held (1 while a Retry-After or quota holds it), rate_per_second (since it " +
+    'refused for rate). Without METRICS_PER_FORM one series per measure, destination_id "": ' +
+    "sums, and held and rate_per_second count the destinations held and rate-limited",
+  ["measure", "destination_id"],
+  (set) => {
+    const paces = sources?.paces?.();
+    if (!paces) return;
+    const now = Date.now();
+    const total = { concurrency: 0, in_flight: 0, held: 0, rate_per_second: 0 };
+    for (const [id, pace] of paces) {
+      const held = pace.heldUntil !== null && pace.heldUntil > now ? 1 : 0;
+      if (perForm) {
+        set({ measure: "concurrency", destination_id: id }, pace.concurrency);
+        set({ measure: "in_flight", destination_id: id }, pace.inFlight);
+        set({ measure: "held", destination_id: id }, held);
+        if (pace.ratePerSecond !== null) {
+          set({ measure: "rate_per_second", destination_id: id }, pace.ratePerSecond);
+        }
+        continue;
+      }
+      total.concurrency += pace.concurrency;
+      total.in_flight += pace.inFlight;
+      total.held += held;
+      total.rate_per_second += pace.ratePerSecond === null ? 0 : 1;
+    }
+    if (perForm) return;
+    for (const [measure, value] of Object.entries(total)) {
+      set({ measure, destination_id: "" }, value);
+    }
   },
 );
 gauge(

@@ -106,7 +106,12 @@ export async function startService(
   let delivering = engine !== null;
   const backlog = createBacklogReader(db, { limit: config.readyMaxBacklog });
   const observed = { backlog, delivering: () => delivering };
-  observeService({ ...observed, engine: () => engine?.stats() ?? null, bodies: bodyGate.stats }, {
+  observeService({
+    ...observed,
+    engine: () => engine?.stats() ?? null,
+    paces: () => engine?.paces() ?? [],
+    bodies: bodyGate.stats,
+  }, {
     perForm: config.metrics.perForm,
   });
   const refusals = createRefusalCounter(db);

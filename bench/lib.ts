@@ -4,14 +4,20 @@ import { START_TASK } from "../tools/start_task.ts";
 
 export const MAIN = new URL("../main.ts", import.meta.url).pathname;
 
-/** A child process started from a Deno script, with its pid for RSS readings. */
+/**
+ * A child process started from a Deno script, with its pid for RSS readings. With
+ * `permissions: "start"` it has the start task's permissions, not `-A`: main.ts then runs
+ * as users run it (it cannot read the descriptor limit, so its bounds are the defaults
+ * for 1 024 descriptors).
+ */
 export function spawnDeno(
   args: string[],
   env: Record<string, string>,
-  options: { stdout?: "piped" | "null" } = {},
+  options: { stdout?: "piped" | "null"; permissions?: "all" | "start" } = {},
 ): Deno.ChildProcess {
+  const permissions = options.permissions === "start" ? START_TASK.permissions : ["-A"];
   return new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...args],
+    args: ["run", ...permissions, ...args],
     env,
     stdout: options.stdout ?? "null",
     stderr: "inherit",
@@ -236,7 +242,7 @@ export async function startBenchService(
         ...START_TASK.env,
         ...fullEnv,
         PORT: String(port),
-      });
+      }, { permissions: "start" });
       const origin = `http://127.0.0.1:${port}`;
       const started = await Promise.race([
         waitUntilUp(`${origin}/healthz`).then(() => true, () => false),

@@ -43,7 +43,7 @@ const child = spawnDeno([START_TASK.v8Flags, MAIN], {
   ...START_TASK.env,
   ...workspace.env,
   PORT: String(port),
-});
+}, { permissions: "start" });
 const origin = `http://127.0.0.1:${port}`;
 await waitUntilUp(`${origin}/healthz`);
 const admin = adminClient(() => origin, workspace.orgs[0].tenantKey);

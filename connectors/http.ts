@@ -9,7 +9,7 @@
 import { redactUrls, urlOrigin } from "../redact.ts";
 import { VERSION } from "../version.ts";
 import { type HttpTransport, reasonPhrase } from "./http_transport.ts";
-import { blameOfHttpStatus, DeliveryError, type DeliveryReceipt } from "./types.ts";
+import { blameOfHttpStatus, DeliveryError, type DeliveryReceipt, type PaceHint } from "./types.ts";
 
 /** `User-Agent` of every delivery request. */
 export const USER_AGENT = `formrelay/${VERSION}`;
@@ -68,7 +68,9 @@ export function startAttempt(deps: HttpConnectorDeps, signal: AbortSignal): Send
 
 /**
  * Ends an attempt with its final answer: the body is cancelled, a 2xx is a receipt,
- * anything else a DeliveryError (408, 429 and 5xx transient with Retry-After, others permanent).
+ * anything else a DeliveryError (408, 429 and 5xx transient with Retry-After, others
+ * permanent). A 429, or a 503 with Retry-After, is a refusal for rate (`pace.limited`);
+ * rate-limit headers on any answer go into `pace` (readPaceHint).
  *
  * @param detail a note appended to the failure text, e.g. why a redirect was not followed
  */
@@ -79,7 +81,10 @@ export async function settleResponse(
 ): Promise<DeliveryReceipt> {
   await discardBody(response);
   const status = response.status;
-  if (status >= 200 && status < 300) return { statusCode: status };
+  const pace = readPaceHint(response);
+  if (status >= 200 && status < 300) {
+    return pace ? { statusCode: status, pace } : { statusCode: status };
+  }
   const transient = status === 408 || status === 429 || status >= 500;
   const statusLine = `${status} ${reasonPhrase(response.statusText)}`.trim();
   const note = detail === undefined ? "" : ` (${detail})`;
@@ -88,7 +93,50 @@ export async function settleResponse(
     blame: blameOfHttpStatus(status),
     statusCode: status,
     retryAfterMs: transient ? parseRetryAfter(response.headers.get("retry-after")) : undefined,
+    pace,
   });
+}
+
+/**
+ * What an answer says about the receiver's pace: `Retry-After` (on 429 and 503, where it
+ * means "not before"; a 429 is a refusal for rate, a 503 that has one a refusal while the
+ * receiver is down), and the quota
+ * headers many APIs send: `X-RateLimit-Remaining` with `X-RateLimit-Reset-After`
+ * (seconds, Discord) or `X-RateLimit-Reset` (epoch seconds, GitHub and others), or the
+ * IETF draft's `RateLimit-Remaining` with `RateLimit-Reset` (seconds). Undefined when it
+ * says nothing.
+ */
+export function readPaceHint(response: Response, now: number = Date.now()): PaceHint | undefined {
+  const { status, headers } = response;
+  const hint: PaceHint = {};
+  if (status === 429 || status === 503) {
+    const retryAfterMs = parseRetryAfter(headers.get("retry-after"), now);
+    if (retryAfterMs !== undefined) hint.retryAfterMs = retryAfterMs;
+    if (status === 429) hint.limited = true;
+    else if (retryAfterMs !== undefined) Object.assign(hint, { limited: true, unavailable: true });
+  }
+  const remaining = Number(
+    headers.get("x-ratelimit-remaining") ?? headers.get("ratelimit-remaining") ?? NaN,
+  );
+  if (Number.isInteger(remaining) && remaining >= 0) {
+    const resetAfterMs = readResetAfter(headers, now);
+    if (resetAfterMs !== undefined) Object.assign(hint, { remaining, resetAfterMs });
+  }
+  return Object.keys(hint).length > 0 ? hint : undefined;
+}
+
+/** When a rate-limit window starts afresh (ms from now), from the quota headers. */
+function readResetAfter(headers: Headers, now: number): number | undefined {
+  const seconds = (name: string) => {
+    const value = Number(headers.get(name) ?? NaN);
+    return Number.isFinite(value) && value >= 0 ? value : undefined;
+  };
+  const after = seconds("x-ratelimit-reset-after") ?? seconds("ratelimit-reset");
+  if (after !== undefined) return Math.round(after * 1000);
+  const reset = seconds("x-ratelimit-reset");
+  if (reset === undefined) return undefined;
+  // Epoch seconds (a value past 2001), else seconds from now.
+  return reset > 1e9 ? Math.max(0, Math.round(reset * 1000 - now)) : Math.round(reset * 1000);
 }
 
 /** Releases a response body that is not read. */

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { jsonRequestHeaders, parseRetryAfter, settleResponse, USER_AGENT } from "./http.ts";
+import {
+  jsonRequestHeaders,
+  parseRetryAfter,
+  readPaceHint,
+  settleResponse,
+  USER_AGENT,
+} from "./http.ts";
 import { DeliveryError } from "./types.ts";
 import { VERSION } from "../version.ts";
 
@@ -56,4 +62,65 @@ Deno.test("a DeliveryError is the destination's fault unless said otherwise", ()
     new DeliveryError("x", { permanent: true, blame: "submission" }).blame,
     "submission",
   );
+});
+
+Deno.test("readPaceHint: a 429, or a 503 with Retry-After, is a refusal for rate; quota headers are read", () => {
+  const now = Date.parse("2025-01-02T03:04:05Z");
+  const answer = (status: number, headers: Record<string, string> = {}) =>
+    readPaceHint(new Response(null, { status, headers }), now);
+  assert.deepEqual(answer(429, { "retry-after": "1" }), { limited: true, retryAfterMs: 1000 });
+  assert.deepEqual(
+    answer(429),
+    { limited: true },
+    "a 429 without Retry-After still refuses for rate",
+  );
+  assert.deepEqual(answer(503, { "retry-after": "Thu, 02 Jan 2025 03:05:05 GMT" }), {
+    limited: true,
+    unavailable: true,
+    retryAfterMs: 60_000,
+  });
+  assert.equal(answer(503), undefined, "a plain 503 is an overload, not a rate");
+  assert.equal(answer(500, { "retry-after": "5" }), undefined);
+  assert.deepEqual(
+    answer(204, { "x-ratelimit-remaining": "0", "x-ratelimit-reset-after": "1.25" }),
+    { remaining: 0, resetAfterMs: 1250 },
+    "Discord's headers",
+  );
+  assert.deepEqual(
+    answer(200, { "x-ratelimit-remaining": "3", "x-ratelimit-reset": String(now / 1000 + 30) }),
+    { remaining: 3, resetAfterMs: 30_000 },
+    "an epoch reset",
+  );
+  assert.deepEqual(
+    answer(200, { "ratelimit-remaining": "0", "ratelimit-reset": "7" }),
+    { remaining: 0, resetAfterMs: 7000 },
+    "the IETF draft's headers",
+  );
+  assert.equal(
+    answer(200, { "x-ratelimit-remaining": "0" }),
+    undefined,
+    "no reset: nothing to hold for",
+  );
+  assert.equal(
+    answer(200, { "x-ratelimit-remaining": "x", "x-ratelimit-reset-after": "1" }),
+    undefined,
+  );
+});
+
+Deno.test("settleResponse carries the pace hint on a refusal for rate and on a receipt", async () => {
+  const url = new URL("https://hooks.example.com/in");
+  const refused = await settleResponse(
+    url,
+    new Response(null, { status: 429, headers: { "retry-after": "2" } }),
+  ).catch((e) => e);
+  assert.ok(refused instanceof DeliveryError);
+  assert.deepEqual(refused.pace, { limited: true, retryAfterMs: 2000 });
+  assert.equal(refused.retryAfterMs, 2000);
+  const receipt = await settleResponse(
+    url,
+    new Response("ok", {
+      headers: { "x-ratelimit-remaining": "0", "x-ratelimit-reset-after": "1" },
+    }),
+  );
+  assert.deepEqual(receipt, { statusCode: 200, pace: { remaining: 0, resetAfterMs: 1000 } });
 });

@@ -10,7 +10,7 @@ import {
   type SmtpRelay,
 } from "./smtp/client.ts";
 import type { OutboundGuard } from "./outbound_guard.ts";
-import { SmtpPool } from "./smtp/pool.ts";
+import { RelayGate, SmtpPool } from "./smtp/pool.ts";
 import { type Connector, DeliveryError, type DeliveryReceipt, REDACTED } from "./types.ts";
 
 const email = z.email();
@@ -110,6 +110,10 @@ const CONNECT_MS = 15_000;
 const COMMAND_MS = 30_000;
 const DEFAULT_IDLE_MS = 3_000;
 const MAX_IDLE_PER_RELAY = 8;
+/** Sessions open at once to one relay at most, across destinations (RelayGate). */
+const MAX_SESSIONS_PER_RELAY = 8;
+/** Replies by which a relay says it is busy with us: too many connections or messages. */
+const SLOW_DOWN_CODES = new Set([421, 451]);
 
 /**
  * The SMTP connector: builds the message for the config's variant and sends it
@@ -122,6 +126,7 @@ export function createSmtpConnector(
     idleMs: deps.idleMs ?? DEFAULT_IDLE_MS,
     maxIdlePerKey: MAX_IDLE_PER_RELAY,
   });
+  const gate = new RelayGate(MAX_SESSIONS_PER_RELAY);
   const timeouts = {
     connectMs: Math.min(deps.timeoutMs, CONNECT_MS),
     greetingMs: Math.min(deps.timeoutMs, COMMAND_MS),
@@ -145,6 +150,14 @@ export function createSmtpConnector(
       route.relay.password,
     ]);
 
+    const leave = await gate.enter(key, {
+      deadline,
+      signal,
+      timedOut: () =>
+        new DeliveryError(`Cannot deliver to ${target}: no session to the relay free in time`, {
+          permanent: false,
+        }),
+    });
     let connection = pool.take(key);
     let result: SendResult | undefined;
     try {
@@ -179,8 +192,14 @@ export function createSmtpConnector(
       }
     } catch (error) {
       if (connection) await connection.quit();
+      leave();
+      if (error instanceof SmtpError && SLOW_DOWN_CODES.has(error.replyCode ?? 0)) {
+        gate.slowDown(key);
+      }
       throw toDeliveryError(error, target);
     }
+    leave();
+    gate.accepted(key);
     if (!pool.put(key, connection)) await connection.quit();
     const receipt: DeliveryReceipt = { statusCode: 250 };
     if (result!.rejected.length > 0) {
@@ -267,8 +286,11 @@ function resolveRoute(config: SmtpConfig, platform: PlatformSmtp | null): MailRo
 function toDeliveryError(error: unknown, target: string): DeliveryError {
   if (error instanceof DeliveryError) return error;
   if (error instanceof SmtpError) {
+    // "Too many connections/messages": the relay's pace, not a failure of the message.
+    const slowDown = !error.permanent && SLOW_DOWN_CODES.has(error.replyCode ?? 0);
     return new DeliveryError(`Cannot deliver to ${target}: ${error.message}`, {
       permanent: error.permanent,
+      pace: slowDown ? { limited: true } : undefined,
       // Refusals of a recipient or the content are this message's; the rest the relay's.
       blame: error.messageRefused ? "submission" : "destination",
       statusCode: error.replyCode,

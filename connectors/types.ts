@@ -12,11 +12,36 @@ export interface DeliveryRequest<C> {
   signal: AbortSignal;
 }
 
+/**
+ * What a receiver said about the pace it accepts, read from its answer by the
+ * connector (HTTP `Retry-After` and rate-limit headers, a chat service's JSON
+ * `retry_after`, an SMTP relay's 421/451). The destination's pace honours it
+ * (delivery/pace.ts): a refusal for rate holds the destination's whole queue and slows
+ * it, instead of counting as a failure of the one job.
+ */
+export interface PaceHint {
+  /** The receiver refused this attempt for rate, not for what was sent: it is tried again, uncounted. */
+  limited?: boolean;
+  /**
+   * The refusal says the receiver is down for a while (a 503 with Retry-After), not
+   * how fast it takes requests: the destination is held, not kept to a rate.
+   */
+  unavailable?: boolean;
+  /** Send nothing to the destination for this long (ms). */
+  retryAfterMs?: number;
+  /** Requests the receiver still allows in its current window... */
+  remaining?: number;
+  /** ...and when that window starts afresh (ms from now). */
+  resetAfterMs?: number;
+}
+
 /** What a successful attempt reports. */
 export interface DeliveryReceipt {
   statusCode?: number;
   /** Short human-readable note, e.g. rejected SMTP recipients. Never payload. */
   detail?: string;
+  /** The receiver's rate-limit headers (a quota running out holds the destination until reset). */
+  pace?: PaceHint;
 }
 
 /**
@@ -47,6 +72,8 @@ export class DeliveryError extends Error {
   readonly statusCode?: number;
   /** Server-requested wait before the next attempt (HTTP Retry-After). */
   readonly retryAfterMs?: number;
+  /** What the receiver said about its pace (a refusal for rate: `pace.limited`). */
+  readonly pace?: PaceHint;
 
   constructor(
     message: string,
@@ -55,6 +82,7 @@ export class DeliveryError extends Error {
       blame?: Blame;
       statusCode?: number;
       retryAfterMs?: number;
+      pace?: PaceHint;
       cause?: unknown;
     },
   ) {
@@ -64,6 +92,7 @@ export class DeliveryError extends Error {
     this.blame = options.blame ?? "destination";
     this.statusCode = options.statusCode;
     this.retryAfterMs = options.retryAfterMs;
+    this.pace = options.pace;
   }
 }
 

@@ -4,13 +4,17 @@
  * organization, half of that per destination, the burst pause of an organization) and
  * hands freed slots round-robin between organizations, then between each
  * organization's destinations, so one tenant's hanging destinations or flooded forms
- * never hold up another tenant. It counts the jobs it holds per organization: that is
- * the backlog ingestion is bounded by. It knows nothing of KV or connectors: it is
- * handed job refs and a function that runs one.
+ * never hold up another tenant. Within those shares each destination runs at its own
+ * pace (pace.ts: how many in flight, held after a refusal for rate, spaced to a rate),
+ * which the dispatcher consults before starting a job and tells what each attempt came
+ * to. It counts the jobs it holds per organization: that is the backlog ingestion is
+ * bounded by. It knows nothing of KV or connectors: it is handed job refs and a
+ * function that runs one.
  *
  * @module
  */
 import { type JobRef, refKey } from "../store/job_record.ts";
+import type { Pace, PaceSignal } from "./pace.ts";
 
 /** What the dispatcher needs. */
 export interface DispatcherOptions {
@@ -31,11 +35,16 @@ export interface DispatcherOptions {
    */
   burstMs?: (orgId: string) => number | null;
   /**
-   * Runs one job. `release` gives the slot back (recording the result happens after,
-   * so the KV's commit cycle does not hold a slot); the job counts as in progress until
-   * the promise settles.
+   * Each destination's pace, within its share; without it a destination may use all of
+   * its share at once.
    */
-  run(ref: JobRef, release: () => void): Promise<void>;
+  pace?: Pace;
+  /**
+   * Runs one job. `release` gives the slot back, with what the attempt tells about its
+   * destination's pace (recording the result happens after, so the KV's commit cycle
+   * does not hold a slot); the job counts as in progress until the promise settles.
+   */
+  run(ref: JobRef, release: (signal?: PaceSignal) => void): Promise<void>;
   /** A run rejected. */
   onError(ref: JobRef, error: unknown): void;
   /** The waiting list overflowed into KV and has room again: time to sweep the rest in. */
@@ -57,14 +66,22 @@ export interface Dispatcher {
   noteBacklog(): void;
   /** Deliveries running and jobs waiting for a slot. */
   stats(): { active: number; waiting: number };
+  /** Deliveries running to one destination. */
+  running(destinationId: string): number;
   /** Jobs waiting or in progress here: all of them, and those of one organization. */
   backlog(orgId: string): { total: number; org: number };
   /** Starts nothing more and waits for the runs under way. */
   close(): Promise<void>;
 }
 
-/** Jobs recording their result, per delivery slot, before new ones wait. */
-const MAX_RECORDING_PER_SLOT = 2;
+/**
+ * Jobs that gave their slot back and are still recording their result, at most, before
+ * new ones wait: the KV's commit cycle, not the slots, bounds how many results wait to be
+ * written. It was two per slot with 32 slots; with the slots sized for receivers that
+ * take their time (DELIVERY_CONCURRENCY 1024), two per slot would let an instant
+ * receiver under a flood keep 2 000 jobs and their envelopes in memory.
+ */
+export const MAX_RECORDING = 64;
 /**
  * How long a burst of acceptance on an organization's forms holds its new deliveries
  * back: the burst's visitors get their answers first, its deliveries follow. After
@@ -84,7 +101,7 @@ function count(counts: Map<string, number>, key: string, delta: number) {
 
 /** A dispatcher over `options.run`. */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
-  const { concurrency, maxWaiting, orgShare } = options;
+  const { concurrency, maxWaiting, orgShare, pace } = options;
   // Waiting jobs by organization, then by destination. Both maps are rings: an
   // organization (a destination) that was served moves to the back, so freed slots go
   // round-robin, never back to whoever is first in line.
@@ -96,6 +113,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   // Jobs waiting or in progress per organization (the backlog; `known` holds them all).
   const knownByOrg = new Map<string, number>();
   let recheck: ReturnType<typeof setTimeout> | null = null;
+  let recheckAt = Infinity;
   // Slots held by jobs being claimed and delivered; `recording` counts every job in
   // progress, slot or not, and is bounded too.
   let active = 0;
@@ -137,37 +155,49 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     }
     let started = true;
     let paused = false;
+    // The soonest a destination held back by its pace may start.
+    let soonest = Infinity;
     // An organization holds at most its share of the slots, and a destination at most
     // half of its organization's: hanging destinations never take every slot, neither
     // from other tenants nor from their own tenant's other destinations.
     const perOrg = Math.max(1, Math.floor(concurrency * orgShare));
     const perDestination = Math.max(1, Math.floor(perOrg / 2));
-    const maxInProgress = MAX_RECORDING_PER_SLOT * concurrency;
     while (
-      !closed && started && active < concurrency && recording < maxInProgress &&
+      !closed && started && active < concurrency && recording - active < MAX_RECORDING &&
       waitingCount > 0
     ) {
       started = false;
       // One job per organization and round, in ring order (a snapshot: served ones move back).
       for (const orgId of [...waiting.keys()]) {
-        if (active >= concurrency || recording >= maxInProgress) break;
+        if (active >= concurrency || recording - active >= MAX_RECORDING) break;
         if ((runningByOrg.get(orgId) ?? 0) >= perOrg) continue;
         if (inBurstPause(orgId)) {
           paused = true;
           continue;
         }
-        const ref = takeNext(orgId, perDestination);
+        const next = takeNext(orgId, perDestination);
+        soonest = Math.min(soonest, next.waitMs);
+        const { ref } = next;
         if (ref === null) continue;
         start(ref);
         started = true;
       }
     }
-    if (paused && recheck === null && !closed) {
-      recheck = setTimeout(() => {
-        recheck = null;
-        pump();
-      }, BURST_RECHECK_MS);
-    }
+    if (paused) soonest = Math.min(soonest, BURST_RECHECK_MS);
+    if (soonest < Infinity) pumpAgainIn(soonest);
+  }
+
+  /** Pumps again after `ms` (one timer, for the soonest of the times asked). */
+  function pumpAgainIn(ms: number) {
+    const at = Date.now() + ms;
+    if (closed || at >= recheckAt) return;
+    if (recheck !== null) clearTimeout(recheck);
+    recheckAt = at;
+    recheck = setTimeout(() => {
+      recheck = null;
+      recheckAt = Infinity;
+      pump();
+    }, ms);
   }
 
   /** Whether an organization's deliveries wait for the first moments of its burst to pass. */
@@ -177,23 +207,32 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   }
 
   /**
-   * Takes the next job of an organization from its first destination below the cap,
-   * and moves that destination and the organization to the back of their rings; null
-   * when every destination of the organization is at its cap.
+   * Takes the next job of an organization from its first destination below its cap
+   * (its share and its pace) and free to start, and moves that destination and the
+   * organization to the back of their rings; null when there is none. `waitMs`: the
+   * soonest a destination held back by its pace may start (Infinity: none is).
    */
-  function takeNext(orgId: string, perDestination: number): JobRef | null {
+  function takeNext(orgId: string, perDestination: number): { ref: JobRef | null; waitMs: number } {
     const destinations = waiting.get(orgId)!;
+    let waitMs = Infinity;
     for (const [destinationId, queue] of destinations) {
-      if ((running.get(destinationId) ?? 0) >= perDestination) continue;
+      const cap = pace ? Math.min(perDestination, pace.limit(destinationId)) : perDestination;
+      if ((running.get(destinationId) ?? 0) >= cap) continue;
+      const wait = pace?.waitMs(destinationId) ?? 0;
+      if (wait > 0) {
+        waitMs = Math.min(waitMs, wait);
+        continue;
+      }
+      pace?.started(destinationId);
       const ref = queue.shift()!;
       destinations.delete(destinationId);
       if (queue.length > 0) destinations.set(destinationId, queue);
       waiting.delete(orgId);
       if (destinations.size > 0) waiting.set(orgId, destinations);
       waitingCount--;
-      return ref;
+      return { ref, waitMs };
     }
-    return null;
+    return { ref: null, waitMs };
   }
 
   function start(ref: JobRef) {
@@ -202,9 +241,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     count(running, ref.destinationId, 1);
     count(runningByOrg, ref.orgId, 1);
     let released = false;
-    const release = () => {
+    const release = (signal?: PaceSignal) => {
       if (released) return;
       released = true;
+      if (signal) pace?.record(ref.destinationId, signal, running.get(ref.destinationId) ?? 0);
       active--;
       count(running, ref.destinationId, -1);
       count(runningByOrg, ref.orgId, -1);
@@ -234,6 +274,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       overflowed = true;
     },
     stats: () => ({ active, waiting: waitingCount }),
+    running: (destinationId) => running.get(destinationId) ?? 0,
     backlog: (orgId) => ({ total: known.size, org: knownByOrg.get(orgId) ?? 0 }),
     async close() {
       closed = true;

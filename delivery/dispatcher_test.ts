@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import type { JobRef } from "../store/job_record.ts";
 import { waitFor } from "../tests/helpers/wait.ts";
-import { BURST_PAUSE_MS, createDispatcher, type DispatcherOptions } from "./dispatcher.ts";
+import {
+  BURST_PAUSE_MS,
+  createDispatcher,
+  type DispatcherOptions,
+  MAX_RECORDING,
+} from "./dispatcher.ts";
 
 /** A dispatcher whose runs wait until the test ends them, recording the order they started in. */
 function harness(options: Partial<DispatcherOptions> = {}) {
@@ -246,6 +251,23 @@ Deno.test("an organization always gets one slot, however small its share", async
   const h = harness({ concurrency: 2, orgShare: 0.1 });
   h.dispatcher.wake([...jobs("a", 3, "A"), ...jobs("b", 3, "B")]);
   assert.deepEqual(h.started.map((ref) => ref.orgId), ["A", "B"]);
+  await h.drain();
+  await h.dispatcher.close();
+});
+
+Deno.test("jobs still recording their results hold new starts back, however many slots are free", async () => {
+  const h = harness({ concurrency: 1000, orgShare: 1 });
+  // One job per destination, so that nothing but the slots and the recording bound count.
+  const first = Array.from({ length: MAX_RECORDING + 6 }, (_, i) => jobs(`d${i}`, 1)[0]);
+  h.dispatcher.wake(first);
+  assert.equal(h.started.length, first.length);
+  for (const ref of first) h.release(ref.submissionId);
+  h.dispatcher.wake(jobs("late", 3));
+  assert.equal(h.started.length, first.length, "past MAX_RECORDING recording, nothing starts");
+  for (const ref of first.slice(0, 6)) await h.end(ref.submissionId);
+  assert.equal(h.started.length, first.length, "at the bound still");
+  await h.end(first[6].submissionId);
+  assert.equal(h.started.length, first.length + 3, "below it, the slots are free again");
   await h.drain();
   await h.dispatcher.close();
 });

@@ -24,6 +24,7 @@ import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
 import { createOutcomeStep } from "./outcome.ts";
+import { createPace, type PaceSignal, type PaceView, signalOf } from "./pace.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 
 /** What the engine needs. */
@@ -34,6 +35,7 @@ export interface EngineDeps {
     Config,
     | "deliveryConcurrency"
     | "deliveryOrgShare"
+    | "pace"
     | "backlog"
     | "leaseMs"
     | "retryScheduleMs"
@@ -69,9 +71,16 @@ export interface DeliveryEngine {
   close(): Promise<void>;
   /** Deliveries running and jobs waiting for a slot in this process. */
   stats(): { active: number; waiting: number };
+  /** A destination's pace in this process, and its deliveries in flight here. */
+  pace(destinationId: string): DestinationPace;
+  /** The destinations this process paces (has delivered to lately). */
+  paces(): IterableIterator<[string, DestinationPace]>;
   /** Settles once the queue listener has stopped (after kv.close()). */
   listening: Promise<void>;
 }
+
+/** A destination's pace in one process (pace.ts), with its deliveries in flight there. */
+export type DestinationPace = PaceView & { inFlight: number };
 
 const SWEEP_BATCH = 10_000;
 /**
@@ -127,11 +136,13 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       timers.add(timer);
     },
   });
+  const pace = createPace({ ...config.pace, now });
   const dispatcher = createDispatcher({
     concurrency: config.deliveryConcurrency,
     orgShare: config.deliveryOrgShare,
     maxWaiting,
     burstMs: deps.ingestBurstMs,
+    pace,
     run,
     onError: (ref, error) =>
       logger.error("delivery run failed", { ...ref, error: describeError(error) }),
@@ -139,7 +150,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   });
 
   /** Claims a woken job, attempts it, gives its slot back and records the result. */
-  async function run(ref: JobRef, release: () => void) {
+  async function run(ref: JobRef, release: (signal?: PaceSignal) => void) {
     const key = refKey(ref);
     const hint = hints.take(ref);
     const options = { now: now(), leaseMs: config.leaseMs };
@@ -156,7 +167,9 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       result = await attempts.attempt(claimed, closing.signal);
     } finally {
       claims.delete(key);
-      release();
+      // Shutting down says nothing of the receiver's pace.
+      const aborted = result === undefined || closing.signal.aborted;
+      release(aborted ? undefined : signalOf(result!, performance.now() - started));
     }
     // Shutting down is not the destination's fault: hand the job back at once.
     if (!result.delivered && closing.signal.aborted) return await outcomes.handBack(claimed);
@@ -213,6 +226,15 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     sweep,
     admission: createAdmission(dispatcher.backlog, config.backlog),
     stats: dispatcher.stats,
+    pace: (destinationId) => ({
+      ...pace.view(destinationId),
+      inFlight: dispatcher.running(destinationId),
+    }),
+    *paces() {
+      for (const [id, view] of pace.views()) {
+        yield [id, { ...view, inFlight: dispatcher.running(id) }];
+      }
+    },
     listening: listener ?? Promise.resolve(),
     async close() {
       const idle = dispatcher.close();

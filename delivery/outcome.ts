@@ -2,7 +2,9 @@
  * The outcome step: what an attempt's result does to its job. Delivered and failed
  * are final (the job ends with its outcome, the envelope is cleaned up or, for a
  * failure with FAILED_RETENTION_HOURS, kept for redelivery); a transient failure with
- * retries left puts the job back until its next attempt; a job whose destination is
+ * retries left puts the job back until its next attempt; a refusal for rate (429 and the
+ * like: the destination's pace holds its whole queue) puts it back uncounted, off the
+ * retry schedule and out of the destination's health; a job whose destination is
  * paused is held (until resumed, at most as long as its data lives); a job cut short by
  * shutdown goes back at once, its attempt uncounted; a job the outbound budget refused
  * is deferred until it allows, its attempt uncounted. The destination's health hook
@@ -25,7 +27,7 @@ import { outcomeOf } from "../store/outcomes.ts";
 import { heldDueAt } from "../store/submissions.ts";
 import { wakeMessage } from "../store/wake.ts";
 import type { AttemptResult, SendResult } from "./attempt.ts";
-import { nextRetryDelay } from "./retry.ts";
+import { MAX_RETRY_AFTER_MS, nextRetryDelay } from "./retry.ts";
 
 /** What the outcome step needs. */
 export interface OutcomeDeps {
@@ -47,7 +49,10 @@ export interface OutcomeDeps {
    * Undefined for any other job.
    */
   heldHere(ref: JobKeyParts): string | undefined;
-  /** Called after every recorded delivery or failure, retries included (destination health). */
+  /**
+   * Called after every recorded delivery or failure, retries included (destination
+   * health); not for refusals for rate, which say nothing of the destination's health.
+   */
   onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
 }
 
@@ -65,6 +70,11 @@ export interface OutcomeStep {
 }
 
 const RECENTLY_DONE_MAX = 50_000;
+/**
+ * When a job refused for rate without Retry-After is due again: its destination's pace
+ * holds the queue at least this long; the job waits in the dispatcher for the rest.
+ */
+const RATE_LIMITED_DELAY_MS = 1000;
 /** A deferred job waits at least this long, so a budget at its edge is not polled. */
 const MIN_DEFER_MS = 1000;
 
@@ -200,10 +210,22 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
 
   async function fail(claimed: ClaimedJob, failure: DeliveryError): Promise<OutcomeFields> {
     const { job } = claimed;
-    const delay = failure.permanent ? null : nextRetryDelay(job.attempts, {
-      scheduleMs: config.retryScheduleMs,
-      retryAfterMs: failure.retryAfterMs,
-    });
+    const limited = failure.pace?.limited === true && !failure.permanent;
+    if (limited && now() >= job.submittedAt + deps.envelopeTtlMs) {
+      return await finish(claimed, "failed", {
+        statusCode: failure.statusCode,
+        error: `Submission data expired while the destination limited its rate: ${failure.message}`,
+      });
+    }
+    // A refusal for rate waits for the destination's hold, its attempt uncounted.
+    const delay = limited
+      ? Math.min(failure.pace?.retryAfterMs ?? RATE_LIMITED_DELAY_MS, MAX_RETRY_AFTER_MS)
+      : failure.permanent
+      ? null
+      : nextRetryDelay(job.attempts, {
+        scheduleMs: config.retryScheduleMs,
+        retryAfterMs: failure.retryAfterMs,
+      });
     if (delay === null) {
       const error = failure.permanent
         ? failure.message
@@ -213,13 +235,14 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
     const next: JobRecord = {
       ...job,
       state: "pending",
+      attempts: limited ? job.attempts - 1 : job.attempts,
       dueAt: now() + delay,
       lastError: failure.message,
       lastStatusCode: failure.statusCode ?? null,
       updatedAt: now(),
     };
     return await putBack(claimed, next, delay, {
-      result: "retry",
+      result: limited ? "rate limited" : "retry",
       statusCode: next.lastStatusCode,
       error: next.lastError,
     });
@@ -232,7 +255,9 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
         detail: result.receipt.detail,
       })
       : await fail(claimed, result.failure);
-    if (fields.result !== "lease lost") await deps.onAttempt?.(claimed.job, result);
+    if (fields.result !== "lease lost" && fields.result !== "rate limited") {
+      await deps.onAttempt?.(claimed.job, result);
+    }
     return fields;
   }
 

@@ -1,5 +1,5 @@
 /** Longest wait a receiver's Retry-After may impose. */
-const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
+export const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
 
 /**
  * The wait before the next attempt after `attempts` failed ones, or null when the

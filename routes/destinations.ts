@@ -9,6 +9,7 @@ import { z } from "zod";
 import { literalHostRefusal } from "../connectors/outbound_guard.ts";
 import { DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
+import type { DeliveryEngine, DestinationPace } from "../delivery/engine.ts";
 import {
   addDestination,
   deleteDestination,
@@ -78,7 +79,11 @@ function storable<T>(config: T): T {
  * A destination as the API shows it. `disabledReason`/`disabledAt` repeat a pause's
  * reason and time for clients of earlier versions (deprecated: read `health`).
  */
-function destinationView(destination: Destination, connector?: Connector) {
+function destinationView(
+  destination: Destination,
+  connector: Connector | undefined,
+  engine: DeliveryEngine | null,
+) {
   const { health } = destination;
   return {
     id: destination.id,
@@ -88,11 +93,19 @@ function destinationView(destination: Destination, connector?: Connector) {
     isEnabled: destination.isEnabled,
     conditions: destination.conditions ?? [],
     health,
+    pace: engine === null ? null : paceView(engine.pace(destination.id)),
     disabledReason: health.reason,
     disabledAt: health.since,
     createdAt: destination.createdAt,
     updatedAt: destination.updatedAt,
   };
+}
+
+/** A destination's pace in this process, with its hold as a time. */
+function paceView(pace: DestinationPace) {
+  const { concurrency, inFlight, heldUntil, ratePerSecond } = pace;
+  const held = heldUntil === null ? null : new Date(heldUntil).toISOString();
+  return { concurrency, inFlight, heldUntil: held, ratePerSecond };
 }
 
 /** Destinations of a form: add, list, patch, resume, delete (spec 4.3, 4.4 and the contract). */
@@ -146,7 +159,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     const destinations = await listDestinations(db, form.id);
     return c.json({
       ok: true,
-      destinations: destinations.map((d) => destinationView(d, connectors[d.type])),
+      destinations: destinations.map((d) => destinationView(d, connectors[d.type], engine)),
     });
   });
 
@@ -171,7 +184,10 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     if (updated === null) throw new ApiError(ERRORS.destinationNotFound);
     // Enabling resumes a paused destination; disabling ends its held jobs as failed.
     if (patch.isEnabled !== undefined) await releaseHeld(form.id, destId);
-    return c.json({ ok: true, destination: destinationView(updated, connectors[updated.type]) });
+    return c.json({
+      ok: true,
+      destination: destinationView(updated, connectors[updated.type], engine),
+    });
   });
 
   router.post("/forms/:id/destinations/:destId/resume", async (c) => {
@@ -183,7 +199,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     const released = await releaseHeld(form.id, destId);
     return c.json({
       ok: true,
-      destination: destinationView(resumed, connectors[resumed.type]),
+      destination: destinationView(resumed, connectors[resumed.type], engine),
       released,
     });
   });

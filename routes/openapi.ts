@@ -93,6 +93,20 @@ export const destinationSchema = z.strictObject({
     description: "Paused by formrelay after failing by its own fault for " +
       "DESTINATION_PAUSE_AFTER_HOURS: its submissions are held until it is resumed",
   }),
+  pace: z.strictObject({
+    concurrency: z.int().meta({ description: "Deliveries it may have in flight now" }),
+    inFlight: z.int().meta({ description: "Deliveries in flight to it now" }),
+    heldUntil: timestamp.nullable().meta({
+      description: "Nothing is sent to it before this (its Retry-After, a quota running out)",
+    }),
+    ratePerSecond: z.number().nullable().meta({
+      description: "Deliveries a second it is kept to since it refused for rate (429), else null",
+    }),
+  }).nullable().meta({
+    description: "Its pace as this process sees it: concurrency grows while the receiver " +
+      "answers 2xx without slowing, falls on time-outs and errors, and a refusal for rate " +
+      "holds and slows it. Null where this process does not deliver",
+  }),
   disabledReason: z.string().nullable().meta({
     description: "Deprecated: health.reason while paused, else null",
   }),

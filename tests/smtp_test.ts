@@ -728,3 +728,16 @@ Deno.test("SMTP redact hides the relay password and leaves Variant B configs alo
   assert.deepEqual(connector.redact(platform), platform);
   connector.close();
 });
+
+Deno.test("SMTP a relay's 451 is a refusal for rate, which its destination's pace holds and slows", async () => {
+  await using relay = await relayWith({
+    rejectRecipients: { "slow@tenant.example": 451 },
+  });
+  const { server, connector } = relay;
+  const error = await deliveryError(
+    deliver(connector, relayConfig(server, { to: ["slow@tenant.example"] })),
+  );
+  assert.equal(error.permanent, false);
+  assert.equal(error.statusCode, 451);
+  assert.deepEqual(error.pace, { limited: true }, "the destination's pace holds and slows");
+});

@@ -86,3 +86,102 @@ export class SmtpPool {
     this.#idle.clear();
   }
 }
+
+/** One relay's sessions: how many may be open, how many are, and who waits. */
+interface RelayLoad {
+  limit: number;
+  open: number;
+  waiting: (() => void)[];
+  sent: number;
+}
+
+/**
+ * Sessions open at once per relay: relays limit connections per client, so messages to
+ * one relay share a few (and the idle pool), however many destinations use it. A relay
+ * that answers 421 or 451 ("too many connections", "slow down") gets half as many, down
+ * to one; every `max` messages it accepts give one back, up to `max`.
+ */
+export class RelayGate {
+  #relays = new Map<string, RelayLoad>();
+  #max: number;
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  /**
+   * Waits for a session slot to `key` until `deadline` (epoch ms) or `signal`; resolves
+   * with its release, or rejects with `timedOut()`'s error or the signal's reason.
+   */
+  enter(
+    key: string,
+    options: { deadline: number; signal: AbortSignal; timedOut: () => Error },
+  ): Promise<() => void> {
+    const load = this.#relays.get(key) ?? { limit: this.#max, open: 0, waiting: [], sent: 0 };
+    this.#relays.set(key, load);
+    const release = () => {
+      load.open--;
+      const next = load.waiting.shift();
+      if (next) next();
+      // A relay at its full count is forgotten once idle; a slowed one is remembered.
+      else if (load.open === 0 && load.limit >= this.#max) this.#relays.delete(key);
+    };
+    if (load.open < load.limit) {
+      load.open++;
+      return Promise.resolve(once(release));
+    }
+    const { promise, resolve, reject } = Promise.withResolvers<() => void>();
+    const admit = () => {
+      clearTimeout(timer);
+      options.signal.removeEventListener("abort", abort);
+      load.open++;
+      resolve(once(release));
+    };
+    const leave = (error: unknown) => {
+      load.waiting.splice(load.waiting.indexOf(admit), 1);
+      options.signal.removeEventListener("abort", abort);
+      reject(error);
+    };
+    const abort = () => {
+      clearTimeout(timer);
+      leave(options.signal.reason);
+    };
+    const timer = setTimeout(
+      () => leave(options.timedOut()),
+      Math.max(0, options.deadline - Date.now()),
+    );
+    options.signal.addEventListener("abort", abort, { once: true });
+    load.waiting.push(admit);
+    return promise;
+  }
+
+  /** The relay accepted a message. */
+  accepted(key: string): void {
+    const load = this.#relays.get(key);
+    if (load === undefined || load.limit >= this.#max) return;
+    if (++load.sent >= this.#max) {
+      load.sent = 0;
+      load.limit++;
+    }
+  }
+
+  /** The relay said "too many": fewer sessions to it from now on. */
+  slowDown(key: string): void {
+    const load = this.#relays.get(key);
+    if (load !== undefined) load.limit = Math.max(1, Math.floor(load.limit / 2));
+  }
+
+  /** Sessions that may be open to `key` now. */
+  limit(key: string): number {
+    return this.#relays.get(key)?.limit ?? this.#max;
+  }
+}
+
+function once(release: () => void): () => void {
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    release();
+  };
+}

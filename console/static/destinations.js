@@ -322,6 +322,14 @@ function testOutcome(result) {
     : `Test failed${code}: ${result.error}${result.detail ? ` — ${result.detail}` : ""}`;
 }
 
+/** A destination's pace in words: in flight of its concurrency, a hold, a rate. */
+function paceText(pace) {
+  const parts = [`Pace: ${pace.inFlight} of ${pace.concurrency} in flight`];
+  if (pace.heldUntil) parts.push(`held until ${when(pace.heldUntil)} (the receiver asked to wait)`);
+  if (pace.ratePerSecond !== null) parts.push(`at most ${pace.ratePerSecond} a second`);
+  return parts.join(", ");
+}
+
 function destinationCard(form, destination, refresh, openEditor) {
   const outcome = h("p", { class: "test-outcome", role: "status" });
   // Shown again after a redraw; every new result is kept for the next one.
@@ -364,6 +372,7 @@ function destinationCard(form, destination, refresh, openEditor) {
         h("code", {}, formatConditions(destination.conditions).replaceAll("\n", " · ")),
       )
       : null,
+    destination.pace ? h("p", { class: "pace" }, paceText(destination.pace)) : null,
     h(
       "div",
       { class: "actions" },

@@ -1,0 +1,255 @@
+import assert from "node:assert/strict";
+import { DeliveryError } from "../connectors/types.ts";
+import { createPace, MAX_DEFAULT_HOLD_MS, signalOf } from "./pace.ts";
+
+/** A pace on a clock the test moves. */
+function harness(options: { initial?: number; max?: number } = {}) {
+  let now = 1_000_000;
+  const pace = createPace({
+    initial: options.initial ?? 8,
+    max: options.max ?? 128,
+    now: () => now,
+  });
+  return {
+    pace,
+    advance(ms: number) {
+      now += ms;
+    },
+    /** `count` deliveries to `id`, each taking `latencyMs`, with the destination's limit in flight. */
+    deliver(id: string, count: number, latencyMs: number, inFlight?: number) {
+      for (let i = 0; i < count; i++) {
+        now += 1;
+        pace.record(id, { kind: "delivered", latencyMs }, inFlight ?? pace.limit(id));
+      }
+    },
+  };
+}
+
+Deno.test("a fast receiver's concurrency grows from where it starts up to the cap", () => {
+  const h = harness({ initial: 8, max: 128 });
+  assert.equal(h.pace.limit("d"), 8);
+  h.deliver("d", 8, 100);
+  assert.equal(h.pace.limit("d"), 16, "slow start: doubled in one round of answers");
+  h.deliver("d", 300, 100);
+  assert.equal(h.pace.limit("d"), 128, "up to DESTINATION_MAX_CONCURRENCY, no further");
+  assert.equal(h.pace.limit("other"), 8, "each destination has its own");
+});
+
+Deno.test("a destination that uses less than half its limit does not grow", () => {
+  const h = harness();
+  h.deliver("d", 50, 100, 2);
+  assert.equal(h.pace.limit("d"), 8);
+});
+
+Deno.test("time-outs and errors halve the concurrency, once a second at most", () => {
+  const h = harness();
+  h.deliver("d", 24, 50);
+  assert.equal(h.pace.limit("d"), 32);
+  for (let i = 0; i < 10; i++) h.pace.record("d", { kind: "overloaded" }, 32);
+  assert.equal(h.pace.limit("d"), 16, "ten failures together cut once");
+  h.advance(1000);
+  h.pace.record("d", { kind: "overloaded" }, 16);
+  assert.equal(h.pace.limit("d"), 8);
+  for (let i = 0; i < 20; i++) {
+    h.advance(1000);
+    h.pace.record("d", { kind: "overloaded" }, 1);
+  }
+  assert.equal(h.pace.limit("d"), 1, "never below one");
+  h.deliver("d", 10, 50);
+  const grown = h.pace.limit("d");
+  assert.ok(grown >= 3 && grown < 6, `grew to ${grown}: by one per round trip, not doubling`);
+});
+
+Deno.test("rising latency is measured afresh at low concurrency: slower with load is cut back, slower anyway is taken as it is", () => {
+  for (
+    const [receiver, lowLoadMs, expected] of [["slower with load", 20, 28], [
+      "slower anyway",
+      300,
+      32,
+    ]] as const
+  ) {
+    const h = harness();
+    h.deliver("d", 24, 20);
+    assert.equal(h.pace.limit("d"), 32);
+    h.advance(300);
+    h.pace.record("d", { kind: "delivered", latencyMs: 300 }, 32);
+    assert.equal(h.pace.limit("d"), 2, `${receiver}: held low while measuring`);
+    // Five deliveries started under the measure, answered as the receiver does at low load.
+    for (let i = 0; i < 5; i++) {
+      h.advance(lowLoadMs);
+      h.pace.record("d", { kind: "delivered", latencyMs: lowLoadMs }, 2);
+    }
+    assert.equal(h.pace.limit("d"), 32, `${receiver}: the measure is over`);
+    // Back at 32 in flight, answers take 300 ms again.
+    h.advance(300);
+    h.deliver("d", 30, 300, 32);
+    if (expected === 28) assert.equal(h.pace.limit("d"), 28, `${receiver}: a tenth off`);
+    else assert.ok(h.pace.limit("d") > 32, `${receiver}: grows on (${h.pace.limit("d")})`);
+  }
+});
+
+/**
+ * Runs a simulated receiver against a pace for `seconds` on the test's clock, 1 ms a
+ * step: `answer(inFlight)` says how long a request started with that many in flight
+ * takes, or "timeout" for one that fails after 2 s.
+ */
+function simulate(seconds: number, answer: (inFlight: number) => number | "timeout") {
+  const h = harness();
+  let running: { end: number; start: number; timeout: boolean }[] = [];
+  let maxInFlight = 0, delivered = 0, timeouts = 0;
+  for (let t = 0; t < seconds * 1000; t++) {
+    h.advance(1);
+    const done = running.filter((r) => r.end <= t);
+    running = running.filter((r) => r.end > t);
+    for (const [i, r] of done.entries()) {
+      const inFlight = running.length + done.length - i;
+      if (r.timeout) timeouts++;
+      else delivered++;
+      h.pace.record(
+        "d",
+        r.timeout ? { kind: "overloaded" } : { kind: "delivered", latencyMs: t - r.start },
+        inFlight,
+      );
+    }
+    while (running.length < h.pace.limit("d") && h.pace.waitMs("d") === 0) {
+      h.pace.started("d");
+      const ms = answer(running.length + 1);
+      running.push(
+        ms === "timeout"
+          ? { end: t + 2000, start: t, timeout: true }
+          : { end: t + ms, start: t, timeout: false },
+      );
+      maxInFlight = Math.max(maxInFlight, running.length);
+    }
+  }
+  return { maxInFlight, delivered, timeouts, limit: h.pace.limit("d") };
+}
+
+Deno.test("a receiver that slows with load keeps few in flight and never times out, minutes on", () => {
+  // 20 ms × in flight, a time-out past 2 s: 50 a second whatever the concurrency.
+  const run = simulate(300, (inFlight) => inFlight * 20 > 2000 ? "timeout" : inFlight * 20);
+  assert.equal(run.timeouts, 0);
+  assert.ok(run.maxInFlight <= 20, `at most ${run.maxInFlight} in flight`);
+  assert.ok(run.delivered >= 14_000, `${run.delivered} delivered in 300 s`);
+});
+
+Deno.test("a receiver answering in 100 ms whatever the load gets the cap", () => {
+  const run = simulate(60, () => 100);
+  assert.equal(run.limit, 128);
+  assert.ok(run.delivered >= 60_000, `${run.delivered} delivered in 60 s`);
+});
+
+Deno.test("a refusal for rate holds the destination for its Retry-After, then spaces starts to the rate it accepted", () => {
+  const h = harness();
+  // Five accepted in the last second, then a 429 with Retry-After: 1.
+  h.deliver("d", 5, 10);
+  h.pace.record("d", { kind: "limited", hint: { limited: true, retryAfterMs: 1000 } }, 4);
+  assert.equal(h.pace.waitMs("d"), 1000, "held for the Retry-After");
+  assert.equal(h.pace.waitMs("other"), 0, "only that destination");
+  const view = h.pace.view("d");
+  assert.ok(view.heldUntil !== null);
+  assert.ok(view.ratePerSecond! > 4 && view.ratePerSecond! < 5, `${view.ratePerSecond}/s`);
+  // The other attempts in flight when it refused come back refused too: no second cut.
+  h.pace.record("d", { kind: "limited", hint: { limited: true, retryAfterMs: 1000 } }, 3);
+  assert.equal(h.pace.view("d").ratePerSecond, view.ratePerSecond);
+  h.advance(1000);
+  assert.equal(h.pace.waitMs("d"), 0, "the hold is over");
+  h.pace.started("d");
+  const spacing = h.pace.waitMs("d");
+  assert.ok(spacing > 200 && spacing < 250, `the next start waits ${spacing} ms (about 1/4.5 s)`);
+});
+
+Deno.test("refusals without Retry-After hold for a second, doubling while they go on", () => {
+  const h = harness();
+  const refuse = () => h.pace.record("d", { kind: "limited", hint: { limited: true } }, 1);
+  refuse();
+  assert.equal(h.pace.waitMs("d"), 1000);
+  assert.equal(h.pace.view("d").ratePerSecond, 1, "nothing accepted yet: one a second");
+  h.advance(1000);
+  refuse();
+  assert.equal(h.pace.waitMs("d"), 2000);
+  for (let i = 0; i < 20; i++) {
+    h.advance(h.pace.waitMs("d"));
+    refuse();
+  }
+  assert.equal(h.pace.waitMs("d"), MAX_DEFAULT_HOLD_MS, "up to a ceiling");
+  h.advance(MAX_DEFAULT_HOLD_MS);
+  h.deliver("d", 1, 10);
+  refuse();
+  assert.equal(h.pace.waitMs("d"), 1000, "a delivery starts the doubling afresh");
+});
+
+Deno.test("a receiver down for a while (503 with Retry-After) is held, not kept to a rate; refusals with nothing accepted keep the rate", () => {
+  const h = harness();
+  h.deliver("d", 5, 10);
+  h.pace.record("d", {
+    kind: "limited",
+    hint: { limited: true, unavailable: true, retryAfterMs: 2000 },
+  }, 1);
+  assert.equal(h.pace.waitMs("d"), 2000);
+  assert.equal(h.pace.view("d").ratePerSecond, null);
+  // A 429 sets a rate; later refusals with nothing accepted in between leave it as it is.
+  h.advance(10_000);
+  h.deliver("e", 5, 10);
+  h.pace.record("e", { kind: "limited", hint: { limited: true, retryAfterMs: 1000 } }, 1);
+  const rate = h.pace.view("e").ratePerSecond;
+  for (let i = 0; i < 4; i++) {
+    h.advance(h.pace.waitMs("e") + 2000);
+    h.pace.record("e", { kind: "limited", hint: { limited: true, retryAfterMs: 1000 } }, 1);
+  }
+  assert.equal(h.pace.view("e").ratePerSecond, rate);
+});
+
+Deno.test("a quota that runs out holds the destination until its reset, with no refusal", () => {
+  const h = harness();
+  const answer = (id: string, remaining: number) =>
+    h.pace.record(
+      id,
+      { kind: "delivered", latencyMs: 10, hint: { remaining, resetAfterMs: 1500 } },
+      1,
+    );
+  answer("d", 0);
+  assert.equal(h.pace.waitMs("d"), 1500);
+  assert.equal(h.pace.view("d").ratePerSecond, null);
+  answer("e", 3);
+  assert.equal(h.pace.waitMs("e"), 0);
+});
+
+Deno.test("signalOf reads an attempt's result", () => {
+  const failure = (error: DeliveryError) => ({
+    delivered: false as const,
+    failure: error,
+    unexpected: false,
+  });
+  assert.deepEqual(signalOf({ delivered: true, receipt: { statusCode: 200 } }, 12), {
+    kind: "delivered",
+    latencyMs: 12,
+    hint: undefined,
+  });
+  const limited = new DeliveryError("429", {
+    permanent: false,
+    statusCode: 429,
+    pace: { limited: true, retryAfterMs: 1000 },
+  });
+  assert.equal(signalOf(failure(limited), 1).kind, "limited");
+  assert.equal(
+    signalOf(failure(new DeliveryError("time-out", { permanent: false })), 1).kind,
+    "overloaded",
+  );
+  assert.equal(
+    signalOf(failure(new DeliveryError("503", { permanent: false, statusCode: 503 })), 1).kind,
+    "overloaded",
+  );
+  assert.equal(
+    signalOf(failure(new DeliveryError("404", { permanent: true, statusCode: 404 })), 1).kind,
+    "neutral",
+  );
+  assert.equal(
+    signalOf(
+      failure(new DeliveryError("422", { permanent: true, statusCode: 422, blame: "submission" })),
+      1,
+    ).kind,
+    "neutral",
+  );
+  assert.equal(signalOf({ delivered: false, held: true }, 1).kind, "neutral");
+});

@@ -1,0 +1,83 @@
+/**
+ * Each destination's pace end to end (delivery/pace.ts): a refusal for rate holds that
+ * destination's whole queue for its Retry-After while others go on, its submissions
+ * are delivered once each with the refused attempt uncounted, and refusals for rate
+ * never count toward the destination's failing span.
+ */
+import assert from "node:assert/strict";
+import type { FailingRecord } from "../store/destination_health.ts";
+import { destinationFailingKey } from "../store/keys.ts";
+import { destinationView, outcomeViews, webhook } from "./helpers/deliveries.ts";
+import { startHarness } from "./helpers/harness.ts";
+import { startWebhookSink } from "./helpers/sink.ts";
+import { waitFor } from "./helpers/wait.ts";
+
+Deno.test("a 429 with Retry-After holds its destination's whole queue, not another's; each submission is delivered once, the refusal uncounted", async () => {
+  // One in flight at most, so that every later request starts after the refusal.
+  await using h = await startHarness({ pace: { initial: 1, max: 1 } });
+  let refusedAt = 0;
+  const limitedHits: number[] = [];
+  await using limited = startWebhookSink((_, hit) => {
+    limitedHits.push(Date.now());
+    if (hit > 1) return new Response("ok");
+    refusedAt = Date.now();
+    return new Response("slow down", { status: 429, headers: { "retry-after": "1" } });
+  });
+  const otherHits: number[] = [];
+  await using other = startWebhookSink(() => {
+    otherHits.push(Date.now());
+    return new Response("ok");
+  });
+  const form = await h.createForm();
+  const limitedId = await h.addDestination(form.id, webhook(limited.url));
+  await h.addDestination(form.id, webhook(other.url));
+  for (let i = 0; i < 5; i++) assert.equal((await h.submit(form.publicKey, { i })).status, 202);
+
+  await waitFor(async () => {
+    const outcomes = await outcomeViews(h, form.id);
+    return outcomes.filter((o) => o.status === "delivered").length === 10;
+  }, { message: "all ten delivered" });
+  assert.equal(limited.hits, 6, "one refusal, then each submission once");
+  for (const at of limitedHits.slice(1)) {
+    assert.ok(at - refusedAt >= 1000, `a request ${at - refusedAt} ms after the 429`);
+  }
+  assert.equal(other.received.length, 5);
+  assert.ok(
+    otherHits.every((at) => at - refusedAt < 1000),
+    "the other destination was not held",
+  );
+  const outcomes = await outcomeViews(h, form.id);
+  assert.deepEqual(outcomes.map((o) => o.attempts), Array(10).fill(1), "the refusal is uncounted");
+  const view = await destinationView(h, form.id, limitedId) as unknown as {
+    pace: { concurrency: number; inFlight: number; ratePerSecond: number | null };
+  };
+  assert.equal(view.pace.concurrency, 1);
+  assert.equal(view.pace.inFlight, 0);
+  assert.equal(typeof view.pace.ratePerSecond, "number", "paced to a rate since it refused");
+});
+
+Deno.test("refusals for rate do not count toward the destination's failing span", async () => {
+  // The shortest span: were a refusal counted, the second would pause the destination.
+  await using h = await startHarness({ pauseAfterMs: 1, pace: { initial: 1, max: 1 } });
+  await using sink = startWebhookSink((_, hit) =>
+    hit <= 2
+      ? new Response("slow down", { status: 429, headers: { "retry-after": "0" } })
+      : new Response("ok")
+  );
+  const form = await h.createForm();
+  const id = await h.addDestination(form.id, webhook(sink.url));
+  assert.equal((await h.submit(form.publicKey, { name: "Ada" })).status, 202);
+  await waitFor(
+    async () => (await outcomeViews(h, form.id)).some((o) => o.status === "delivered"),
+    {
+      message: "delivered after two refusals",
+    },
+  );
+  assert.equal(sink.hits, 3);
+  const [outcome] = await outcomeViews(h, form.id);
+  assert.equal(outcome.attempts, 1);
+  const view = await destinationView(h, form.id, id);
+  assert.deepEqual(view.health, { state: "healthy", reason: null, since: null });
+  const failing = await h.service.db.kv.get<FailingRecord>(destinationFailingKey(id));
+  assert.equal(failing.value, null, "no failing record was started");
+});
