@@ -1,19 +1,40 @@
 /**
- * bench:ingest — formrelay's ingestion against a bare Deno.serve on the same machine.
- * Starts main.ts as `deno task start` does, with the production defaults (rate limit
- * on) behind a trusted proxy header (CLIENT_IP_HEADER=x-forwarded-for): wrk gives each
- * request its own client address, as a CDN in front would. A second run turns the
- * rate limit off. The backlog bound is raised (BACKLOG_MAX_JOBS, one organization may
- * fill it): with the default the 10 s run would fill it in under two seconds and then
- * measure refusals, which bench:sustained is for. Each runs on a fresh file-backed KV with a form of two enabled
- * webhook destinations (a local sink receives the deliveries, which a burst holds
- * back); wrk drives 50 connections for BENCH_SECONDS (10 s) with a 200-byte JSON body,
- * and the bare server gets the same script. Prints req/s, p50/p99, peak RSS and ratios.
+ * bench:ingest — formrelay's ingestion against the bare durable ingest and a bare Deno.serve.
+ *
+ * formrelay runs as `deno task start` does, with the production defaults (rate limit on)
+ * behind a trusted proxy header (CLIENT_IP_HEADER=x-forwarded-for): wrk gives each request its
+ * own client address, as a CDN in front would. The backlog bound is raised (BACKLOG_MAX_JOBS,
+ * one organization may fill it): with the default the run would fill it in under two seconds
+ * and then measure refusals, which bench:sustained is for. Each formrelay run has a fresh
+ * file-backed KV with a form of two enabled webhook destinations (a local sink receives the
+ * deliveries, which a burst holds back).
+ *
+ * The reference is the bare durable ingest (../shared/bench/bare_durable_ingest.ts beside the
+ * clone, BARE_DURABLE_DIR to point elsewhere): Deno.serve, JSON.parse, the submission and two
+ * job keys group-committed to a file-backed KV, 202 after the commit. It and formrelay run
+ * alternately, BENCH_ROUNDS times each (2), so load from elsewhere on the machine falls on
+ * both; then the rate limit off once and the bare Deno.serve 202 once. wrk drives 50
+ * connections for BENCH_SECONDS (10 s) a run with a 200-byte JSON body and the same script
+ * for all. Prints req/s, p50/p99, peak RSS and ratios.
  */
-import { freePort, peakRssMb, runWrk, spawnDeno, startBenchService, waitUntilUp } from "./lib.ts";
+import {
+  cpuSeconds,
+  freePort,
+  peakRssMb,
+  runWrk,
+  spawnDeno,
+  startBenchService,
+  waitUntilUp,
+} from "./lib.ts";
+import type { WrkResult } from "./lib.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
+const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? "2");
 const CONNECTIONS = 50;
+const BARE_DURABLE = new URL(
+  "bare_durable_ingest.ts",
+  Deno.env.get("BARE_DURABLE_DIR") ?? new URL("../../shared/bench/", import.meta.url),
+).pathname;
 const prefix = JSON.stringify({ name: "Ada Lovelace", email: "ada@example.com", message: "" });
 const body = JSON.stringify({
   name: "Ada Lovelace",
@@ -32,8 +53,23 @@ const sink = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async
 });
 const sinkUrl = `http://127.0.0.1:${sink.addr.port}/hook`;
 
+interface Run {
+  result: WrkResult;
+  rss: number;
+  /** The server's CPU time (all threads) per request, µs. */
+  cpuMicros: number;
+}
+
+/** wrk against `url` while measuring the server process `pid`. */
+async function measure(url: string, pid: number): Promise<Run> {
+  const cpuBefore = await cpuSeconds(pid);
+  const result = await runWrk(url, load);
+  const cpuMicros = (await cpuSeconds(pid) - cpuBefore) * 1e6 / result.requests;
+  return { result, rss: await peakRssMb(pid), cpuMicros };
+}
+
 /** One run of formrelay with `env` over the defaults. */
-async function runFormrelay(env: Record<string, string>) {
+async function runFormrelay(env: Record<string, string>): Promise<Run> {
   const service = await startBenchService(sinkUrl, {
     LOG_LEVEL: Deno.env.get("LOG_LEVEL") ?? "info",
     CLIENT_IP_HEADER: "x-forwarded-for",
@@ -41,44 +77,73 @@ async function runFormrelay(env: Record<string, string>) {
     BACKLOG_ORG_SHARE: "1",
     ...env,
   });
-  const result = await runWrk(`${service.origin}/v1/f/${service.publicKey}`, load);
-  const rss = await peakRssMb(service.child.pid);
+  const run = await measure(`${service.origin}/v1/f/${service.publicKey}`, service.child.pid);
   await service.stop();
-  return { result, rss };
+  return run;
 }
 
-// The defaults as users run them: the rate limit on (60 per form and client per 10 min).
-const defaults = await runFormrelay({ RATE_LIMIT_MAX: "60" });
-const limitOff = await runFormrelay({ RATE_LIMIT_MAX: "0" });
+/** One run of a baseline script taking its port (and `args`), on its own temporary directory. */
+async function runBaseline(script: string, args: (dir: string) => string[]): Promise<Run> {
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-bare-" });
+  const port = freePort();
+  const child = spawnDeno(["--unstable-kv", script, String(port), ...args(dir)], {
+    PORT: String(port),
+  });
+  try {
+    await waitUntilUp(`http://127.0.0.1:${port}/`);
+    return await measure(`http://127.0.0.1:${port}/`, child.pid);
+  } finally {
+    child.kill("SIGTERM");
+    await child.status;
+    await Deno.remove(dir, { recursive: true });
+  }
+}
 
-const barePort = freePort();
-const bare = spawnDeno([new URL("./bare_server.ts", import.meta.url).pathname], {
-  PORT: String(barePort),
-});
-await waitUntilUp(`http://127.0.0.1:${barePort}/`);
-const baseline = await runWrk(`http://127.0.0.1:${barePort}/`, load);
-const bareRss = await peakRssMb(bare.pid);
-bare.kill("SIGTERM");
-await bare.status;
+const runBareDurable = () => runBaseline(BARE_DURABLE, (dir) => [`${dir}/bare.kv`]);
+const runBare = () => runBaseline(new URL("./bare_server.ts", import.meta.url).pathname, () => []);
+
+// The defaults as users run them (the rate limit on: 60 per form and client per 10 min),
+// alternating with the bare durable ingest.
+const formrelay: Run[] = [];
+const durable: Run[] = [];
+for (let round = 0; round < ROUNDS; round++) {
+  formrelay.push(await runFormrelay({ RATE_LIMIT_MAX: "60" }));
+  durable.push(await runBareDurable());
+}
+const limitOff = await runFormrelay({ RATE_LIMIT_MAX: "0" });
+const bare = await runBare();
 await sink.shutdown();
 
-type Result = typeof baseline;
-const row = (name: string, r: Result, rss: number) =>
-  `${name.padEnd(26)} ${r.requestsPerSecond.toFixed(0).padStart(8)} req/s  p50 ${
-    r.p50Ms.toFixed(2)
-  } ms  p99 ${r.p99Ms.toFixed(2)} ms  peak RSS ${rss} MB  non-2xx ${r.non2xx}${
-    r.errors ? `  ${r.errors}` : ""
-  }`;
-const ratio = (r: Result) => (r.requestsPerSecond / baseline.requestsPerSecond).toFixed(3);
+const row = (name: string, { result: r, rss, cpuMicros }: Run) =>
+  `${name.padEnd(30)} ${r.requestsPerSecond.toFixed(0).padStart(8)} req/s  CPU ${
+    cpuMicros.toFixed(0).padStart(3)
+  } µs/req  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${
+    r.p99Ms.toFixed(2)
+  } ms  peak RSS ${rss} MB  non-2xx ${r.non2xx}${r.errors ? `  ${r.errors}` : ""}`;
+const total = (runs: Run[]) => runs.reduce((sum, run) => sum + run.result.requestsPerSecond, 0);
+const ratio = total(formrelay) / total(durable);
+const cpuTotal = (runs: Run[]) => runs.reduce((sum, run) => sum + run.cpuMicros, 0);
 console.log(
   `bench:ingest — wrk -c${CONNECTIONS} -d${SECONDS}s, 200-byte JSON body, ` +
-    `a distinct X-Forwarded-For per request`,
+    `a distinct X-Forwarded-For per request; ${ROUNDS} alternating rounds`,
 );
-console.log(row("formrelay, defaults", defaults.result, defaults.rss));
-console.log(row("formrelay, rate limit off", limitOff.result, limitOff.rss));
-console.log(row("bare Deno.serve 202", baseline, bareRss));
+formrelay.forEach((run, i) => {
+  console.log(row(`formrelay, defaults (${i + 1})`, run));
+  console.log(row(`bare durable ingest (${i + 1})`, durable[i]));
+});
+console.log(row("formrelay, rate limit off", limitOff));
+console.log(row("bare Deno.serve 202", bare));
 console.log(
-  `ratio ${ratio(defaults.result)} with the defaults (target ≥ 0.12), ` +
-    `${ratio(limitOff.result)} with the rate limit off; p99 < 50 ms, RSS < 200 MB; ` +
-    `deliveries seen at the sink meanwhile: ${delivered} (a burst holds them back for its first 10 s)`,
+  `ratio to the bare durable ingest ${ratio.toFixed(3)} with the defaults ` +
+    `(rounds: ${
+      formrelay.map((run, i) =>
+        (run.result.requestsPerSecond / durable[i].result.requestsPerSecond).toFixed(3)
+      ).join(", ")
+    }; target ≥ 0.7, goal 0.8); CPU per request ${
+      (cpuTotal(formrelay) / cpuTotal(durable)).toFixed(2)
+    } times the bare durable ingest's; ` +
+    `to the bare Deno.serve ${
+      (total(formrelay) / ROUNDS / bare.result.requestsPerSecond).toFixed(3)
+    }; p99 < 50 ms, RSS < 200 MB, no non-2xx; ` +
+    `deliveries seen at the sink meanwhile: ${delivered}`,
 );

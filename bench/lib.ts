@@ -53,8 +53,25 @@ export async function rssMb(pid: number): Promise<number> {
   return Math.round(kb / 1024);
 }
 
+/**
+ * CPU seconds (user + system, all threads) a process has used so far. Per request it
+ * tells what a server costs, which holds better than its throughput while other work
+ * shares the machine.
+ */
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** USER_HZ on Linux. */
+const CLOCK_TICKS_PER_SECOND = 100;
+
 /** A wrk run's figures. */
 export interface WrkResult {
+  /** Requests completed. */
+  requests: number;
   requestsPerSecond: number;
   p50Ms: number;
   p99Ms: number;
@@ -125,6 +142,7 @@ export async function runWrk(
   const text = new TextDecoder().decode(output.stdout);
   if (!output.success) throw new Error(`wrk failed: ${new TextDecoder().decode(output.stderr)}`);
   return {
+    requests: Number(/(\d+) requests in/.exec(text)?.[1]),
     requestsPerSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1]),
     p50Ms: toMs(/^\s+50%\s+(\S+)/m.exec(text)?.[1] ?? ""),
     p99Ms: toMs(/^\s+99%\s+(\S+)/m.exec(text)?.[1] ?? ""),
@@ -206,24 +224,46 @@ export async function startBenchService(
   const otherKey = options.otherTenant ? (await createOrg(setup.db, "Other")).tenantKey : null;
   await setup.close();
 
-  const children: Deno.ChildProcess[] = [];
-  const origins: string[] = [];
   // A child that exits before stop() (a port taken after all) spoils the run: stop() says so.
   let exitedEarly = false;
   let stopping = false;
-  const ports = new Set<number>();
-  while (ports.size < (options.processes ?? 1)) ports.add(freePort());
-  for (const port of ports) {
-    const child = spawnDeno([START_TASK.v8Flags, ...profileFlags(), MAIN], {
-      ...START_TASK.env,
-      ...fullEnv,
-      PORT: String(port),
-    }, { permissions: "start" });
-    child.status.then(() => exitedEarly ||= !stopping);
-    children.push(child);
-    origins.push(`http://127.0.0.1:${port}`);
+  const taken = new Set<number>();
+  /**
+   * One child on a free port, once it answers. A port found free can be taken before the
+   * child listens on it (by a connection's source port, with load on the machine): the
+   * child then exits at once, and another port is tried.
+   */
+  async function startChild(): Promise<{ child: Deno.ChildProcess; origin: string }> {
+    for (let attempt = 1;; attempt++) {
+      let port = freePort();
+      while (taken.has(port)) port = freePort();
+      taken.add(port);
+      const child = spawnDeno([START_TASK.v8Flags, ...profileFlags(), MAIN], {
+        ...START_TASK.env,
+        ...fullEnv,
+        PORT: String(port),
+      }, { permissions: "start" });
+      const origin = `http://127.0.0.1:${port}`;
+      const started = await Promise.race([
+        waitUntilUp(`${origin}/healthz`).then(() => true, () => false),
+        child.status.then(() => false),
+      ]);
+      if (started) {
+        child.status.then(() => exitedEarly ||= !stopping);
+        return { child, origin };
+      }
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await child.status;
+      if (attempt === 3) throw new Error("formrelay did not start (three tries)");
+    }
   }
-  for (const origin of origins) await waitUntilUp(`${origin}/healthz`);
+  const started = await Promise.all(
+    Array.from({ length: options.processes ?? 1 }, () => startChild()),
+  );
+  const children = started.map((s) => s.child);
+  const origins = started.map((s) => s.origin);
   const origin = origins[0];
   const admin = adminClient(() => origin, tenantKey);
   const paths = Array.from(
