@@ -1,5 +1,5 @@
 import { humanMessages } from "../validation_messages.ts";
-import { templateSchema } from "../template.ts";
+
 import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
 import { buildMessage, type MailMessage, renderSubject } from "./smtp/message.ts";
@@ -23,6 +23,14 @@ import {
 const email = z.email();
 const recipients = z.array(email).min(1);
 
+/**
+ * A subject as the spec has it (at least one character). Its placeholders are rendered
+ * (template.ts); an unknown one stays as written rather than being refused, since the
+ * spec accepts any subject and subjects stored before placeholders were checked must
+ * still deliver.
+ */
+const subjectTemplate = z.string().min(1);
+
 /** SMTP Variant A: the tenant supplies the relay (spec 2.3). */
 export const smtpRelayConfigSchema = z.strictObject({
   host: z.string().min(1),
@@ -32,13 +40,13 @@ export const smtpRelayConfigSchema = z.strictObject({
   password: z.string().min(1),
   from: email,
   to: recipients,
-  subjectTemplate: templateSchema.min(1).default("New submission: {{formName}}"),
+  subjectTemplate: subjectTemplate.default("New submission: {{formName}}"),
 });
 
 /** SMTP Variant B: the platform relay from PLATFORM_SMTP_* (spec 2.3). */
 export const smtpPlatformConfigSchema = z.strictObject({
   to: recipients,
-  subjectTemplate: templateSchema.min(1).default("Form submission: {{formName}}"),
+  subjectTemplate: subjectTemplate.default("Form submission: {{formName}}"),
 });
 
 export type SmtpRelayConfig = z.infer<typeof smtpRelayConfigSchema>;
@@ -311,6 +319,7 @@ export function createSmtpConnector(
 
   return {
     configSchema: smtpConfigSchema(deps.platform !== null, deps.maxPlatformRecipients),
+    storedConfigSchema: smtpConfigSchema(deps.platform !== null),
 
     redact: (config) => redactSecrets(config, { password: "value" }),
 

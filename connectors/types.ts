@@ -107,6 +107,12 @@ export class DeliveryError extends Error {
 export interface Connector<C = unknown> {
   /** zod schema of the config as the admin API accepts it (defaults applied). */
   configSchema: z.ZodType<C>;
+  /**
+   * The schema a stored config is checked against before each delivery, where it differs:
+   * limits added for new configs (the platform relay's recipient cap) must not turn a
+   * config stored before them into a permanent failure of submissions already accepted.
+   */
+  storedConfigSchema?: z.ZodType<C>;
   /** The config with secret values replaced by "********", for list and PATCH answers. */
   redact(config: C): C;
   /** Delivers one envelope; resolves on success, throws DeliveryError on failure. */

@@ -57,7 +57,7 @@ export type ConfigCheck =
 
 /** Checks a destination's stored config against its connector's schema (defaults applied). */
 export function checkConfig(connector: Connector, stored: unknown): ConfigCheck {
-  const parsed = connector.configSchema.safeParse(stored);
+  const parsed = (connector.storedConfigSchema ?? connector.configSchema).safeParse(stored);
   if (parsed.success) return { ok: true, config: parsed.data };
   const failure = new DeliveryError("Destination config is no longer valid", { permanent: true });
   return { ok: false, failure, error: parsed.error };

@@ -46,7 +46,8 @@ export function sampleEnvelope(form: { id: string; name: string }): SubmissionEn
 /** The template fields a preview checks. */
 const templates = z.object({
   template: templateSchema.optional(),
-  subjectTemplate: templateSchema.optional(),
+  // An SMTP subject is any text (spec); unknown placeholders stay as written.
+  subjectTemplate: z.string().min(1).optional(),
 });
 
 /** The preview route. */

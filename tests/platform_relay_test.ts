@@ -111,3 +111,31 @@ Deno.test("platform relay mail: test sends and deliveries share the organization
     await server.close();
   }
 });
+
+Deno.test("a Variant B config stored before the recipient cap still passes the check before delivery", async () => {
+  const { createSmtpConnector } = await import("../connectors/smtp.ts");
+  const { checkConfig } = await import("../delivery/attempt.ts");
+  const connector = createSmtpConnector({
+    platform: {
+      host: "127.0.0.1",
+      port: 25,
+      secureTransport: "off",
+      username: "u",
+      password: "p",
+      fromEmail: "forms@platform.example",
+    },
+    maxPlatformRecipients: 5,
+    heloName: "localhost",
+    timeoutMs: 1_000,
+  });
+  try {
+    const stored = { to: Array.from({ length: 6 }, (_, i) => `r${i}@example.com`) };
+    // Refused when saved now…
+    assert.equal(connector.configSchema.safeParse(stored).success, false);
+    // …but a submission already accepted for it is not failed for a limit added later.
+    const check = checkConfig(connector, stored);
+    assert.equal(check.ok, true);
+  } finally {
+    connector.close();
+  }
+});
