@@ -87,13 +87,13 @@ const envSchema = z.object({
   /** The window of the outbound budgets below, in seconds. */
   OUTBOUND_WINDOW_SECONDS: positiveInt.default(60),
   /** Outbound requests (deliveries and test sends) per organization per window; 0: no limit. */
-  OUTBOUND_ORG_REQUESTS: nonNegativeInt.default(30_000),
+  OUTBOUND_ORG_REQUESTS: nonNegativeInt.default(300_000),
   /** Outbound bytes per organization per window; 0: no limit. */
-  OUTBOUND_ORG_BYTES: nonNegativeInt.default(64 * 1024 * 1024),
+  OUTBOUND_ORG_BYTES: nonNegativeInt.default(256 * 1024 * 1024),
   /** Outbound requests per organization and target host per window; 0: no limit. */
-  OUTBOUND_HOST_REQUESTS: nonNegativeInt.default(6000),
+  OUTBOUND_HOST_REQUESTS: nonNegativeInt.default(60_000),
   /** Outbound bytes per organization and target host per window; 0: no limit. */
-  OUTBOUND_HOST_BYTES: nonNegativeInt.default(32 * 1024 * 1024),
+  OUTBOUND_HOST_BYTES: nonNegativeInt.default(64 * 1024 * 1024),
   METRICS_TOKEN: z.string().min(16, "Expected at least 16 characters").optional(),
   METRICS_PER_FORM: boolean.default(false),
   READY_MAX_BACKLOG: positiveInt.default(10_000),
