@@ -76,7 +76,7 @@ function refusalReason(error: ApiError): RefusalReason | null {
   }
 }
 
-/** The 202 answer's note when a form has no enabled destination (see store()). */
+/** The 202 answer's note when a form has no enabled destination (counted as "nowhere"). */
 export const NO_DESTINATION_WARNING =
   "This form has no enabled destination: the submission was accepted but sent nowhere";
 
