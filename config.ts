@@ -301,8 +301,13 @@ export function deliveryConcurrencyFor(descriptors: number): number {
   return Math.max(16, Math.min(DEFAULT_DELIVERY_CONCURRENCY, Math.floor(descriptors * 0.2)));
 }
 
-/** The descriptor limit assumed when the process's own cannot be read. */
-export const ASSUMED_DESCRIPTOR_LIMIT = 1024;
+/**
+ * The descriptor limit assumed when the process's own cannot be read: Deno raises its
+ * soft limit to the hard one at start-up, and 4 096 is Linux's default hard limit (systemd
+ * services and containers get far more). A lower hard limit set by hand is the rare case
+ * that start-up's warning asks to configure.
+ */
+export const ASSUMED_DESCRIPTOR_LIMIT = 4096;
 
 /**
  * The process's open-file limit from /proc/self/limits, or null where it cannot be

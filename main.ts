@@ -54,8 +54,9 @@ if (onDeploy || !canGuardConnections()) {
     const assumed = maxConnectionsFor(ASSUMED_DESCRIPTOR_LIMIT);
     logger.warn(
       `cannot read the descriptor limit (it needs --allow-all): at most ${assumed} connections, ` +
-        "as for 1 024 descriptors (and a fifth of them for deliveries in flight); set " +
-        "HTTP_MAX_CONNECTIONS to three quarters of `ulimit -Hn` and DELIVERY_CONCURRENCY to a fifth",
+        "as for 4 096 descriptors, Linux's default hard limit, to which Deno raises its own " +
+        "(and a fifth of them for deliveries in flight); if `ulimit -Hn` is another, set " +
+        "HTTP_MAX_CONNECTIONS to three quarters of it and DELIVERY_CONCURRENCY to a fifth",
       { maxConnections: assumed },
     );
   }

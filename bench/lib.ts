@@ -8,7 +8,7 @@ export const MAIN = new URL("../main.ts", import.meta.url).pathname;
  * A child process started from a Deno script, with its pid for RSS readings. With
  * `permissions: "start"` it has the start task's permissions, not `-A`: main.ts then runs
  * as users run it (it cannot read the descriptor limit, so its bounds are the defaults
- * for 1 024 descriptors).
+ * for 4 096 descriptors).
  */
 export function spawnDeno(
   args: string[],
