@@ -53,7 +53,7 @@ const envSchema = z.object({
   /** Deliveries in flight at most per process; unset: DEFAULT_DELIVERY_CONCURRENCY within the descriptor limit. */
   DELIVERY_CONCURRENCY: positiveInt.max(10_000).optional(),
   /** Deliveries in flight to one destination at most, however fast it answers. */
-  DESTINATION_MAX_CONCURRENCY: positiveInt.max(10_000).default(64),
+  DESTINATION_MAX_CONCURRENCY: positiveInt.max(10_000).default(128),
   /** Share of the delivery slots one organization may hold (0 < share <= 1). */
   DELIVERY_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /** Delivery jobs due at most in one process (waiting or in progress); past it, 503. */

@@ -41,7 +41,7 @@ Deno.test("loadConfig applies the contract's defaults", () => {
     "with the listener's three quarters, under 1 024 descriptors",
   );
   assert.equal(deliveryConcurrencyFor(ASSUMED_DESCRIPTOR_LIMIT), 819, "where it cannot be read");
-  assert.deepEqual(config.pace, { initial: PACE_INITIAL, max: 64 });
+  assert.deepEqual(config.pace, { initial: PACE_INITIAL, max: 128 });
   assert.equal(config.deliveryOrgShare, 0.5);
   assert.deepEqual(
     config.retryScheduleMs,

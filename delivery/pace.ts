@@ -9,7 +9,8 @@
  *   per round trip; latency past twice the lowest seen (plus LATENCY_SLACK_MS) takes
  *   a tenth off, once per round trip; a time-out, a connection error or a 5xx halves
  *   it, once per second at most. It never grows unless the destination uses at least
- *   half of it, and never passes `max`. Every PROBE_EVERY_MS, and when latency rises
+ *   half of it, and never passes `max`, nor what RATE_CEILING deliveries a second need
+ *   at the lowest latency seen. Every PROBE_EVERY_MS, and when latency rises
  *   (at most every PROBE_GAP_MS), the lowest latency is measured afresh at a
  *   concurrency of PROBE_CONCURRENCY: a receiver slower whatever the load is then
  *   taken as it is (and its concurrency found again by doubling), one slower with
@@ -122,6 +123,16 @@ const MIN_RATE = 0.1;
 const FIRST_RATE = 1;
 /** A rate with no refusal for this long is dropped. */
 export const RATE_FORGET_MS = 10 * 60_000;
+/**
+ * Deliveries a second one destination is given room for: more than a process delivers to
+ * one receiver (bench:receivers: about 1 200 a second). Concurrency grows no further than
+ * this rate needs at the destination's lowest latency (Little's law), and no lower than
+ * MIN_CEILING: more in flight to a receiver that answers at once buys no speed, only
+ * memory, while one answering in 100 ms needs 150 in flight for it.
+ */
+export const RATE_CEILING = 1500;
+/** Deliveries in flight a destination may always grow to (two rounds of slow start). */
+export const MIN_CEILING = 32;
 /** Destinations whose pace is remembered at most (least recently used go first). */
 const MAX_TRACKED = 20_000;
 
@@ -240,7 +251,9 @@ export function createPace(options: PaceOptions): Pace {
     }
     // Growth needs evidence: a destination using less than half its limit proves nothing.
     if (inFlight < pace.limit / 2) return;
-    pace.limit = Math.min(max, pace.limit + (pace.slowStart ? 1 : 1 / pace.limit));
+    const ceiling = Math.max(MIN_CEILING, Math.ceil((lowest * RATE_CEILING) / 1000));
+    const grown = pace.limit + (pace.slowStart ? 1 : 1 / pace.limit);
+    pace.limit = Math.max(pace.limit, Math.min(max, ceiling, grown));
   }
 
   /**

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { DeliveryError } from "../connectors/types.ts";
-import { createPace, MAX_DEFAULT_HOLD_MS, signalOf } from "./pace.ts";
+import { createPace, MAX_DEFAULT_HOLD_MS, MIN_CEILING, RATE_CEILING, signalOf } from "./pace.ts";
 
 /** A pace on a clock the test moves. */
 function harness(options: { initial?: number; max?: number } = {}) {
@@ -33,6 +33,16 @@ Deno.test("a fast receiver's concurrency grows from where it starts up to the ca
   h.deliver("d", 300, 100);
   assert.equal(h.pace.limit("d"), 128, "up to DESTINATION_MAX_CONCURRENCY, no further");
   assert.equal(h.pace.limit("other"), 8, "each destination has its own");
+});
+
+Deno.test("a receiver's concurrency grows only as far as its latency needs for the rate ceiling", () => {
+  const h = harness({ initial: 8, max: 1000 });
+  h.deliver("instant", 2000, 1);
+  assert.equal(h.pace.limit("instant"), MIN_CEILING, "answering at once: the floor, not the cap");
+  h.deliver("40ms", 2000, 40);
+  assert.equal(h.pace.limit("40ms"), Math.ceil(0.04 * RATE_CEILING), "Little's law at 40 ms");
+  h.deliver("1s", 4000, 1000);
+  assert.equal(h.pace.limit("1s"), 1000, "a slow receiver up to the cap");
 });
 
 Deno.test("a destination that uses less than half its limit does not grow", () => {
