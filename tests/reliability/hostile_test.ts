@@ -201,7 +201,14 @@ Deno.test({
           `${Math.max(...ms).toFixed(0)} ms; RSS ${before.toFixed(0)} MB before, ` +
           `peak ${peak.toFixed(0)} MB, ${later.toFixed(0)} MB 30 s later`,
       );
-      assert.deepEqual(Object.keys(statuses).filter((s) => s !== "202" && s !== "503"), []);
+      // Refused: 503 when the body budget is full, or 408 for a body still arriving that
+      // gave way to a newcomer from an address holding less (the door's eviction, which a
+      // busy machine that reads bodies slowly sees).
+      const refusals = ["503", "408"];
+      assert.deepEqual(
+        Object.keys(statuses).filter((s) => s !== "202" && !refusals.includes(s)),
+        [],
+      );
       assert.ok((statuses[202] ?? 0) > 0, "some are accepted");
       assert.ok(Math.max(...ms) < 10_000, "every one is answered within 10 s");
       assert.ok(peak < 400, `peak RSS ${peak} MB`);
