@@ -40,6 +40,7 @@ async function twoClaimedJobs() {
   const countingDb: Db = {
     ...db,
     batcher: {
+      sender: db.batcher.sender,
       commit(part) {
         counted.parts++;
         return db.batcher.commit(part);

@@ -351,7 +351,7 @@ export function ingestRoutes(deps: AppDeps) {
         destinations,
         submittedAt,
         envelopeTtlMs: ttlMs,
-      });
+      }, { wokenHere: deps.engine !== null });
     } catch (error) {
       logger.error("submission not stored", {
         formId: form.id,

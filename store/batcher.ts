@@ -31,12 +31,19 @@ export interface BatchPart {
   bytes?: number;
   /** Jobs to wake through the KV queue: one message carries the wake-ups of a whole commit. */
   wake?: JobRef[];
+  /**
+   * This process wakes the `wake` jobs itself once the commit is done: their message is
+   * marked as this batcher's, and its queue listener passes it over (due_jobs.ts).
+   */
+  wokenHere?: boolean;
 }
 
 /** Commits parts, merged where it can. */
 export interface CommitBatcher {
   /** The commit's versionstamp, or null when one of the part's checks failed. Rejects on a KV error. */
   commit(part: BatchPart): Promise<string | null>;
+  /** What marks this batcher's wake-up messages for jobs its process woke itself. */
+  sender: string;
 }
 
 // KV's atomic limits: 1000 mutations, 100 checks, 800 KiB in all and 80 KiB of keys.
@@ -52,10 +59,13 @@ interface Waiting {
   reject(error: unknown): void;
 }
 
-/** Adds the wake-ups of a commit's parts to it, coalesced into few queue messages. */
-function enqueueWakes(op: Deno.AtomicOperation, wake: JobRef[]) {
+/**
+ * Adds the wake-ups of a commit's parts to it, coalesced into few queue messages;
+ * `sender` marks those of jobs the process woke itself.
+ */
+function enqueueWakes(op: Deno.AtomicOperation, wake: JobRef[], sender?: string) {
   for (let i = 0; i < wake.length; i += MAX_WAKE_REFS) {
-    op.enqueue(wakeMessage(wake.slice(i, i + MAX_WAKE_REFS)));
+    op.enqueue(wakeMessage(wake.slice(i, i + MAX_WAKE_REFS), sender));
   }
 }
 
@@ -66,6 +76,8 @@ interface OpenBatch {
   /** A part threw half-way through adding itself: the operation cannot be committed as it is. */
   spoilt: boolean;
   wake: JobRef[];
+  /** Wake-ups of jobs this process woke itself. */
+  wokenHere: JobRef[];
   items: number;
   checks: number;
   bytes: number;
@@ -73,6 +85,7 @@ interface OpenBatch {
 
 /** A batcher over one KV; `queues` says whether it can carry wake-ups. */
 export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): CommitBatcher {
+  const sender = crypto.randomUUID();
   /** Parts that did not fit in the open batch, oldest first. */
   const overflow: Waiting[] = [];
   let open: OpenBatch | null = null;
@@ -82,7 +95,8 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
     try {
       const op = kv.atomic();
       waiting.part.apply(op);
-      if (options.queues && waiting.part.wake) enqueueWakes(op, waiting.part.wake);
+      const { wake, wokenHere } = waiting.part;
+      if (options.queues && wake) enqueueWakes(op, wake, wokenHere ? sender : undefined);
       const result = await retryWhileBusy(() => op.commit());
       waiting.resolve(result.ok ? result.versionstamp : null);
     } catch (error) {
@@ -105,6 +119,7 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
         waiting: [],
         spoilt: false,
         wake: [],
+        wokenHere: [],
         items: 0,
         checks: 0,
         bytes: 0,
@@ -123,7 +138,9 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
       return true;
     }
     open.waiting.push(waiting);
-    if (options.queues && part.wake) open.wake.push(...part.wake);
+    if (options.queues && part.wake) {
+      (part.wokenHere ? open.wokenHere : open.wake).push(...part.wake);
+    }
     open.items += size;
     open.checks += part.checks ?? 0;
     open.bytes += part.bytes ?? 0;
@@ -143,6 +160,7 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
     while (open !== null) {
       const batch = takeOpen();
       enqueueWakes(batch.op, batch.wake);
+      enqueueWakes(batch.op, batch.wokenHere, sender);
       let versionstamp: string | null = null;
       let failure: unknown = null;
       try {
@@ -169,6 +187,7 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
   }
 
   return {
+    sender,
     commit(part) {
       return new Promise((resolve, reject) => {
         const waiting = { part, resolve, reject };

@@ -66,7 +66,7 @@ export function createSubmissionWriter(
   }
 
   return {
-    async write(submission: NewSubmission): Promise<StoredSubmission> {
+    async write(submission, { wokenHere } = {}) {
       const chunks = splitChunks(submission.sealedEnvelope);
       const jobs = jobsOf(submission, chunks.length);
       const held = jobs.filter((job) => job.state === "held");
@@ -87,6 +87,7 @@ export function createSubmissionWriter(
         mutations: chunks.length + 2 * jobs.length + held.length,
         bytes: submission.sealedEnvelope.length + (jobs.length + held.length) * JOB_BYTES,
         wake: held.length === 0 ? jobs : jobs.filter((job) => job.state !== "held"),
+        wokenHere,
       });
       if (versionstamp === null) throw new Error("Cannot store the submission: KV commit failed");
       return { jobs: jobs.map((job) => ({ job, versionstamp })), firstChunk: chunks[0] };
@@ -102,6 +103,10 @@ export interface StoredSubmission {
 
 /** Stores accepted submissions. */
 export interface SubmissionWriter {
-  /** Stores one submission; resolves once its commit succeeded, rejects if it failed. */
-  write(submission: NewSubmission): Promise<StoredSubmission>;
+  /**
+   * Stores one submission; resolves once its commit succeeded, rejects if it failed.
+   * With `wokenHere` the caller wakes the stored jobs itself (DeliveryEngine.wakeStored),
+   * so this process's queue listener passes their wake-up over.
+   */
+  write(submission: NewSubmission, options?: { wokenHere?: boolean }): Promise<StoredSubmission>;
 }

@@ -13,6 +13,8 @@ import type { JobRef } from "./job_record.ts";
  */
 export interface WakeMessage {
   wake: [number, string, string, string?][];
+  /** The batcher (batcher.ts) whose process woke these jobs itself, when it did. */
+  from?: string;
 }
 
 /** Most jobs one wake-up message names, within the 64 KiB message limit (about 52 KB). */
@@ -24,11 +26,12 @@ export interface WakeUp {
   delayMs: number;
 }
 
-/** The wake-up message for some jobs. */
-export function wakeMessage(refs: JobRef[]): WakeMessage {
-  return {
-    wake: refs.map((r) => [r.submittedAt, r.submissionId, r.destinationId, r.orgId]),
-  };
+/** The wake-up message for some jobs, marked with its `from` when its process woke them itself. */
+export function wakeMessage(refs: JobRef[], from?: string): WakeMessage {
+  const wake: WakeMessage["wake"] = refs.map((
+    r,
+  ) => [r.submittedAt, r.submissionId, r.destinationId, r.orgId]);
+  return from === undefined ? { wake } : { wake, from };
 }
 
 /** Type guard for wake-up messages read from the KV queue. */
