@@ -1,5 +1,6 @@
 import { type Context, Hono } from "hono";
 import { envelopeTtlMs, sealEnvelope } from "../store/envelope.ts";
+import { submissionIdAt } from "../store/submission_id.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import { countAccepted, traceSubmission } from "../metrics.ts";
 import type { AppDeps } from "./env.ts";
@@ -292,7 +293,7 @@ export function ingestRoutes(deps: AppDeps) {
     try {
       const submittedAt = Date.now();
       const envelope: SubmissionEnvelope = {
-        submissionId: crypto.randomUUID(),
+        submissionId: submissionIdAt(submittedAt),
         formId: form.id,
         formName: form.name,
         payload,

@@ -1,7 +1,8 @@
 /**
  * Fills the by-destination indexes of jobs and retained records (keys.ts) for records
  * written by versions without them, once per KV: a marker says it is done. Records
- * written since carry their index entry from their first commit. Each entry is written
+ * written since get their entry when they are written (retained, held) or first put
+ * back (a pending job). Each entry is written
  * with a check of the record it names, so an entry is never left behind for a record
  * that finished meanwhile.
  *

@@ -82,8 +82,9 @@ export async function claimKnownJob(
 
 /**
  * Puts a claimed job back, pending until `next.dueAt` after a transient failure, or
- * held (`next.state`) while its destination is paused; its outcome says which.
- * False when the lease was lost to another worker.
+ * held (`next.state`) while its destination is paused; its outcome says which. From
+ * then on the job is in its destination's index (a job is stored without one), so a
+ * resume or redelivery finds it. False when the lease was lost to another worker.
  */
 export async function rescheduleJob(
   db: Db,
@@ -96,12 +97,13 @@ export async function rescheduleJob(
     apply(op) {
       op.check({ key: jobKey(job), versionstamp: claimed.versionstamp })
         .set(jobKey(next), encodeJob(next))
+        .set(jobByDestinationKey(next), 0)
         .set(outcomeKey(next), outcomeOf(next, next.state === "held" ? "held" : "retrying"), {
           expireIn: OUTCOME_TTL_MS,
         });
       if (options.wakeUp) op.enqueue(options.wakeUp.message, { delay: options.wakeUp.delayMs });
     },
-    mutations: 3,
+    mutations: 4,
     checks: 1,
     bytes: 2 * JOB_BYTES,
   });

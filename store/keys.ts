@@ -17,8 +17,11 @@
  *   envelope is kept for redelivery (FAILED_RETENTION_HOURS, redelivery.ts);
  *   `jobs_by_destination/<destinationId>/<submittedAt>/<submissionId>` and
  *   `retained_by_destination/<destinationId>/<submittedAt>/<submissionId>` index both
- *   by destination, written in the same commit as the record, so a tenant's resume or
- *   redelivery reads its destination's entries, not everyone's.
+ *   by destination, so a tenant's resume or redelivery reads its destination's entries,
+ *   not everyone's: a retained record's from its first commit, a job's from its first
+ *   put-back (retrying or held; held from the start when stored held). A job's own key
+ *   is found from its delivery id, whose submission id holds `submittedAt`
+ *   (submission_id.ts).
  *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.

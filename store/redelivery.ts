@@ -31,6 +31,7 @@ import {
   type StoredJob,
 } from "./job_record.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
+import { jobKeyPartsOf } from "./submission_id.ts";
 
 /** A delivery's identity in the admin API: `<submissionId>.<destinationId>`. */
 export interface DeliveryRef {
@@ -87,19 +88,13 @@ const RETAINED: Indexed = { recordKey: retainedKey, indexPrefix: retainedByDesti
 /** `getMany` takes at most this many keys. */
 const GET_MANY_MAX = 10;
 
-/**
- * The records of the selection, found through the destination's index (oldest first,
- * from `since` on): one delivery asked for by name, or all of them; never another
- * destination's.
- */
-async function* matching(db: Db, kind: Indexed, selection: RedeliverySelection) {
+/** The destination's index entries (from `since` on), or the one of `submissionId`. */
+async function indexed(db: Db, kind: Indexed, selection: RedeliverySelection) {
   const { destinationId, submissionId, since } = selection;
   const prefix = kind.indexPrefix(destinationId);
   const iter = db.kv.list(
     { prefix, ...(since === undefined ? {} : { start: [...prefix, since] }) },
-    {
-      batchSize: 500,
-    },
+    { batchSize: 500 },
   );
   const refs: JobKeyParts[] = [];
   for await (const entry of iter) {
@@ -110,6 +105,19 @@ async function* matching(db: Db, kind: Indexed, selection: RedeliverySelection) 
       break;
     }
   }
+  return refs;
+}
+
+/**
+ * The records of the selection, found through the destination's index (oldest first,
+ * from `since` on): one delivery asked for by name, or all of them; never another
+ * destination's. One asked for by an id that holds its time is read by its key: a job
+ * joins the index only when it is first put back (jobs.ts).
+ */
+async function* matching(db: Db, kind: Indexed, selection: RedeliverySelection) {
+  const { destinationId, submissionId } = selection;
+  const named = submissionId === undefined ? null : jobKeyPartsOf({ submissionId, destinationId });
+  const refs = named === null ? await indexed(db, kind, selection) : [named];
   for (let i = 0; i < refs.length; i += GET_MANY_MAX) {
     const keys = refs.slice(i, i + GET_MANY_MAX).map(kind.recordKey);
     for (const entry of await db.kv.getMany<StoredJob[]>(keys)) {

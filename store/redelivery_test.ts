@@ -2,9 +2,18 @@ import assert from "node:assert/strict";
 import { createDb } from "./db.ts";
 import { indexUnindexedRecords } from "./destination_index.ts";
 import { encodeJob, type JobRecord } from "./job_record.ts";
-import { jobByDestinationKey, jobKey, retainedByDestinationKey, retainedKey } from "./keys.ts";
+import { claimJob, rescheduleJob } from "./jobs.ts";
+import {
+  jobByDestinationKey,
+  jobKey,
+  jobsByDestinationPrefix,
+  retainedByDestinationKey,
+  retainedKey,
+} from "./keys.ts";
 import { parseDeliveryId, redeliver } from "./redelivery.ts";
 import { createSealer } from "./sealing.ts";
+import { sendNow } from "./send_now.ts";
+import { submissionIdAt } from "./submission_id.ts";
 import { createSubmissionWriter } from "./submissions.ts";
 
 Deno.test("parseDeliveryId reads <submissionId>.<destinationId> and nothing else", () => {
@@ -148,6 +157,69 @@ Deno.test("jobs and retained records of earlier versions get their by-destinatio
     assert.notEqual((await kv.get(retainedByDestinationKey(retained))).versionstamp, null);
     await kv.delete(jobByDestinationKey(job));
     assert.equal(await indexUnindexedRecords(db), 0, "once per KV");
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("a job joins its destination's index when first put back; by name it is read by its key", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    const submittedAt = Date.now();
+    const submissionId = submissionIdAt(submittedAt);
+    const [active, paused] = [crypto.randomUUID(), crypto.randomUUID()];
+    const formId = crypto.randomUUID();
+    await createSubmissionWriter(db).write({
+      submissionId,
+      formId,
+      orgId: "o",
+      sealedEnvelope: new Uint8Array(64),
+      destinations: [{ id: active, type: "webhook" }, { id: paused, type: "webhook", held: true }],
+      submittedAt,
+      envelopeTtlMs: 3_600_000,
+    });
+    const indexed = async (destinationId: string) => {
+      let n = 0;
+      for await (const _ of kv.list({ prefix: jobsByDestinationPrefix(destinationId) })) n++;
+      return n;
+    };
+    assert.equal(await indexed(active), 0, "a pending job is stored without an index entry");
+    assert.equal(await indexed(paused), 1, "a held job is stored with one");
+
+    // Not yet attempted: by name it is found by its key, under way, with two reads (job, retained).
+    const { counting, counts } = countingKv(kv);
+    const measured = { ...db, kv: counting };
+    const byName = { formId, destinationId: active, submissionId, now: Date.now() };
+    assert.deepEqual(await redeliver(measured, byName), { woken: [], underWay: 1, expired: 0 });
+    assert.equal(counts.read, 2);
+    counts.read = 0;
+    assert.deepEqual(await sendNow(measured, byName), {
+      sent: { submittedAt, submissionId, destinationId: active, orgId: "o" },
+    });
+    assert.equal(counts.read, 1, "send-now reads the one job, no scan");
+    assert.deepEqual(await sendNow(db, { ...byName, formId: crypto.randomUUID() }), {
+      state: "not_waiting",
+    }, "another form's delivery is not found");
+
+    // Held on its first attempt (its destination was paused meanwhile): now in the index,
+    // so resuming the destination finds it.
+    const claimed = await claimJob(db, { submittedAt, submissionId, destinationId: active }, {
+      now: Date.now(),
+      leaseMs: 60_000,
+    });
+    assert.ok(claimed);
+    const held = { ...claimed.job, state: "held" as const, dueAt: Date.now() + 3_600_000 };
+    assert.ok(await rescheduleJob(db, claimed, held, { wakeUp: null }));
+    assert.equal(await indexed(active), 1);
+    const resumed = await redeliver(db, {
+      formId,
+      destinationId: active,
+      since: 0,
+      heldOnly: true,
+      now: Date.now(),
+    });
+    assert.deepEqual(resumed.woken.map((ref) => ref.submissionId), [submissionId]);
   } finally {
     kv.close();
   }

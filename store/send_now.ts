@@ -9,6 +9,7 @@ import type { Db } from "./db.ts";
 import { decodeJob, encodeJob, JOB_BYTES, type JobRef, type StoredJob } from "./job_record.ts";
 import { jobKey, jobKeyParts, jobsPrefix } from "./keys.ts";
 import type { DeliveryRef } from "./redelivery.ts";
+import { jobKeyPartsOf } from "./submission_id.ts";
 
 /** What "send now" found: the job made due (wake it), or why nothing changed. */
 export type SendNow =
@@ -16,35 +17,45 @@ export type SendNow =
   | { state: "in_flight" | "held" | "not_waiting" };
 
 /**
- * Makes the pending job of one delivery of a form due at `now`. The unfinished jobs are
- * scanned by their keys (the delivery id does not hold the acceptance time that leads
- * them); they are few next to the outcomes.
+ * The unfinished job of a delivery: read by its key when the submission id holds the
+ * acceptance time (submission_id.ts), else found by scanning the unfinished jobs'
+ * keys (they are few next to the outcomes); null when there is none.
  */
+async function findJob(db: Db, delivery: DeliveryRef): Promise<Deno.KvEntry<StoredJob> | null> {
+  const parts = jobKeyPartsOf(delivery);
+  if (parts !== null) {
+    const entry = await db.kv.get<StoredJob>(jobKey(parts));
+    return entry.versionstamp === null ? null : entry;
+  }
+  const iter = db.kv.list<StoredJob>({ prefix: jobsPrefix() }, { batchSize: 500 });
+  for await (const entry of iter) {
+    const { submissionId, destinationId } = jobKeyParts(entry.key);
+    if (submissionId === delivery.submissionId && destinationId === delivery.destinationId) {
+      return entry;
+    }
+  }
+  return null;
+}
+
+/** Makes the pending job of one delivery of a form due at `now`. */
 export async function sendNow(
   db: Db,
   delivery: DeliveryRef & { formId: string; now: number },
 ): Promise<SendNow> {
-  const iter = db.kv.list<StoredJob>({ prefix: jobsPrefix() }, { batchSize: 500 });
-  for await (const entry of iter) {
-    const parts = jobKeyParts(entry.key);
-    if (
-      parts.submissionId !== delivery.submissionId ||
-      parts.destinationId !== delivery.destinationId
-    ) continue;
-    const job = decodeJob(entry);
-    if (job.formId !== delivery.formId) break;
-    if (job.state !== "pending") return { state: job.state };
-    const next = { ...job, dueAt: Math.min(job.dueAt, delivery.now), updatedAt: delivery.now };
-    const ref: JobRef = { ...parts, orgId: job.orgId };
-    const versionstamp = await db.batcher.commit({
-      apply: (op) => op.check(entry).set(jobKey(next), encodeJob(next)),
-      mutations: 1,
-      checks: 1,
-      bytes: JOB_BYTES,
-      wake: [ref],
-    });
-    // Changed meanwhile: an attempt started, or it finished.
-    return versionstamp === null ? { state: "in_flight" } : { sent: ref };
-  }
-  return { state: "not_waiting" };
+  const entry = await findJob(db, delivery);
+  if (entry === null) return { state: "not_waiting" };
+  const job = decodeJob(entry);
+  if (job.formId !== delivery.formId) return { state: "not_waiting" };
+  if (job.state !== "pending") return { state: job.state };
+  const next = { ...job, dueAt: Math.min(job.dueAt, delivery.now), updatedAt: delivery.now };
+  const ref: JobRef = { ...jobKeyParts(entry.key), orgId: job.orgId };
+  const versionstamp = await db.batcher.commit({
+    apply: (op) => op.check(entry).set(jobKey(next), encodeJob(next)),
+    mutations: 1,
+    checks: 1,
+    bytes: JOB_BYTES,
+    wake: [ref],
+  });
+  // Changed meanwhile: an attempt started, or it finished.
+  return versionstamp === null ? { state: "in_flight" } : { sent: ref };
 }

@@ -1,8 +1,8 @@
 /**
  * Storing accepted submissions: the sealed envelope's chunks and one job per enabled
  * destination, with their queue wake-up, in one group commit. The job of a destination
- * paused for health is stored held, with a `held` outcome, and not woken: a submission
- * is never accepted into silence.
+ * paused for health is stored held, with a `held` outcome and its by-destination index
+ * entry, and not woken: a submission is never accepted into silence.
  *
  * @module
  */
@@ -77,14 +77,16 @@ export function createSubmissionWriter(
             const key = envelopeChunkKey(submission.submittedAt, submission.submissionId, i);
             op.set(key, chunk, { expireIn });
           });
-          for (const job of jobs) {
-            op.set(jobKey(job), encodeJob(job)).set(jobByDestinationKey(job), 0);
-          }
+          for (const job of jobs) op.set(jobKey(job), encodeJob(job));
+          // A pending job gets its by-destination index entry when it is first put back
+          // (jobs.ts): most are delivered before then, and the entry cost a quarter of
+          // what storing a submission can take. A held one needs it now, for a resume.
           for (const job of held) {
-            op.set(outcomeKey(job), outcomeOf(job, "held"), { expireIn: OUTCOME_TTL_MS });
+            op.set(jobByDestinationKey(job), 0)
+              .set(outcomeKey(job), outcomeOf(job, "held"), { expireIn: OUTCOME_TTL_MS });
           }
         },
-        mutations: chunks.length + 2 * jobs.length + held.length,
+        mutations: chunks.length + jobs.length + 2 * held.length,
         bytes: submission.sealedEnvelope.length + (jobs.length + held.length) * JOB_BYTES,
         wake: held.length === 0 ? jobs : jobs.filter((job) => job.state !== "held"),
         wokenHere,

@@ -8,12 +8,14 @@ import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";
 import type { StoredJob } from "../store/job_record.ts";
 import { createSubmissionWriter } from "../store/submissions.ts";
+import { acceptedAtOf } from "../store/submission_id.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
 import { rawHttp, serveApp } from "./helpers/serve.ts";
 
 const WEBHOOK = { type: "webhook", config: { url: "https://hooks.example.com/in" } };
-const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+/** Submission ids are UUIDs of version 7: they lead with the acceptance time (store/submission_id.ts). */
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const ANY_415 =
   "Unsupported content type: use application/json, application/x-www-form-urlencoded or multipart/form-data";
 
@@ -60,7 +62,7 @@ Deno.test("POST /v1/f/:publicKey accepts any JSON value and answers 202 with the
     assert.match(response.headers.get("content-type") ?? "", /application\/json/);
     const body = await response.json();
     assert.equal(body.ok, true);
-    assert.match(body.submissionId, UUID_V4);
+    assert.match(body.submissionId, UUID_V7);
   }
   const payloads = (await storedEnvelopes(h)).map((e) => JSON.stringify(e.payload)).sort();
   assert.deepEqual(payloads, ['"text"', "42", '[1,"two"]', '{"a":1}', "null", "true"].sort());
@@ -348,7 +350,8 @@ Deno.test("the envelope carries the form, the payload and request metadata", asy
   await post('{"msg":"bare"}', { "content-type": "application/json" });
   const envelopes = await storedEnvelopes(h);
   const full = envelopes.find((e) => (e.payload as { msg: string }).msg === "hi")!;
-  assert.match(full.submissionId, UUID_V4);
+  assert.match(full.submissionId, UUID_V7);
+  assert.equal(acceptedAtOf(full.submissionId), Date.parse(full.metadata.submittedAt));
   assert.equal(full.formId, form.id);
   assert.equal(full.formName, "Contact");
   assert.deepEqual(full.metadata, {
