@@ -13,6 +13,7 @@
  *
  * @module
  */
+import Denque from "denque";
 import { type JobRef, refKey } from "../store/job_record.ts";
 import type { Pace, PaceSignal } from "./pace.ts";
 
@@ -104,8 +105,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const { concurrency, maxWaiting, orgShare, pace } = options;
   // Waiting jobs by organization, then by destination. Both maps are rings: an
   // organization (a destination) that was served moves to the back, so freed slots go
-  // round-robin, never back to whoever is first in line.
-  const waiting = new Map<string, Map<string, JobRef[]>>();
+  // round-robin, never back to whoever is first in line. A destination's line is a
+  // deque: an array's shift() copies the whole array once it holds more than about
+  // 16 000 jobs, which a raised backlog bound allows (11 µs a job in bench:deliver).
+  const waiting = new Map<string, Map<string, Denque<JobRef>>>();
   // Slots held per destination and per organization.
   const running = new Map<string, number>();
   const runningByOrg = new Map<string, number>();
@@ -142,7 +145,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       const slim = { submittedAt, submissionId, destinationId, orgId };
       const queue = destinations.get(ref.destinationId);
       if (queue) queue.push(slim);
-      else destinations.set(ref.destinationId, [slim]);
+      else destinations.set(ref.destinationId, new Denque([slim]));
       waitingCount++;
     }
     pump();
