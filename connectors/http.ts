@@ -41,6 +41,35 @@ export function jsonRequestHeaders(extra: Record<string, string> = {}): Headers 
 }
 
 /**
+ * Attempts that start within this many milliseconds of one another share their time-out
+ * signal, so an attempt's time-out ends between `timeoutMs` and this much later. A signal
+ * of its own kept each attempt's timer pending for the whole time-out after the attempt
+ * ended: tens of thousands of timers and dependent signals at a few thousand deliveries
+ * a second, for the garbage collector to trace.
+ */
+const SHARED_TIMEOUT_MS = 50;
+let sharedTimeout: {
+  parent: AbortSignal;
+  timeoutMs: number;
+  until: number;
+  signal: AbortSignal;
+} | null = null;
+
+/** The time-out signal (combined with `parent`) of an attempt starting now. */
+function sharedAttemptSignal(parent: AbortSignal, timeoutMs: number): AbortSignal {
+  const now = performance.now();
+  const current = sharedTimeout;
+  if (
+    current !== null && current.parent === parent && current.timeoutMs === timeoutMs &&
+    now < current.until
+  ) return current.signal;
+  const timeout = AbortSignal.timeout(timeoutMs + SHARED_TIMEOUT_MS);
+  const signal = AbortSignal.any([parent, timeout]);
+  sharedTimeout = { parent, timeoutMs, until: now + SHARED_TIMEOUT_MS, signal };
+  return signal;
+}
+
+/**
  * Starts one delivery attempt: its requests share one time-out (`deps.timeoutMs`)
  * combined with the caller's signal, and each one's host is checked by the transport.
  *
@@ -48,7 +77,7 @@ export function jsonRequestHeaders(extra: Record<string, string> = {}): Headers 
  *   refused host, and a transient one on network errors, the time-out and cancellation
  */
 export function startAttempt(deps: HttpConnectorDeps, signal: AbortSignal): SendRequest {
-  const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(deps.timeoutMs)]);
+  const attemptSignal = sharedAttemptSignal(signal, deps.timeoutMs);
   return async (url, init) => {
     try {
       attemptSignal.throwIfAborted();

@@ -4,8 +4,10 @@ import {
   parseRetryAfter,
   readPaceHint,
   settleResponse,
+  startAttempt,
   USER_AGENT,
 } from "./http.ts";
+import type { HttpTransport } from "./http_transport.ts";
 import { DeliveryError } from "./types.ts";
 import { VERSION } from "../version.ts";
 
@@ -123,4 +125,39 @@ Deno.test("settleResponse carries the pace hint on a refusal for rate and on a r
     }),
   );
   assert.deepEqual(receipt, { statusCode: 200, pace: { remaining: 0, resetAfterMs: 1000 } });
+});
+
+Deno.test("attempts started together share one time-out, each given at least its whole time-out", async () => {
+  // A receiver that never answers: each request ends when its attempt's signal aborts.
+  const transport: HttpTransport = {
+    request: (_url, init) =>
+      new Promise((_resolve, reject) =>
+        init.signal.addEventListener("abort", () => reject(init.signal.reason), { once: true })
+      ),
+    close() {},
+  };
+  const deps = { timeoutMs: 200, transport };
+  const parent = new AbortController().signal;
+  const url = new URL("https://hooks.example.com/in");
+  const attempt = async () => {
+    const started = performance.now();
+    const error = await startAttempt(deps, parent)(url, { method: "POST", headers: new Headers() })
+      .then(() => null, (error) => error);
+    return { started, ended: performance.now(), error };
+  };
+  const first = attempt();
+  // The second starts a little later, within the 50 ms the signal is shared for.
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const [a, b] = await Promise.all([first, attempt()]);
+  for (const { started, ended, error } of [a, b]) {
+    assert.ok(error instanceof DeliveryError);
+    assert.equal(
+      error.message,
+      `Cannot deliver to "https://hooks.example.com": no answer within 200 ms`,
+    );
+    assert.ok(ended - started >= 199, `ended after ${ended - started} ms`);
+  }
+  if (b.started - a.started < 50) {
+    assert.ok(Math.abs(b.ended - a.ended) < 10, "both ended on the one shared timer");
+  }
 });
