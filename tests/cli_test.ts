@@ -370,6 +370,7 @@ Deno.test("deno task start in a fresh copy installs only the packages the servic
     // deno.lock: `git checkout deno.lock` then).
     assert.deepEqual(installed.sort(), [
       "@opentelemetry",
+      "denque",
       "disposable-email-domains",
       "hono",
       "prom-client",
