@@ -1,7 +1,7 @@
 /**
  * bench:deliver — delivery throughput and latency, against the bare durable delivery.
  * Starts main.ts on a file-backed KV with a form of two webhook destinations on a local
- * sink, then:
+ * sink, with the service's default DELIVERY_CONCURRENCY (set it to compare another), then:
  *  1. throughput: accepts N submissions (50 at a time) and measures deliveries per
  *     second once acceptance is over (steady state: the middle 80 % of arrivals);
  *  2. the bare durable delivery (../shared/bench/bare_durable_delivery.ts beside the clone,
@@ -32,9 +32,12 @@ const sink = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async
 });
 const sinkUrl = `http://127.0.0.1:${sink.addr.port}/hook`;
 
+/** DELIVERY_CONCURRENCY as set for this run; unset, the service runs with its default. */
+const CONCURRENCY = Deno.env.get("DELIVERY_CONCURRENCY");
+
 function startService(): Promise<BenchService> {
   return startBenchService(sinkUrl, {
-    DELIVERY_CONCURRENCY: Deno.env.get("DELIVERY_CONCURRENCY") ?? "32",
+    ...(CONCURRENCY === undefined ? {} : { DELIVERY_CONCURRENCY: CONCURRENCY }),
     // The whole batch is accepted before its deliveries are timed: the backlog bound (10 000
     // jobs per organization by default) must hold its 2 × N jobs.
     BACKLOG_MAX_JOBS: String(Math.max(20_000, 2 * N)),
@@ -143,7 +146,8 @@ await sink.shutdown();
 
 console.log(
   `bench:deliver — ${N} submissions × 2 webhook destinations on a local sink; ` +
-    `${ROUNDS} alternating rounds with the bare durable delivery of ${2 * N} jobs`,
+    `${ROUNDS} alternating rounds with the bare durable delivery of ${2 * N} jobs; ` +
+    `DELIVERY_CONCURRENCY ${CONCURRENCY ?? "default"}`,
 );
 rounds.forEach(({ run, bare }, i) => {
   console.log(
