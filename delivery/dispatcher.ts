@@ -80,9 +80,12 @@ export interface Dispatcher {
  * new ones wait: the KV's commit cycle, not the slots, bounds how many results wait to be
  * written. It was two per slot with 32 slots; with the slots sized for receivers that
  * take their time (DELIVERY_CONCURRENCY 1024), two per slot would let an instant
- * receiver under a flood keep 2 000 jobs and their envelopes in memory.
+ * receiver under a flood keep 2 000 jobs and their envelopes in memory. At 64, results
+ * waiting for the commit under way and the next one left slots idle: the 64 deliveries
+ * in flight that two instant receivers are paced to fell to 30–60 at times in
+ * `bench:deliver`; at 256 they stayed at 64, and 1 024 did no better.
  */
-export const MAX_RECORDING = 64;
+export const MAX_RECORDING = 256;
 /**
  * How long a burst of acceptance on an organization's forms holds its new deliveries
  * back: the burst's visitors get their answers first, its deliveries follow. After
