@@ -154,11 +154,15 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     const key = refKey(ref);
     const hint = hints.take(ref);
     const options = { now: now(), leaseMs: config.leaseMs };
-    const claimed =
-      (hint
-        ? await claimKnownJob(db, hint.known, { ...options, firstChunk: hint.firstChunk })
-        : null) ??
-        await claimJob(db, ref, options);
+    const claimed = (hint
+      ? await claimKnownJob(db, hint.known, {
+        ...options,
+        firstChunk: hint.firstChunk,
+        // A hint is the job as stored, pending (held ones get none): it has no index entry.
+        unindexed: true,
+      })
+      : null) ??
+      await claimJob(db, ref, options);
     if (claimed === null) return;
     const started = performance.now();
     let result;

@@ -54,12 +54,18 @@ export async function claimJob(
 /**
  * Claims a job whose state this process knows (it has just accepted the submission),
  * without reading it: the versionstamp check fails, and null comes back, if anyone
- * changed the job since. `firstChunk` is the envelope's first sealed chunk.
+ * changed the job since. `firstChunk` is the envelope's first sealed chunk; `unindexed`
+ * says the job has no index entry (ClaimedJob).
  */
 export async function claimKnownJob(
   db: Db,
   known: KnownJob,
-  options: { now: number; leaseMs: number; firstChunk: Uint8Array<ArrayBuffer> | null },
+  options: {
+    now: number;
+    leaseMs: number;
+    firstChunk: Uint8Array<ArrayBuffer> | null;
+    unindexed?: true;
+  },
 ): Promise<ClaimedJob | null> {
   const current = known.job;
   if (current.dueAt > options.now) return null;
@@ -77,7 +83,10 @@ export async function claimKnownJob(
     checks: 1,
     bytes: JOB_BYTES,
   });
-  return versionstamp === null ? null : { job, versionstamp, firstChunk: options.firstChunk };
+  if (versionstamp === null) return null;
+  const claimed: ClaimedJob = { job, versionstamp, firstChunk: options.firstChunk };
+  if (options.unindexed) claimed.unindexed = true;
+  return claimed;
 }
 
 /**
@@ -129,10 +138,9 @@ export async function finishJob(
   const retain = outcome.status === "failed" && options.retainMs > 0;
   const versionstamp = await db.batcher.commit({
     apply(op) {
-      op.check({ key: jobKey(job), versionstamp: claimed.versionstamp })
-        .delete(jobKey(job))
-        .delete(jobByDestinationKey(job))
+      op.check({ key: jobKey(job), versionstamp: claimed.versionstamp }).delete(jobKey(job))
         .set(outcomeKey(job), outcome, { expireIn: OUTCOME_TTL_MS });
+      if (!claimed.unindexed) op.delete(jobByDestinationKey(job));
       if (retain) {
         const expireIn = options.retainMs;
         op.set(retainedKey(job), encodeJob(job), { expireIn })

@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { startHarness } from "../tests/helpers/harness.ts";
 import { deleteEnvelopeIfLast, sweepEnvelopeMarkers } from "./envelope_cleanup.ts";
 import { decodeJob, encodeJob, type StoredJob } from "./job_record.ts";
-import { claimJob, finishJob } from "./jobs.ts";
-import { jobKey } from "./keys.ts";
+import { claimJob, finishJob, rescheduleJob } from "./jobs.ts";
+import { jobByDestinationKey, jobKey } from "./keys.ts";
 import { outcomeOf } from "./outcomes.ts";
 
 const WEBHOOK = { type: "webhook", config: { url: "https://hooks.example.com/in" } };
@@ -142,4 +142,37 @@ Deno.test("a job stored as an object by an earlier version is still claimed", as
   assert.deepEqual(claimed.job, { ...record, state: "in_flight", attempts: 1, dueAt, updatedAt });
   assert.ok(claimed.firstChunk);
   assert.ok(Array.isArray((await h.service.db.kv.get(entry.key)).value), "written back as stored");
+});
+
+Deno.test("a job ends with its index entry deleted, except one claimed as stored: its ending commit leaves the index alone", async () => {
+  const { h, claimed } = await claimedSubmission(2);
+  await using _ = h;
+  const { db } = h.service;
+  const [putBack, asStored] = claimed;
+  // Put back once: from then on the job is in its destination's index.
+  const next = { ...putBack.job, state: "pending" as const, dueAt: Date.now() };
+  assert.ok(await rescheduleJob(db, putBack, next, { wakeUp: null }));
+  assert.notEqual((await db.kv.get(jobByDestinationKey(next))).versionstamp, null);
+  const again = await claimJob(db, next, { now: Date.now(), leaseMs: 60_000 });
+  assert.ok(again);
+  assert.ok(
+    await finishJob(db, again, outcomeOf(again.job, "delivered"), {
+      cleanup: "check",
+      retainMs: 0,
+    }),
+  );
+  assert.equal((await db.kv.get(jobByDestinationKey(next))).versionstamp, null);
+
+  // A job as stored has no index entry; a marker where it would be shows the commit has no
+  // delete for it.
+  await db.kv.set(jobByDestinationKey(asStored.job), "marker");
+  const unindexed = { ...asStored, unindexed: true as const };
+  assert.ok(
+    await finishJob(db, unindexed, outcomeOf(asStored.job, "delivered"), {
+      cleanup: "check",
+      retainMs: 0,
+    }),
+  );
+  assert.equal((await db.kv.get(jobByDestinationKey(asStored.job))).value, "marker");
+  assert.equal((await db.kv.get(jobKey(asStored.job))).versionstamp, null);
 });
