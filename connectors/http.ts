@@ -25,18 +25,30 @@ export interface HttpConnectorDeps {
 /** One request of an attempt; redirects are never followed by the transport itself. */
 interface HttpRequestInit {
   method: string;
-  headers: Headers;
+  /** Lower-case names (see jsonRequestHeaders). */
+  headers: Record<string, string>;
   body?: string;
 }
 
 /** Sends one request of an attempt through the transport, under the attempt's signal. */
 type SendRequest = (url: URL, init: HttpRequestInit) => Promise<Response>;
 
-/** Request headers for a JSON delivery: `extra` first, then Content-Type and User-Agent. */
-export function jsonRequestHeaders(extra: Record<string, string> = {}): Headers {
-  const headers = new Headers(extra);
-  headers.set("content-type", "application/json");
-  headers.set("user-agent", USER_AGENT);
+/**
+ * Request headers for a JSON delivery: `extra` first, then Content-Type and User-Agent over
+ * them. A plain record with lower-case names (two names differing only in case are
+ * joined, as in a `Headers`): `fetch` takes it in a few µs less than a `Headers` object,
+ * which it converts field by field.
+ */
+export function jsonRequestHeaders(extra: Record<string, string> = {}): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(extra)) {
+    const key = name.toLowerCase();
+    // Leading and trailing spaces and tabs are not part of a header value (RFC 9110).
+    const trimmed = value.replace(/^[\t ]+|[\t ]+$/g, "");
+    headers[key] = key in headers ? `${headers[key]}, ${trimmed}` : trimmed;
+  }
+  headers["content-type"] = "application/json";
+  headers["user-agent"] = USER_AGENT;
   return headers;
 }
 

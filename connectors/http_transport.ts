@@ -34,7 +34,8 @@ import type { OutboundGuard } from "./outbound_guard.ts";
 /** One request: redirects are never followed here. */
 export interface TransportRequest {
   method: string;
-  headers: Headers;
+  /** Lower-case names. */
+  headers: Record<string, string>;
   body?: string;
   signal: AbortSignal;
 }
@@ -121,7 +122,7 @@ async function fetchManual(url: URL, init: TransportRequest): Promise<Response> 
 function pinnedRequest(url: URL, init: TransportRequest, agent: http.Agent): Promise<Response> {
   const { promise, resolve, reject } = Promise.withResolvers<Response>();
   const body = init.body === undefined ? undefined : new TextEncoder().encode(init.body);
-  const headers: Record<string, string> = Object.fromEntries(init.headers);
+  const headers = { ...init.headers };
   if (body !== undefined) headers["content-length"] = String(body.length);
   const send = url.protocol === "https:" ? https.request : http.request;
   const request = send(url, { method: init.method, headers, agent }, (answer) => {

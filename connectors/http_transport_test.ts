@@ -5,7 +5,7 @@ import { createHttpTransport } from "./http_transport.ts";
 function post(signal = new AbortController().signal) {
   return {
     method: "POST",
-    headers: new Headers({ "content-type": "text/plain" }),
+    headers: { "content-type": "text/plain" },
     body: "hi",
     signal,
   };

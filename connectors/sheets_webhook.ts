@@ -77,7 +77,7 @@ export function createSheetsWebhookConnector(
     async deliver({ envelope, config, signal }) {
       const send = startAttempt(deps, signal);
       const headers = jsonRequestHeaders();
-      if (config.authHeader !== undefined) headers.set("authorization", config.authHeader);
+      if (config.authHeader !== undefined) headers.authorization = config.authHeader;
       let url = new URL(config.url);
       let method: string = config.method;
       let body: string | undefined = JSON.stringify(envelope);
@@ -91,11 +91,11 @@ export function createSheetsWebhookConnector(
         if (typeof next === "string") return await settleResponse(url, response, next);
         await discardBody(response);
         // Credentials stay with the origin they were configured for (as fetch does).
-        if (next.origin !== url.origin) headers.delete("authorization");
+        if (next.origin !== url.origin) delete headers.authorization;
         if (response.status <= 303) {
           method = "GET";
           body = undefined;
-          headers.delete("content-type");
+          delete headers["content-type"];
         }
         url = next;
       }

@@ -96,12 +96,14 @@ export function createWebhookConnector(deps: HttpConnectorDeps): Connector<Webho
       const url = new URL(config.url);
       const body = JSON.stringify(envelope);
       const headers = jsonRequestHeaders(config.headers);
-      headers.set("webhook-id", deliveryId);
+      headers["webhook-id"] = deliveryId;
       if (config.secret !== undefined) {
         const timestamp = Math.floor(Date.now() / 1000).toString();
-        headers.set("webhook-timestamp", timestamp);
-        const signature = await sign(config.secret, `${deliveryId}.${timestamp}.${body}`);
-        headers.set("webhook-signature", signature);
+        headers["webhook-timestamp"] = timestamp;
+        headers["webhook-signature"] = await sign(
+          config.secret,
+          `${deliveryId}.${timestamp}.${body}`,
+        );
       }
       const send = startAttempt(deps, signal);
       const response = await send(url, { method: config.method, headers, body });
