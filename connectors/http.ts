@@ -40,7 +40,8 @@ type SendRequest = (url: URL, init: HttpRequestInit) => Promise<Response>;
  * which it converts field by field.
  */
 export function jsonRequestHeaders(extra: Record<string, string> = {}): Record<string, string> {
-  const headers: Record<string, string> = {};
+  // No prototype: a header may be named "toString" or "__proto__".
+  const headers: Record<string, string> = Object.create(null);
   for (const [name, value] of Object.entries(extra)) {
     const key = name.toLowerCase();
     // Leading and trailing spaces and tabs are not part of a header value (RFC 9110).

@@ -33,12 +33,16 @@ Deno.test("jsonRequestHeaders puts Content-Type and User-Agent over the given he
     "x-b": "2",
     "X-B": "3",
     "User-Agent": "mine",
+    "toString": "4",
+    ["__proto__"]: "5",
   };
   const headers = jsonRequestHeaders(given);
-  assert.deepEqual(headers, {
+  assert.deepEqual({ ...headers }, {
     "content-type": "application/json",
     "x-a": "1",
     "x-b": "2, 3",
+    "tostring": "4",
+    ["__proto__"]: "5",
     "user-agent": `formrelay/${VERSION}`,
   });
   assert.equal(USER_AGENT, `formrelay/${VERSION}`);
