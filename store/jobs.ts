@@ -84,9 +84,7 @@ export async function claimKnownJob(
     bytes: JOB_BYTES,
   });
   if (versionstamp === null) return null;
-  const claimed: ClaimedJob = { job, versionstamp, firstChunk: options.firstChunk };
-  if (options.unindexed) claimed.unindexed = true;
-  return claimed;
+  return { job, versionstamp, firstChunk: options.firstChunk, unindexed: options.unindexed };
 }
 
 /**
