@@ -101,6 +101,44 @@ Deno.test("a job woken twice runs once while it waits or runs", async () => {
   await h.dispatcher.close();
 });
 
+Deno.test("the jobs of one submission are known apart: each runs once and is forgotten when it ends", async () => {
+  const started: string[] = [];
+  const ends = new Map<string, () => void>();
+  const dispatcher = createDispatcher({
+    concurrency: 4,
+    orgShare: 1,
+    maxWaiting: 1000,
+    run(ref) {
+      started.push(ref.destinationId);
+      const { promise, resolve } = Promise.withResolvers<void>();
+      ends.set(ref.destinationId, resolve);
+      return promise;
+    },
+    onError() {},
+    onRoom() {},
+  });
+  const [a, b, c] = ["a", "b", "c"].map((destinationId) => ({
+    submittedAt: 1,
+    submissionId: "s",
+    destinationId,
+    orgId: "org",
+  }));
+  dispatcher.wake([a, b]);
+  dispatcher.wake([{ ...b }, { ...a }]);
+  assert.deepEqual(started, ["a", "b"]);
+  assert.ok(!dispatcher.has(c));
+  ends.get("a")!();
+  await waitFor(() => !dispatcher.has(a));
+  assert.ok(dispatcher.has(b), "its sibling is still known");
+  assert.deepEqual(dispatcher.backlog("org"), { total: 1, org: 1 });
+  dispatcher.wake([c, a]);
+  assert.deepEqual(started, ["a", "b", "c", "a"], "a job that ended may be woken again");
+  for (const id of ["a", "b", "c"]) ends.get(id)!();
+  await waitFor(() => dispatcher.backlog("org").total === 0);
+  assert.ok(![a, b, c].some((ref) => dispatcher.has(ref)));
+  await dispatcher.close();
+});
+
 Deno.test("a released slot goes to the next job while the first still records", async () => {
   const h = harness({ concurrency: 1 });
   const [first, second] = jobs("a", 2);
