@@ -29,6 +29,7 @@ import http from "node:http";
 import https from "node:https";
 import type { LookupFunction } from "node:net";
 import tls from "node:tls";
+import { concatBytes } from "../bytes.ts";
 import type { OutboundGuard } from "./outbound_guard.ts";
 
 /** One request: redirects are never followed here. */
@@ -43,8 +44,8 @@ export interface TransportRequest {
 /** Sends requests where the guard allows; `close()` ends the kept-alive connections. */
 export interface HttpTransport {
   /**
-   * Sends one request and resolves with the answer's status and headers. On the pinned
-   * path the body is read and dropped (up to a bound), not handed out.
+   * Sends one request and resolves with the answer. On the pinned path its body is the
+   * first MAX_KEPT_BYTES of the answer's (the rest read and dropped, up to a bound).
    *
    * @throws the guard's DeliveryError when the host is refused; other errors as they come
    */
@@ -54,6 +55,19 @@ export interface HttpTransport {
 
 /** Answer bytes read and dropped at most before a pinned connection is closed instead. */
 const MAX_DRAIN_BYTES = 64 * 1024;
+/** Answer bytes a pinned request hands out: a chat service's answer fits many times over. */
+export const MAX_KEPT_BYTES = 16 * 1024;
+
+/** `response` with `chunks` as its body; as it is when there are none, or it may have none (204). */
+function withBody(response: Response, chunks: Uint8Array[]): Response {
+  if (chunks.length === 0) return response;
+  try {
+    const { status, statusText, headers } = response;
+    return new Response(concatBytes(chunks), { status, statusText, headers });
+  } catch {
+    return response;
+  }
+}
 
 /** A transport for `guard`; `caCerts` are extra trusted CAs (PEM) for the pinned path. */
 export function createHttpTransport(
@@ -118,7 +132,11 @@ async function fetchManual(url: URL, init: TransportRequest): Promise<Response> 
   return await fetch(url, { ...init, redirect: "manual" });
 }
 
-/** One request through a pinned agent, its answer as a body-less Response. */
+/**
+ * One request through a pinned agent. Its answer's body is the first MAX_KEPT_BYTES of
+ * what the receiver sent (chat services say why they refused, or that they accepted,
+ * in it); the rest is read and dropped.
+ */
 function pinnedRequest(url: URL, init: TransportRequest, agent: http.Agent): Promise<Response> {
   const { promise, resolve, reject } = Promise.withResolvers<Response>();
   const body = init.body === undefined ? undefined : new TextEncoder().encode(init.body);
@@ -144,9 +162,11 @@ function pinnedRequest(url: URL, init: TransportRequest, agent: http.Agent): Pro
     }
     // The answer is read to its end first, so its connection is free for the next request
     // (it stays pooled); a long answer closes the connection instead.
-    const settle = () => resolve(response);
+    const kept: Uint8Array[] = [];
+    const settle = () => resolve(withBody(response, kept));
     let drained = 0;
     answer.on("data", (chunk: Uint8Array) => {
+      if (drained < MAX_KEPT_BYTES) kept.push(chunk.subarray(0, MAX_KEPT_BYTES - drained));
       drained += chunk.length;
       if (drained > MAX_DRAIN_BYTES) {
         request.destroy();

@@ -5,6 +5,7 @@ import {
   deliveryRequest,
   ENVELOPE,
   httpDeps,
+  loopbackGuard,
 } from "../../tests/helpers/connector_sink.ts";
 import { type ChatService, startChatReceiver } from "../../tests/helpers/chat_receivers.ts";
 import { type Connector, DeliveryError } from "../types.ts";
@@ -15,9 +16,17 @@ import { createTelegramConnector } from "./telegram.ts";
 
 const TOKEN = "123456789:AAEabcdefghijklmnopqrstuvwxyz012345";
 
-/** A connector of `service` and the config pointing at `url`. */
-function connectorFor(service: ChatService, url: string, extra: Record<string, unknown> = {}) {
-  const deps = httpDeps(15_000);
+/**
+ * A connector of `service` and the config pointing at `url`; with `pinned`, its requests
+ * take the path of a public host name (connected to the address the guard approved).
+ */
+function connectorFor(
+  service: ChatService,
+  url: string,
+  extra: Record<string, unknown> = {},
+  options: { pinned?: boolean } = {},
+) {
+  const deps = options.pinned ? httpDeps(15_000, loopbackGuard().guard) : httpDeps(15_000);
   const connectors: Record<ChatService, [Connector<unknown>, unknown]> = {
     slack: [createSlackConnector(deps) as Connector<unknown>, { url }],
     discord: [createDiscordConnector(deps) as Connector<unknown>, { url }],
@@ -102,6 +111,18 @@ for (const service of SERVICES) {
     assert.equal(gone.permanent, false, "held, not failed: the destination is paused");
     assert.equal(gone.blame, "destination");
     assert.ok(!gone.message.includes("secretpath") && !gone.message.includes(TOKEN), gone.message);
+  });
+
+  Deno.test(`${service}: through a public host name's connection, its answers are read as well`, async () => {
+    await using receiver = startChatReceiver(service);
+    const url = receiver.url.replace("127.0.0.1", "chat.example");
+    const { deliver } = connectorFor(service, url, {}, { pinned: true });
+    const receipt = await deliver();
+    assert.ok(receipt.statusCode! >= 200 && receipt.statusCode! < 300);
+    assert.equal(receiver.accepted.length, 1, receiver.refused.join());
+    receiver.deleted = true;
+    const gone = await deliveryFailure(() => deliver());
+    assert.equal(gone.gone, true, gone.message);
   });
 
   Deno.test(`${service}: a burst becomes digests, each submission its own delivery, within limits`, async () => {
