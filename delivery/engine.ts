@@ -15,7 +15,7 @@ import { countAttempt } from "../metrics.ts";
 import type { Db } from "../store/db.ts";
 import { listDueJobs, listenForWakes } from "../store/due_jobs.ts";
 import { sweepEnvelopeMarkers } from "../store/envelope_cleanup.ts";
-import { type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
+import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
 import { claimJob, claimKnownJob } from "../store/jobs.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
 import { type Admission, createAdmission } from "./admission.ts";
@@ -116,6 +116,19 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   // versionstamps (a finishing sibling may leave the envelope's cleanup to them, as
   // to the jobs with hints).
   const claims = new Map<string, string>();
+  // Jobs whose claim or result is being committed here. A finishing sibling waits for
+  // them before it decides the envelope's cleanup: until then it cannot tell whether they
+  // still have to end, and would check in KV after its commit (a read and a second commit).
+  const committing = new Map<string, Promise<unknown>>();
+  /** Keeps `promise` as the job's commit under way until it settles. */
+  function whileCommitting<T>(key: string, promise: Promise<T>): Promise<T> {
+    committing.set(key, promise);
+    const done = () => {
+      if (committing.get(key) === promise) committing.delete(key);
+    };
+    promise.then(done, done);
+    return promise;
+  }
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const closing = new AbortController();
   const attempts = createJobAttempts(deps);
@@ -128,6 +141,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     retainMs: config.failedRetentionMs,
     onAttempt: deps.onAttempt,
     heldHere: (ref) => claims.get(refKey(ref)) ?? hints.versionstampOf(ref),
+    committing: (ref) => committing.get(refKey(ref)),
     wakeLater(ref, delayMs) {
       const timer = setTimeout(() => {
         timers.delete(timer);
@@ -149,12 +163,11 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     onRoom: sweepInBackground,
   });
 
-  /** Claims a woken job, attempts it, gives its slot back and records the result. */
-  async function run(ref: JobRef, release: (signal?: PaceSignal) => void) {
-    const key = refKey(ref);
+  /** Claims a woken job: without a read when it has a hint; null when it is not there to claim. */
+  async function claim(ref: JobRef): Promise<ClaimedJob | null> {
     const hint = hints.take(ref);
     const options = { now: now(), leaseMs: config.leaseMs };
-    const claimed = (hint
+    return (hint
       ? await claimKnownJob(db, hint.known, {
         ...options,
         firstChunk: hint.firstChunk,
@@ -163,10 +176,22 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       })
       : null) ??
       await claimJob(db, ref, options);
+  }
+
+  /** Claims a woken job, attempts it, gives its slot back and records the result. */
+  async function run(ref: JobRef, release: (signal?: PaceSignal) => void) {
+    const key = refKey(ref);
+    // Held from the moment the claim is known, before a waiting sibling resumes.
+    const claimed = await whileCommitting(
+      key,
+      claim(ref).then((claimed) => {
+        if (claimed !== null) claims.set(key, claimed.versionstamp);
+        return claimed;
+      }),
+    );
     if (claimed === null) return;
     const started = performance.now();
     let result;
-    claims.set(key, claimed.versionstamp);
     try {
       result = await attempts.attempt(claimed, closing.signal);
     } finally {
@@ -177,7 +202,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     }
     // Shutting down is not the destination's fault: hand the job back at once.
     if (!result.delivered && closing.signal.aborted) return await outcomes.handBack(claimed);
-    const fields = await outcomes.record(claimed, result);
+    const fields = await whileCommitting(key, outcomes.record(claimed, result));
     const { job } = claimed;
     logger.info("delivery attempt", {
       submissionId: job.submissionId,

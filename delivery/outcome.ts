@@ -50,6 +50,12 @@ export interface OutcomeDeps {
    */
   heldHere(ref: JobKeyParts): string | undefined;
   /**
+   * Settles once this process has committed the job's claim or result, when one of them
+   * is being committed now; undefined otherwise. A finishing job waits for its siblings'
+   * before it decides the envelope's cleanup (envelopeCleanup).
+   */
+  committing?(ref: JobKeyParts): Promise<unknown> | undefined;
+  /**
    * Called after every recorded delivery or failure, retries included (destination
    * health); not for refusals for rate, which say nothing of the destination's health.
    */
@@ -96,6 +102,8 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       updatedAt: now(),
     };
     const { retainMs } = deps;
+    const settling = retainMs > 0 ? undefined : siblingsSettled(job);
+    if (settling !== undefined) await settling;
     // With retention a sibling's failure may keep the envelope: always check.
     let cleanup = retainMs > 0 ? "check" : envelopeCleanup(job);
     const outcome = outcomeOf(job, status, result.detail ?? null);
@@ -133,6 +141,26 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
     };
     const ok = await rescheduleJob(db, claimed, next, { wakeUp: null });
     return { result: ok ? "held" : "lease lost" };
+  }
+
+  /**
+   * Waits for the siblings whose claim or result this process is committing: a sibling
+   * being claimed is about to be held, and one whose result is being committed is about
+   * to be done here, so once they settle the cleanup is mostly decided without a check.
+   * Only siblings that started committing before this job waits are waited for (the
+   * engine marks a job's result as being committed right after this runs, synchronously),
+   * so two siblings never wait for each other.
+   */
+  function siblingsSettled(job: JobRecord): Promise<unknown> | undefined {
+    if (job.family === undefined || deps.committing === undefined) return undefined;
+    const waits: Promise<unknown>[] = [];
+    for (const destinationId of job.family) {
+      if (destinationId === job.destinationId) continue;
+      const ref = { submittedAt: job.submittedAt, submissionId: job.submissionId, destinationId };
+      const commit = deps.committing(ref);
+      if (commit !== undefined) waits.push(commit);
+    }
+    return waits.length === 0 ? undefined : Promise.allSettled(waits);
   }
 
   /**

@@ -17,7 +17,8 @@ async function count(kv: Deno.Kv, prefix: string) {
 
 /**
  * A submission to two webhooks with both jobs claimed, and an outcome step whose
- * "held here" jobs are `claims`; `parts` counts the commits it asks for.
+ * "held here" jobs are `claims` and whose jobs with a claim or result being committed are
+ * `committing`; `parts` counts the commits it asks for.
  */
 async function twoClaimedJobs() {
   const h = await startHarness({}, { deliver: false });
@@ -36,6 +37,7 @@ async function twoClaimedJobs() {
   }
   const claims = new Map<string, string>();
   for (const { job, versionstamp } of claimed) claims.set(refKey(job), versionstamp);
+  const committing = new Map<string, Promise<unknown>>();
   const counted = { parts: 0 };
   const countingDb: Db = {
     ...db,
@@ -55,9 +57,10 @@ async function twoClaimedJobs() {
     envelopeTtlMs: 3_600_000,
     retainMs: 0,
     heldHere: (ref: JobKeyParts) => claims.get(refKey(ref)),
+    committing: (ref: JobKeyParts) => committing.get(refKey(ref)),
     wakeLater() {},
   });
-  return { h, db, claimed, claims, counted, outcomes };
+  return { h, db, claimed, claims, committing, counted, outcomes };
 }
 
 Deno.test("a job ending beside a sibling claimed here leaves the envelope to it: one commit, no check", async () => {
@@ -99,6 +102,46 @@ Deno.test("a sibling that changed since its claim here makes the job check inste
 
   assert.equal((await outcomes.record(a, DELIVERED)).result, "delivered");
   assert.equal(await count(db.kv, "envelopes"), 0, "a, the last, deleted it");
+  assert.equal(await count(db.kv, "envelope_checks"), 0);
+  assert.equal(await count(db.kv, "jobs"), 0);
+});
+
+Deno.test("a job ending while its sibling's claim is being committed waits for the claim, then leaves the envelope to it", async () => {
+  const { h, db, claimed: [a, b], claims, committing, counted, outcomes } = await twoClaimedJobs();
+  await using _ = h;
+  claims.clear(); // a's result is being recorded; b's claim is not in yet
+  const claimOfB = Promise.withResolvers<void>();
+  committing.set(refKey(b.job), claimOfB.promise);
+  const recording = outcomes.record(a, DELIVERED);
+  // Without the wait, a's finishing commit would have been asked for by now (synchronously).
+  assert.equal(counted.parts, 0, "a waits for b's claim");
+  claims.set(refKey(b.job), b.versionstamp);
+  committing.delete(refKey(b.job));
+  claimOfB.resolve();
+  assert.equal((await recording).result, "delivered");
+  assert.equal(counted.parts, 1, "left to b, now held: no marker, no check");
+  assert.equal(await count(db.kv, "envelopes"), 1);
+
+  claims.clear();
+  assert.equal((await outcomes.record(b, DELIVERED)).result, "delivered");
+  assert.equal(counted.parts, 2);
+  assert.equal(await count(db.kv, "envelopes"), 0);
+  assert.equal(await count(db.kv, "envelope_checks"), 0);
+});
+
+Deno.test("a job ending while its sibling's result is being committed waits for it and deletes the envelope itself", async () => {
+  const { h, db, claimed: [a, b], claims, committing, counted, outcomes } = await twoClaimedJobs();
+  await using _ = h;
+  claims.delete(refKey(a.job));
+  const recordingA = outcomes.record(a, DELIVERED); // left to b, which is held
+  committing.set(refKey(a.job), recordingA);
+  claims.delete(refKey(b.job)); // b ends while a's commit is under way
+  const recordingB = outcomes.record(b, DELIVERED);
+  assert.equal((await recordingA).result, "delivered");
+  committing.delete(refKey(a.job));
+  assert.equal((await recordingB).result, "delivered");
+  assert.equal(counted.parts, 2, "one commit each: b saw a done, so no check after its commit");
+  assert.equal(await count(db.kv, "envelopes"), 0);
   assert.equal(await count(db.kv, "envelope_checks"), 0);
   assert.equal(await count(db.kv, "jobs"), 0);
 });

@@ -130,6 +130,48 @@ Deno.test("a submission reaches two webhooks and a spreadsheet app that redirect
   assert.equal(await countKeys(h.service.db.kv, "jobs"), 0);
 });
 
+Deno.test("sibling jobs delivered side by side clean up their envelope in their own commits, with no check after", async () => {
+  await using h = await startHarness();
+  await using sink = startWebhookSink();
+  const form = await h.createForm();
+  await h.addDestination(form.id, webhook(`${sink.url}/a`));
+  await h.addDestination(form.id, webhook(`${sink.url}/b`));
+  // Envelope check markers (envelope_cleanup.ts) set by the service's commits: a job sets
+  // one when it cannot tell whether a sibling still has to end.
+  let markers = 0;
+  const { db } = h.service;
+  const { batcher } = db;
+  db.batcher = {
+    sender: batcher.sender,
+    commit: (part) =>
+      batcher.commit({
+        ...part,
+        apply(op) {
+          const set = op.set;
+          op.set = function (key, ...rest) {
+            if (key[0] === "envelope_checks") markers++;
+            return set.call(this, key, ...rest);
+          };
+          try {
+            part.apply(op);
+          } finally {
+            delete (op as { set?: unknown }).set;
+          }
+        },
+      }),
+  };
+  const submissions = 30;
+  for (let i = 0; i < submissions; i++) {
+    assert.equal((await h.submit(form.publicKey, { i })).status, 202);
+  }
+  await waitForOutcomes(h, form.id, 2 * submissions, "delivered");
+  await waitFor(async () => await countKeys(db.kv, "envelopes") === 0, {
+    message: "every envelope deleted",
+  });
+  assert.equal(sink.received.length, 2 * submissions);
+  assert.equal(markers, 0, "each job left the envelope to a sibling held here or deleted it");
+});
+
 Deno.test("a destination answering 500 three times then 200 is delivered once after 4 attempts", async () => {
   await using h = await startHarness({ retryScheduleMs: [30, 30, 30, 30] });
   await using sink = startWebhookSink((_, hit) =>
