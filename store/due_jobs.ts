@@ -11,14 +11,18 @@ import { jobsPrefix } from "./keys.ts";
 import { isWakeMessage, type WakeMessage, wakeRefs } from "./wake.ts";
 
 /**
- * Calls `onWake` with the jobs each wake-up message of the KV queue names (other
- * messages are ignored, and so are this process's own for jobs it woke itself when it
- * stored them: during a burst, reading them back cost the JS thread a few µs a
- * submission); settles when the KV is closed.
+ * Calls `onWake` with the jobs each wake-up message of the KV queue names; settles when
+ * the KV is closed. Other messages are ignored, and so are those for jobs that the
+ * process which stored them woke itself (marked with its `from`): that process is
+ * delivering them. Read in another process, they only raced it for the same jobs: a
+ * claim that lost failed the whole merged commit it was part of, whose parts were then
+ * committed one by one (about half the jobs of `bench:processes`). Should that process
+ * stop first, its jobs are due and the sweep brings them in. Read back in the process
+ * itself, they cost the JS thread a few µs a submission during a burst.
  */
 export function listenForWakes(db: Db, onWake: (refs: () => JobRef[]) => void): Promise<void> {
   return db.kv.listenQueue((message) => {
-    if ((message as WakeMessage | null)?.from === db.batcher.sender) return;
+    if ((message as WakeMessage | null)?.from !== undefined) return;
     if (isWakeMessage(message)) onWake(() => wakeRefs(message));
   });
 }
