@@ -32,34 +32,23 @@ const MAX_ENTRIES = 10_000;
 
 /**
  * A read-through cache of KV look-ups for `ttlMs`, dropped at once by a form or
- * destination write through the same Db (its version moves on). Look-ups of a key that
- * miss while it is being loaded share that load (when no write came between): when an
- * entry expires under load, every request in flight would otherwise read it again.
+ * destination write through the same Db (its version moves on).
  */
-export function createTtlCache<T>(
+function createTtlCache<T>(
   version: ChangeVersion,
   load: (key: string) => Promise<T>,
   options: { ttlMs: number; now?: () => number },
 ) {
   const now = options.now ?? Date.now;
   const cache = new Map<string, { value: T; expires: number; version: number }>();
-  const loading = new Map<string, { value: Promise<T>; version: number }>();
   return async (key: string): Promise<T> => {
     const hit = cache.get(key);
     if (hit && hit.expires > now() && hit.version === version.value) return hit.value;
     const seenVersion = version.value;
-    const pending = loading.get(key);
-    if (pending?.version === seenVersion) return await pending.value;
-    const value = load(key);
-    loading.set(key, { value, version: seenVersion });
-    try {
-      const loaded = await value;
-      if (cache.size >= MAX_ENTRIES) cache.clear();
-      cache.set(key, { value: loaded, expires: now() + options.ttlMs, version: seenVersion });
-      return loaded;
-    } finally {
-      if (loading.get(key)?.value === value) loading.delete(key);
-    }
+    const value = await load(key);
+    if (cache.size >= MAX_ENTRIES) cache.clear();
+    cache.set(key, { value, expires: now() + options.ttlMs, version: seenVersion });
+    return value;
   };
 }
 
