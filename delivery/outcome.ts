@@ -84,6 +84,14 @@ const RATE_LIMITED_DELAY_MS = 1000;
 /** A deferred job waits at least this long, so a budget at its edge is not polled. */
 const MIN_DEFER_MS = 1000;
 
+/** The other jobs of a job's submission (none known for records without `family`). */
+function siblingsOf(job: JobRecord): JobKeyParts[] {
+  const { submittedAt, submissionId } = job;
+  return (job.family ?? [])
+    .filter((destinationId) => destinationId !== job.destinationId)
+    .map((destinationId) => ({ submittedAt, submissionId, destinationId }));
+}
+
 /** The outcome step of one engine. */
 export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
   const { db, config, now } = deps;
@@ -152,14 +160,9 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
    * so two siblings never wait for each other.
    */
   function siblingsSettled(job: JobRecord): Promise<unknown> | undefined {
-    if (job.family === undefined || deps.committing === undefined) return undefined;
-    const waits: Promise<unknown>[] = [];
-    for (const destinationId of job.family) {
-      if (destinationId === job.destinationId) continue;
-      const ref = { submittedAt: job.submittedAt, submissionId: job.submissionId, destinationId };
-      const commit = deps.committing(ref);
-      if (commit !== undefined) waits.push(commit);
-    }
+    const { committing } = deps;
+    if (committing === undefined) return undefined;
+    const waits = siblingsOf(job).map(committing).filter((commit) => commit !== undefined);
     return waits.length === 0 ? undefined : Promise.allSettled(waits);
   }
 
@@ -175,9 +178,7 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
   function envelopeCleanup(job: JobRecord): EnvelopeCleanup {
     if (job.family === undefined) return "check";
     const leaveTo: HeldSibling[] = [];
-    for (const destinationId of job.family) {
-      if (destinationId === job.destinationId) continue;
-      const ref = { submittedAt: job.submittedAt, submissionId: job.submissionId, destinationId };
+    for (const ref of siblingsOf(job)) {
       if (recentlyDone.has(refKey(ref))) continue;
       const versionstamp = deps.heldHere(ref);
       if (versionstamp === undefined) return "check";

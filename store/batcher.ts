@@ -33,7 +33,7 @@ export interface BatchPart {
   wake?: JobRef[];
   /**
    * This process wakes the `wake` jobs itself once the commit is done: their message is
-   * marked as this batcher's, and its queue listener passes it over (due_jobs.ts).
+   * marked as this batcher's, and every process's queue listener passes it over (due_jobs.ts).
    */
   wokenHere?: boolean;
 }
