@@ -90,6 +90,12 @@ export function createBodyGate(budget: BodyBudget): BodyGate {
 
   return {
     admit(c, key, bytes) {
+      // The budget's sums hold only for finite, non-negative amounts: NaN would switch
+      // every comparison off for good. Callers parse strictly (declaredLength); this fails
+      // loudly (a 500, in tests an error) should one ever not.
+      if (!Number.isSafeInteger(bytes) || bytes < 0) {
+        throw new RangeError(`Body gate: cannot hold ${bytes} bytes`);
+      }
       if ((byClient.get(key) ?? 0) + bytes > perClient) refuse(c);
       while (held + bytes > budget.bodyMemoryBytes) {
         const slow = victim();

@@ -69,6 +69,7 @@ export const ERRORS = {
     text: "Too many submissions waiting for delivery: try again later",
     reason: "backlog",
   },
+  invalidContentLength: { status: 400, text: "Invalid Content-Length header", reason: "invalid" },
   invalidJsonPayload: { status: 400, text: "Invalid JSON payload", reason: "invalid" },
   invalidFormPayload: { status: 400, text: "Invalid form payload", reason: "invalid" },
   fileUpload: { status: 400, text: "File uploads are not supported", reason: "invalid" },

@@ -101,10 +101,19 @@ export async function readValidJson<T, E extends BodyEnv>(
   return validate(schema, await readJsonBody(c));
 }
 
-/** The request's Content-Length, null when it has none (chunked). */
+/**
+ * The request's Content-Length, null when it has none (chunked). It feeds the body
+ * budget, so it is read strictly: one plain decimal number up to 2^53 - 1. A header
+ * sent twice arrives joined (`7, 7`); that, a list, a sign, a fraction, hex, white
+ * space inside or a number past 2^53 is `400 Invalid Content-Length header`, before
+ * any budget is touched.
+ */
 export function declaredLength(c: Context): number | null {
   const header = c.req.header("content-length");
-  return header === undefined ? null : Number(header);
+  if (header === undefined) return null;
+  const length = /^\d{1,16}$/.test(header) ? Number(header) : NaN;
+  if (!Number.isSafeInteger(length)) throw new ApiError(ERRORS.invalidContentLength);
+  return length;
 }
 
 /**
