@@ -177,6 +177,9 @@ export interface BenchService {
   children: Deno.ChildProcess[];
   publicKey: string;
   destinationIds: string[];
+  /** The first organization's form and tenant key, for admin calls. */
+  formId: string;
+  tenantKey: string;
   /** A second tenant's form (options.otherTenant), with one webhook destination. */
   other: { publicKey: string; destinationIds: string[] } | null;
   /** The KV file (its -wal and -shm files beside it). */
@@ -270,7 +273,7 @@ export async function startBenchService(
     { length: options.destinations ?? 2 },
     (_, i) => `/${String.fromCharCode(97 + i)}`,
   );
-  const { publicKey, destinationIds } = await createFormWith(
+  const { formId, publicKey, destinationIds } = await createFormWith(
     admin,
     "Bench",
     paths.map((path) => ({ type: "webhook", config: { url: sinkUrl + path } })),
@@ -287,6 +290,8 @@ export async function startBenchService(
     children,
     publicKey,
     destinationIds,
+    formId,
+    tenantKey,
     other,
     kvPath: fullEnv.KV_PATH,
     async stop() {

@@ -9,7 +9,7 @@
 import { countConfirmation, countSpamCaught, countUnrouted } from "../metrics.ts";
 import { CONFIRMATION_DESTINATION_ID, visitorAddress } from "../rules/confirmation.ts";
 import { routeSubmission } from "../rules/routing.ts";
-import { pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
+import { type PageToken, pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
 import { Hono } from "hono";
 import { ApiError, refuseOtherMethods } from "./http.ts";
 import { ERRORS } from "./errors.ts";
@@ -20,29 +20,41 @@ import type { FormRecord } from "../store/forms.ts";
 
 /** A form's rules at acceptance. */
 export interface FormRules {
-  /** Whether the form's spam rules catch the payload (counted per rule); call only when it has some. */
-  caught(form: FormRecord, payload: unknown): Promise<boolean>;
+  /**
+   * Whether the form's spam rules catch the payload (counted per rule), and otherwise the
+   * page token to record as used with the submission; call only when it has some.
+   */
+  caught(form: FormRecord, payload: unknown): Promise<SpamCheck>;
   /** The routed destinations of a submission, with a confirmation job when the form has one. */
   destinationsOf(target: IngestTarget, payload: unknown): Promise<IngestTarget["destinations"]>;
+}
+
+/** What a form's spam rules found: spam, or the page token that let the submission through. */
+export interface SpamCheck {
+  spam: boolean;
+  pageToken: PageToken | null;
 }
 
 /** The form rules of an ingestion route. */
 export function createFormRules(db: Db): FormRules {
   return {
     async caught(form, payload) {
-      if (!form.spamRules) return false;
-      const rule = await spamRuleCaught(form.spamRules, {
+      if (!form.spamRules) return { spam: false, pageToken: null };
+      const verdict = await spamRuleCaught(form.spamRules, {
         payload,
         sealer: db.sealer,
         publicKey: form.publicKey,
+        orgId: form.orgId,
         now: Date.now(),
       });
-      if (rule !== null) countSpamCaught(form.id, rule);
-      return rule !== null;
+      if (verdict.rule !== null) countSpamCaught(form.id, verdict.rule);
+      return verdict.rule === null
+        ? { spam: false, pageToken: verdict.pageToken }
+        : { spam: true, pageToken: null };
     },
 
     async destinationsOf(target, payload) {
-      const routed = routeSubmission(target, payload);
+      const routed = await routeSubmission(target, { payload, orgId: target.form.orgId });
       if (target.routed && routed.length === 0) countUnrouted(target.form.id);
       const settings = target.form.confirmation;
       if (!settings) return routed;
@@ -66,13 +78,13 @@ export function createFormRules(db: Db): FormRules {
 
 /**
  * Takes the time trap's field out of a payload of a form without spam rules (a page may
- * carry it all the same: it is the page's, never the visitor's). Returns false: not spam.
+ * carry it all the same: it is the page's, never the visitor's). Not spam.
  */
-export function dropPageToken(payload: unknown): false {
+export function dropPageToken(payload: unknown): SpamCheck {
   if (typeof payload === "object" && payload !== null) {
     delete (payload as Record<string, unknown>)[TIME_TRAP_FIELD];
   }
-  return false;
+  return { spam: false, pageToken: null };
 }
 
 /** Whether a submission's jobs reach none of the form's destinations (a confirmation is not one). */

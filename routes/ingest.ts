@@ -2,12 +2,13 @@ import { type Context, Hono } from "hono";
 import { envelopeTtlMs, sealEnvelope } from "../store/envelope.ts";
 import { submissionIdAt } from "../store/submission_id.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
-import { countAccepted, traceSubmission } from "../metrics.ts";
+import { countAccepted, countSpamCaught, traceSubmission } from "../metrics.ts";
 import type { AppDeps } from "./env.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter, type RateSlot } from "../store/rate_limit.ts";
 import { createRefusalCounter, type RefusalReason } from "../store/refusals.ts";
+import { PageTokenUsedError } from "../store/submissions.ts";
 import type { BodyLease } from "./body_gate.ts";
 import { takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
 import { clientAddress } from "./client_address.ts";
@@ -260,8 +261,13 @@ export function ingestRoutes(deps: AppDeps) {
       contentType,
       variant: config.ingestContentTypes,
     });
-    const isSpam = (form.honeypotField !== null && takeHoneypot(payload, form.honeypotField)) ||
-      (form.spamRules ? await formRules.caught(form, payload) : dropPageToken(payload));
+    const honeypot = form.honeypotField !== null && takeHoneypot(payload, form.honeypotField);
+    const spamCheck = honeypot
+      ? { spam: true, pageToken: null }
+      : form.spamRules
+      ? await formRules.caught(form, payload)
+      : dropPageToken(payload);
+    let isSpam = spamCheck.spam;
 
     if (form.verifyCaptcha) {
       const token = takeCaptchaToken(payload, c.req.header("x-captcha-token"));
@@ -308,7 +314,13 @@ export function ingestRoutes(deps: AppDeps) {
       traceSubmission(envelope.submissionId);
       request.reserved.count();
       if (destinations.length > 0) {
-        await storeEnvelope(envelope, { form, destinations, submittedAt });
+        const pageToken = spamCheck.pageToken?.signature;
+        if (!await storeEnvelope(envelope, { form, destinations, submittedAt, pageToken })) {
+          // Its page token was used before: a bot reusing one, answered as spam.
+          isSpam = true;
+          countSpamCaught(form.id, "time_trap");
+          refusals.count(form.id, "spam");
+        }
       }
       countAccepted(form.id, isSpam);
       if (request.browserPost) {
@@ -331,15 +343,19 @@ export function ingestRoutes(deps: AppDeps) {
     }
   }
 
-  /** Seals and stores an accepted submission with its jobs, and wakes them. */
+  /**
+   * Seals and stores an accepted submission with its jobs, and wakes them. False when
+   * its page token was used before (nothing stored).
+   */
   async function storeEnvelope(
     envelope: SubmissionEnvelope,
-    { form, destinations, submittedAt }: {
+    { form, destinations, submittedAt, pageToken }: {
       form: FormRecord;
       destinations: IngestTarget["destinations"];
       submittedAt: number;
+      pageToken?: string;
     },
-  ) {
+  ): Promise<boolean> {
     let stored;
     // Counted from here, not from the start: a client slow to send its body is not load.
     deps.ingestLoad.enter(form.orgId);
@@ -352,8 +368,10 @@ export function ingestRoutes(deps: AppDeps) {
         destinations,
         submittedAt,
         envelopeTtlMs: ttlMs,
+        pageToken,
       }, { wokenHere: deps.engine !== null });
     } catch (error) {
+      if (error instanceof PageTokenUsedError) return false;
       logger.error("submission not stored", {
         formId: form.id,
         submissionId: envelope.submissionId,
@@ -364,6 +382,7 @@ export function ingestRoutes(deps: AppDeps) {
       deps.ingestLoad.leave(form.orgId);
     }
     deps.engine?.wakeStored(stored);
+    return true;
   }
 
   refuseOtherMethods(router, "/:publicKey");

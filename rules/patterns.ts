@@ -1,22 +1,28 @@
 /**
- * Bounded patterns: the regular expressions a tenant may give (routing conditions and
- * blocked patterns). JavaScript's engine backtracks, so a pattern like `(a+)+$` takes
- * exponential time on a visitor's `aaaa…!`. Rather than run a tenant's pattern under a
- * timer, only patterns whose worst case is small are accepted, and they only ever see
- * the first MAX_MATCH_CHARS characters of a value:
+ * Tenant patterns: the regular expressions a tenant may give (routing conditions and
+ * blocked patterns), run on a shared thread against what strangers send.
  *
- * - at most MAX_PATTERN_CHARS characters;
- * - no backreferences and no lookaround (`\1`, `\k<…>`, `(?=`, `(?!`, `(?<=`, `(?<!`);
- * - no quantifier on a group that holds a quantifier or an alternation (`(a+)+`, `(a|b)*`);
- * - at most one unbounded repeat (`*`, `+`, `{n,}`, `{n,m}` with m - n > 10) and at most
- *   MAX_SMALL_REPEATS small ones (`?`, `{n,m}` with m - n ≤ 10).
+ * They run on RE2's JavaScript port (`re2js`), whose matching time is linear in the
+ * input whatever the pattern: no backtracking, so no pattern can freeze the process,
+ * and it needs no V8 flag (Deno Deploy takes none). Every match looks at the first
+ * MAX_MATCH_CHARS characters of a value at most, so one match is bounded by
+ * construction; the budget and the lanes below bound a submission and an organization.
  *
- * With one unbounded repeat a search costs at most about n² steps (times 2^small), so a
- * 1 000-character value costs at most a few million steps: milliseconds, never minutes.
- * And all the matching for one submission shares a budget of PATTERN_BUDGET_MS.
+ * The checker (`patternProblem`) is kept for size and clarity, not as the guard: at
+ * most MAX_PATTERN_CHARS characters, RE2's syntax (no backreferences, no lookaround),
+ * no quantifier on a group that holds a quantifier or an alternation, at most one
+ * unbounded repeat and MAX_SMALL_REPEATS small ones. Patterns a person can read.
+ *
+ * Budgets: the matching for one submission step (its spam patterns, or its routing)
+ * may spend PATTERN_BUDGET_MS of matching time; past it, the remaining tests count as
+ * no match. Matching runs in slices of SLICE_MS that yield to other requests, and one
+ * organization's matching runs one submission at a time (its lane): a flood of the
+ * costliest submissions aimed at one form holds the thread a slice at a time and waits
+ * in its own lane, while other organizations' requests go on between slices.
  *
  * @module
  */
+import { RE2JS } from "re2js";
 
 /** Longest pattern accepted. */
 export const MAX_PATTERN_CHARS = 200;
@@ -25,13 +31,18 @@ export const MAX_MATCH_CHARS = 1000;
 /** Small repeats (`?`, `{n,m}` with a short range) a pattern may have. */
 const MAX_SMALL_REPEATS = 3;
 /**
- * Milliseconds all pattern matching for one submission may take. A submission may hold
+ * Milliseconds of matching one submission step may spend. A submission may hold
  * thousands of values and a form up to 20 patterns: past this, the remaining tests count
- * as no match, so one submission costs at most this plus one match (bench/form_rules.ts).
+ * as no match (bench/form_rules.ts measures the worst case).
  */
 export const PATTERN_BUDGET_MS = 50;
+/** Milliseconds of matching before yielding the thread to other requests. */
+export const SLICE_MS = 2;
 /** Widest `{n,m}` range counted as small. */
 const SMALL_RANGE = 10;
+
+/** A compiled tenant pattern: case-insensitive, linear-time. */
+export type Pattern = RE2JS;
 
 /** Why a pattern is refused, or null when it is accepted. */
 export function patternProblem(source: string): string | null {
@@ -39,11 +50,7 @@ export function patternProblem(source: string): string | null {
   if (source.length > MAX_PATTERN_CHARS) {
     return `Patterns are at most ${MAX_PATTERN_CHARS} characters`;
   }
-  try {
-    new RegExp(source, "iu");
-  } catch {
-    return "Not a valid regular expression";
-  }
+  // Lookaround and backreferences are named here (RE2 refuses them less plainly).
   // Per open group: does it hold a repeat or an alternation?
   const groups: boolean[] = [];
   let unbounded = 0;
@@ -99,6 +106,11 @@ export function patternProblem(source: string): string | null {
     if (source[i + 1] === "?") i++; // lazy: same cost
     lastGroupComplex = false;
   }
+  try {
+    RE2JS.compile(source, RE2JS.CASE_INSENSITIVE);
+  } catch {
+    return "Not a valid regular expression";
+  }
   if (unbounded > 1) return "At most one unbounded repeat (*, + or {n,}) is allowed";
   if (small > MAX_SMALL_REPEATS) return `At most ${MAX_SMALL_REPEATS} optional parts are allowed`;
   return null;
@@ -122,35 +134,113 @@ function quantifierAt(source: string, i: number) {
 }
 
 /** Compiled patterns by source: a form's few patterns are checked and compiled once. */
-const compiled = new Map<string, RegExp>();
+const compiled = new Map<string, Pattern>();
 
-/** A compiled bounded pattern (case-insensitive), or throws for a refused one. */
-export function compilePattern(source: string): RegExp {
+/** A compiled pattern (case-insensitive), or throws for a refused one. */
+export function compilePattern(source: string): Pattern {
   let pattern = compiled.get(source);
   if (pattern !== undefined) return pattern;
   const problem = patternProblem(source);
   if (problem !== null) throw new Error(`Refused pattern: ${problem}`);
   if (compiled.size >= 10_000) compiled.clear();
-  compiled.set(source, pattern = new RegExp(source, "iu"));
+  compiled.set(source, pattern = RE2JS.compile(source, RE2JS.CASE_INSENSITIVE));
   return pattern;
 }
 
-/** Whether a compiled pattern matches the first MAX_MATCH_CHARS characters of `value`. */
-export function matchesBounded(pattern: RegExp, value: string): boolean {
+/** Whether a pattern matches somewhere in the first MAX_MATCH_CHARS characters of `value`. */
+export function matchesBounded(pattern: Pattern, value: string): boolean {
   return pattern.test(value.length > MAX_MATCH_CHARS ? value.slice(0, MAX_MATCH_CHARS) : value);
 }
 
-/** Pattern matching for one submission, within PATTERN_BUDGET_MS. */
+/** The matching of one submission step, within its budget. */
 export interface MatchBudget {
-  /** matchesBounded, or false once the budget is spent. */
-  matches(pattern: RegExp, value: string): boolean;
+  /**
+   * Whether any of `values` matches `pattern` (matchesBounded); false for whatever is
+   * left once the budget is spent. Runs in the budget's lane, a slice at a time.
+   */
+  anyMatches(pattern: Pattern, values: readonly string[]): Promise<boolean>;
 }
 
-/** A budget of `ms` milliseconds from now (`now` for tests). */
+/**
+ * Milliseconds of matching one organization may spend in each second: past it, its
+ * matching waits for the next second and the thread is left to everyone else.
+ */
+export const ORG_SHARE_MS = 250;
+const ORG_WINDOW_MS = 1000;
+
+/** An organization's lane: the tail of its matching, and its share of the current second. */
+interface Lane {
+  tail: Promise<unknown>;
+  windowStart: number;
+  used: number;
+}
+
+const lanes = new Map<string, Lane>();
+
+/** Runs `work` after the lane's earlier work, so one lane never matches twice at once. */
+function inLane<T>(name: string, now: () => number, work: (lane: Lane) => Promise<T>): Promise<T> {
+  const lane = lanes.get(name) ?? { tail: Promise.resolve(), windowStart: now(), used: 0 };
+  lanes.set(name, lane);
+  const run = lane.tail.then(() => work(lane));
+  const tail = lane.tail = run.catch(() => {});
+  tail.then(() => {
+    // An idle lane is forgotten once its second is over: nothing of its share is left to keep.
+    if (lane.tail === tail && now() - lane.windowStart >= ORG_WINDOW_MS) lanes.delete(name);
+  });
+  return run;
+}
+
+/**
+ * Between two slices: gives the thread to other requests, and when the lane has used its
+ * share of this second, waits for the next.
+ */
+async function betweenSlices(lane: Lane, now: () => number): Promise<void> {
+  let at = now();
+  if (at - lane.windowStart >= ORG_WINDOW_MS) Object.assign(lane, { windowStart: at, used: 0 });
+  if (lane.used >= ORG_SHARE_MS) {
+    await new Promise((resolve) => setTimeout(resolve, lane.windowStart + ORG_WINDOW_MS - at));
+    at = now();
+    Object.assign(lane, { windowStart: at, used: 0 });
+  } else {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+}
+
+/**
+ * A budget of `ms` milliseconds of matching in the lane `lane` (the organization). `now`
+ * for tests; the time spent waiting for the lane or between slices is not counted.
+ */
 export function matchBudget(
-  ms = PATTERN_BUDGET_MS,
-  now: () => number = () => performance.now(),
+  { lane: name, ms = PATTERN_BUDGET_MS, now = () => performance.now() }: {
+    lane: string;
+    ms?: number;
+    now?: () => number;
+  },
 ): MatchBudget {
-  const end = now() + ms;
-  return { matches: (pattern, value) => now() <= end && matchesBounded(pattern, value) };
+  let spent = 0;
+  return {
+    anyMatches: (pattern, values) =>
+      inLane(name, now, async (lane) => {
+        let sliceStart = now();
+        const endSlice = () => {
+          const elapsed = now() - sliceStart;
+          spent += elapsed;
+          lane.used += elapsed;
+        };
+        try {
+          for (const value of values) {
+            if (spent + now() - sliceStart > ms) return false;
+            if (now() - sliceStart >= SLICE_MS) {
+              endSlice();
+              await betweenSlices(lane, now);
+              sliceStart = now();
+            }
+            if (matchesBounded(pattern, value)) return true;
+          }
+          return false;
+        } finally {
+          endSlice();
+        }
+      }),
+  };
 }

@@ -53,11 +53,11 @@ function valuesOf(payload: unknown, field: string): string[] {
 }
 
 /** Whether one condition holds for a payload (patterns within the submission's budget). */
-export function conditionHolds(
+export async function conditionHolds(
   condition: Condition,
   payload: unknown,
-  budget: MatchBudget = matchBudget(),
-): boolean {
+  budget: MatchBudget,
+): Promise<boolean> {
   const values = valuesOf(payload, condition.field);
   const present = values.some((value) => value.trim() !== "");
   switch (condition.op) {
@@ -67,25 +67,30 @@ export function conditionHolds(
       return !present;
     case "equals":
       return values.some((value) => condition.values.includes(value));
-    case "matches": {
-      const pattern = compilePattern(condition.pattern);
-      return values.some((value) => budget.matches(pattern, value));
-    }
+    case "matches":
+      return await budget.anyMatches(compilePattern(condition.pattern), values);
   }
 }
 
 /**
  * The destinations that get a submission: those without conditions, and those whose
  * conditions all hold. A target not `routed` (no destination has conditions) is
- * answered with its own list, nothing evaluated.
+ * answered with its own list, nothing evaluated. Patterns are matched in the lane of
+ * `orgId` (patterns.ts).
  */
-export function routeSubmission<T extends { conditions?: Condition[] }>(
+export async function routeSubmission<T extends { conditions?: Condition[] }>(
   target: { destinations: T[]; routed: boolean },
-  payload: unknown,
-): T[] {
+  { payload, orgId }: { payload: unknown; orgId: string },
+): Promise<T[]> {
   if (!target.routed) return target.destinations;
-  const budget = matchBudget();
-  return target.destinations.filter((d) =>
-    (d.conditions ?? []).every((condition) => conditionHolds(condition, payload, budget))
-  );
+  const budget = matchBudget({ lane: orgId });
+  const routed: T[] = [];
+  for (const destination of target.destinations) {
+    let holds = true;
+    for (const condition of destination.conditions ?? []) {
+      if (!(holds = await conditionHolds(condition, payload, budget))) break;
+    }
+    if (holds) routed.push(destination);
+  }
+  return routed;
 }

@@ -11,18 +11,30 @@ const target = (...destinations: { id: string; conditions?: Condition[] }[]) => 
   destinations,
   routed: destinations.some((d) => d.conditions !== undefined),
 });
+const orgId = "org_routing";
 const ids = (list: { id: string }[]) => list.map((d) => d.id);
 
-Deno.test("routing: equals one of a list, a pattern, and destinations without conditions", () => {
+Deno.test("routing: equals one of a list, a pattern, and destinations without conditions", async () => {
   const routes = target(sales as never, support as never, everything);
-  assert.deepEqual(ids(routeSubmission(routes, { topic: "sales" })), ["sales", "all"]);
-  assert.deepEqual(ids(routeSubmission(routes, { topic: "HELP" })), ["support", "all"]);
-  assert.deepEqual(ids(routeSubmission(routes, { topic: "other" })), ["all"]);
+  assert.deepEqual(ids(await routeSubmission(routes, { payload: { topic: "sales" }, orgId })), [
+    "sales",
+    "all",
+  ]);
+  assert.deepEqual(ids(await routeSubmission(routes, { payload: { topic: "HELP" }, orgId })), [
+    "support",
+    "all",
+  ]);
+  assert.deepEqual(ids(await routeSubmission(routes, { payload: { topic: "other" }, orgId })), [
+    "all",
+  ]);
   // A multi-select sends an array: any value counts.
-  assert.deepEqual(ids(routeSubmission(routes, { topic: ["x", "sales"] })), ["sales", "all"]);
+  assert.deepEqual(
+    ids(await routeSubmission(routes, { payload: { topic: ["x", "sales"] }, orgId })),
+    ["sales", "all"],
+  );
 });
 
-Deno.test("routing: present and absent, and every condition must hold", () => {
+Deno.test("routing: present and absent, and every condition must hold", async () => {
   const phone = {
     id: "phone",
     conditions: [
@@ -31,17 +43,34 @@ Deno.test("routing: present and absent, and every condition must hold", () => {
     ] as Condition[],
   };
   const routes = target(phone);
-  assert.deepEqual(ids(routeSubmission(routes, { phone: "123" })), ["phone"]);
-  assert.deepEqual(ids(routeSubmission(routes, { phone: "123", company: "ACME" })), []);
-  assert.deepEqual(ids(routeSubmission(routes, { phone: "  " })), [], "blank is not present");
-  assert.deepEqual(ids(routeSubmission(routes, {})), [], "an absent field matches nothing");
-  assert.deepEqual(ids(routeSubmission(routes, "not an object")), []);
+  assert.deepEqual(ids(await routeSubmission(routes, { payload: { phone: "123" }, orgId })), [
+    "phone",
+  ]);
+  assert.deepEqual(
+    ids(await routeSubmission(routes, { payload: { phone: "123", company: "ACME" }, orgId })),
+    [],
+  );
+  assert.deepEqual(
+    ids(await routeSubmission(routes, { payload: { phone: "  " }, orgId })),
+    [],
+    "blank is not present",
+  );
+  assert.deepEqual(
+    ids(await routeSubmission(routes, { payload: {}, orgId })),
+    [],
+    "an absent field matches nothing",
+  );
+  assert.deepEqual(ids(await routeSubmission(routes, { payload: "not an object", orgId })), []);
 });
 
-Deno.test("routing: no match leaves no destination; an unrouted target is answered with its own list", () => {
-  assert.deepEqual(routeSubmission(target(sales as never), { topic: "support" }), []);
+Deno.test("routing: no match leaves no destination; an unrouted target is answered with its own list", async () => {
+  const unmatched = { payload: { topic: "support" }, orgId };
+  assert.deepEqual(await routeSubmission(target(sales as never), unmatched), []);
   const plain = target(everything);
-  assert.equal(routeSubmission(plain, { topic: "x" }), plain.destinations);
+  assert.equal(
+    await routeSubmission(plain, { payload: { topic: "x" }, orgId }),
+    plain.destinations,
+  );
 });
 
 Deno.test("routing conditions are validated: unknown ops and unbounded patterns are refused", () => {

@@ -9,8 +9,11 @@
  * The time trap: the page asks `GET /v1/f/:publicKey/page-token` when it loads and puts
  * the answer in the hidden field TIME_TRAP_FIELD. The token is the time of the request
  * and a keyed hash of it and the public key (sealer.pseudonym, keyed from the sealing
- * key): a bot cannot make an older one without the key, and a missing, forged or
- * day-old token is caught like one sent too soon.
+ * key): a bot cannot make an older one without the key. A token lets one submission
+ * through, within TOKEN_MAX_AGE_MS: its use is recorded in the commit that accepts the
+ * submission (store/submissions.ts), so a bot that fetched one token cannot reuse it,
+ * even through another process. A missing, forged, expired or used token is caught
+ * like one sent too soon.
  *
  * @module
  */
@@ -21,8 +24,8 @@ import { boundedPatternSchema } from "./routing.ts";
 
 /** The hidden field the page's script fills with its page token. */
 export const TIME_TRAP_FIELD = "_formrelay_loaded";
-/** How long a page token is good for. */
-const TOKEN_MAX_AGE_MS = 24 * 3600 * 1000;
+/** How long a page token is good for: a visitor who leaves a page open longer reloads it. */
+export const TOKEN_MAX_AGE_MS = 2 * 3600 * 1000;
 
 /** A form's spam rules, each optional. */
 export const spamRulesSchema = z.strictObject({
@@ -63,16 +66,22 @@ export function pageToken(sealer: Sealer, publicKey: string, now: number): strin
   return `${now}.${signature(sealer, publicKey, now)}`;
 }
 
-/** When a page token says its page loaded, or null when it is missing, forged or stale. */
-export function pageLoadedAt(
+/** A good page token: when its page loaded, and its signature (what records its use). */
+export interface PageToken {
+  loadedAt: number;
+  signature: string;
+}
+
+/** A page token's time and signature, or null when it is missing, forged or expired. */
+export function readPageToken(
   sealer: Sealer,
   { publicKey, token, now }: { publicKey: string; token: unknown; now: number },
-): number | null {
+): PageToken | null {
   if (typeof token !== "string" || token.length > 100) return null;
   const [time, sig] = token.split(".");
   const issued = Number(time);
   if (!/^\d{1,15}$/.test(time) || issued > now || now - issued > TOKEN_MAX_AGE_MS) return null;
-  return sig === signature(sealer, publicKey, issued) ? issued : null;
+  return sig === signature(sealer, publicKey, issued) ? { loadedAt: issued, signature: sig } : null;
 }
 
 /** Every string value of a payload, nested ones too (at most `limit` of them). */
@@ -119,42 +128,57 @@ async function isDisposable(address: unknown): Promise<boolean> {
 }
 
 /**
- * The rule of `rules` that catches a payload, or null. Takes the time-trap field out of
- * the payload (it is the page's, not the visitor's).
+ * What a form's spam rules say of a payload: the rule that caught it, or none and the
+ * page token to record as used when the submission is accepted (null without a time
+ * trap).
+ */
+export type SpamVerdict = { rule: SpamRule } | { rule: null; pageToken: PageToken | null };
+
+/**
+ * The rule of `rules` that catches a payload, if any. Takes the time-trap field out of
+ * the payload (it is the page's, not the visitor's). Patterns are matched in the lane of
+ * `orgId` (patterns.ts).
  */
 export async function spamRuleCaught(
   rules: SpamRules,
-  { payload, sealer, publicKey, now }: {
+  { payload, sealer, publicKey, orgId, now }: {
     payload: unknown;
     sealer: Sealer;
     publicKey: string;
+    orgId: string;
     now: number;
   },
-): Promise<SpamRule | null> {
+): Promise<SpamVerdict> {
   const fields = typeof payload === "object" && payload !== null && !Array.isArray(payload)
     ? payload as Record<string, unknown>
     : {};
   const token = fields[TIME_TRAP_FIELD];
   delete fields[TIME_TRAP_FIELD];
+  let pageToken: PageToken | null = null;
   if (rules.minSeconds !== undefined) {
-    const loaded = pageLoadedAt(sealer, { publicKey, token, now });
-    if (loaded === null || now - loaded < rules.minSeconds * 1000) return "time_trap";
+    pageToken = readPageToken(sealer, { publicKey, token, now });
+    if (pageToken === null || now - pageToken.loadedAt < rules.minSeconds * 1000) {
+      return { rule: "time_trap" };
+    }
   }
   const values = stringsOf(payload);
-  if (rules.maxLinks !== undefined && countLinks(values) > rules.maxLinks) return "links";
+  if (rules.maxLinks !== undefined && countLinks(values) > rules.maxLinks) return { rule: "links" };
   if (rules.blockedWords?.length) {
     const words = rules.blockedWords.map((word) => word.toLowerCase());
     const lower = values.map((value) => value.toLowerCase());
-    if (lower.some((v) => words.some((w) => v.includes(w)))) return "blocked_words";
+    if (lower.some((v) => words.some((w) => v.includes(w)))) return { rule: "blocked_words" };
   }
   if (rules.blockedPatterns?.length) {
-    const patterns = rules.blockedPatterns.map(compilePattern);
-    const budget = matchBudget();
-    if (values.some((v) => patterns.some((p) => budget.matches(p, v)))) return "blocked_patterns";
+    const budget = matchBudget({ lane: orgId });
+    for (const source of rules.blockedPatterns) {
+      if (await budget.anyMatches(compilePattern(source), values)) {
+        return { rule: "blocked_patterns" };
+      }
+    }
   }
   if (
     rules.disposableEmailField !== undefined &&
     await isDisposable(fields[rules.disposableEmailField])
-  ) return "disposable";
-  return null;
+  ) return { rule: "disposable" };
+  return { rule: null, pageToken };
 }

@@ -6,19 +6,24 @@ import {
   type SpamRules,
   spamRulesSchema,
   TIME_TRAP_FIELD,
+  TOKEN_MAX_AGE_MS,
 } from "./spam.ts";
 
 const sealer = await createSealer(crypto.getRandomValues(new Uint8Array(32)));
 const publicKey = "pk_" + "a".repeat(40);
 const now = Date.UTC(2026, 10, 24, 12);
-const caught = (rules: SpamRules, payload: Record<string, unknown>, at = now) =>
-  spamRuleCaught(rules, { payload, sealer, publicKey, now: at });
+const caught = async (rules: SpamRules, payload: Record<string, unknown>, at = now) =>
+  (await spamRuleCaught(rules, { payload, sealer, publicKey, orgId: "org_spam", now: at })).rule;
 
-Deno.test("time trap: a real page time passes, one too recent, forged, missing or stale is caught", async () => {
+Deno.test("time trap: a real page time passes, one too recent, forged, missing or expired is caught", async () => {
   const rules = { minSeconds: 3 };
   const loaded = pageToken(sealer, publicKey, now - 10_000);
   const payload = { name: "Ada", [TIME_TRAP_FIELD]: loaded };
-  assert.equal(await caught(rules, payload), null);
+  const verdict = await spamRuleCaught(rules, { payload, sealer, publicKey, orgId: "o", now });
+  assert.deepEqual(verdict, {
+    rule: null,
+    pageToken: { loadedAt: now - 10_000, signature: loaded.split(".")[1] },
+  }, "the token to record as used");
   assert.equal(TIME_TRAP_FIELD in payload, false, "the page's field is not delivered");
 
   const tooSoon = pageToken(sealer, publicKey, now - 1_000);
@@ -30,8 +35,10 @@ Deno.test("time trap: a real page time passes, one too recent, forged, missing o
   const otherForm = pageToken(sealer, "pk_" + "b".repeat(40), now - 10_000);
   assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: otherForm }), "time_trap");
   assert.equal(await caught(rules, { name: "no token" }), "time_trap");
-  const dayOld = pageToken(sealer, publicKey, now - 25 * 3600_000);
-  assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: dayOld }), "time_trap");
+  const expired = pageToken(sealer, publicKey, now - TOKEN_MAX_AGE_MS - 1);
+  assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: expired }), "time_trap");
+  const lastMoment = pageToken(sealer, publicKey, now - TOKEN_MAX_AGE_MS);
+  assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: lastMoment }), null);
   const future = pageToken(sealer, publicKey, now + 60_000);
   assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: future }), "time_trap");
 });
