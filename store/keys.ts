@@ -25,6 +25,8 @@
  *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
+ * - `page_token_uses/<formId>/<signature>` a time-trap page token that let a submission
+ *   through, kept while the token could still be good (rules/spam.ts).
  * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
  *   went nowhere) on a UTC day, by reason (refusals.ts); never the submission.
  *
@@ -283,3 +285,9 @@ export const confirmationHourKey = (
   formId: string,
   hour: number,
 ): ["confirmation_hour", string, number] => ["confirmation_hour", formId, hour];
+
+/** A page token that let a submission to a form through (rules/spam.ts): it is good once. */
+export const pageTokenUseKey = (
+  formId: string,
+  signature: string,
+): ["page_token_uses", string, string] => ["page_token_uses", formId, signature];

@@ -10,7 +10,13 @@ import type { Db } from "./db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
 import { splitChunks } from "./envelope.ts";
 import { encodeJob, JOB_BYTES, type JobRecord, type KnownJob } from "./job_record.ts";
-import { envelopeChunkKey, jobByDestinationKey, jobKey, outcomeKey } from "./keys.ts";
+import {
+  envelopeChunkKey,
+  jobByDestinationKey,
+  jobKey,
+  outcomeKey,
+  pageTokenUseKey,
+} from "./keys.ts";
 import { OUTCOME_TTL_MS, outcomeOf } from "./outcomes.ts";
 
 /** How often a held job is looked at again (a resume that raced its holding is caught then). */
@@ -32,7 +38,19 @@ export interface NewSubmission {
   submittedAt: number;
   /** Lifetime of the sealed envelope (and of held jobs), FAILED_RETENTION_HOURS not included. */
   envelopeTtlMs: number;
+  /** The signature of the time-trap page token that let it through: recorded, good once. */
+  pageToken?: string;
 }
+
+/** A submission's page token was used before (rules/spam.ts): it was not stored. */
+export class PageTokenUsedError extends Error {
+  constructor() {
+    super("Page token used before");
+  }
+}
+
+/** How long a page token's use is kept: as long as the token could be good (rules/spam.ts). */
+const PAGE_TOKEN_USE_TTL_MS = 2 * 3600 * 1000;
 
 /**
  * Writes accepted submissions: each submission's envelope chunks, jobs and wake-up go
@@ -45,6 +63,13 @@ export function createSubmissionWriter(
   db: Db,
   options: { retainMs: number } = { retainMs: 0 },
 ): SubmissionWriter {
+  /**
+   * Page tokens in a commit under way here. Parts merged into one commit see the state
+   * before it, so two uses of one token in one commit would both pass the check: the
+   * second is refused here; across processes the check in the commit refuses it.
+   */
+  const tokensCommitting = new Set<string>();
+
   function jobsOf(s: NewSubmission, chunks: number): JobRecord[] {
     const family = s.destinations.map((d) => d.id);
     return s.destinations.map((destination) => ({
@@ -67,34 +92,61 @@ export function createSubmissionWriter(
 
   return {
     async write(submission, { wokenHere } = {}) {
-      const chunks = splitChunks(submission.sealedEnvelope);
-      const jobs = jobsOf(submission, chunks.length);
-      const held = jobs.filter((job) => job.state === "held");
-      const expireIn = submission.envelopeTtlMs + options.retainMs;
-      const versionstamp = await db.batcher.commit({
-        apply(op) {
-          chunks.forEach((chunk, i) => {
-            const key = envelopeChunkKey(submission.submittedAt, submission.submissionId, i);
-            op.set(key, chunk, { expireIn });
-          });
-          for (const job of jobs) op.set(jobKey(job), encodeJob(job));
-          // A pending job gets its by-destination index entry when it is first put back
-          // (jobs.ts): most are delivered before then, and the entry cost a quarter of
-          // what storing a submission can take. A held one needs it now, for a resume.
-          for (const job of held) {
-            op.set(jobByDestinationKey(job), 0)
-              .set(outcomeKey(job), outcomeOf(job, "held"), { expireIn: OUTCOME_TTL_MS });
-          }
-        },
-        mutations: chunks.length + jobs.length + 2 * held.length,
-        bytes: submission.sealedEnvelope.length + (jobs.length + held.length) * JOB_BYTES,
-        wake: held.length === 0 ? jobs : jobs.filter((job) => job.state !== "held"),
-        wokenHere,
-      });
-      if (versionstamp === null) throw new Error("Cannot store the submission: KV commit failed");
-      return { jobs: jobs.map((job) => ({ job, versionstamp })), firstChunk: chunks[0] };
+      const token = submission.pageToken === undefined
+        ? null
+        : pageTokenUseKey(submission.formId, submission.pageToken);
+      if (token !== null) {
+        if (tokensCommitting.has(token[2])) throw new PageTokenUsedError();
+        tokensCommitting.add(token[2]);
+      }
+      try {
+        return await writeSubmission(submission, { wokenHere, token });
+      } finally {
+        if (token !== null) tokensCommitting.delete(token[2]);
+      }
     },
   };
+
+  async function writeSubmission(
+    submission: NewSubmission,
+    { wokenHere, token }: { wokenHere?: boolean; token: Deno.KvKey | null },
+  ): Promise<StoredSubmission> {
+    const chunks = splitChunks(submission.sealedEnvelope);
+    const jobs = jobsOf(submission, chunks.length);
+    const held = jobs.filter((job) => job.state === "held");
+    const expireIn = submission.envelopeTtlMs + options.retainMs;
+    const versionstamp = await db.batcher.commit({
+      apply(op) {
+        chunks.forEach((chunk, i) => {
+          const key = envelopeChunkKey(submission.submittedAt, submission.submissionId, i);
+          op.set(key, chunk, { expireIn });
+        });
+        for (const job of jobs) op.set(jobKey(job), encodeJob(job));
+        // A pending job gets its by-destination index entry when it is first put back
+        // (jobs.ts): most are delivered before then, and the entry cost a quarter of
+        // what storing a submission can take. A held one needs it now, for a resume.
+        for (const job of held) {
+          op.set(jobByDestinationKey(job), 0)
+            .set(outcomeKey(job), outcomeOf(job, "held"), { expireIn: OUTCOME_TTL_MS });
+        }
+        if (token !== null) {
+          op.check({ key: token, versionstamp: null })
+            .set(token, true, { expireIn: PAGE_TOKEN_USE_TTL_MS });
+        }
+      },
+      mutations: chunks.length + jobs.length + 2 * held.length + (token === null ? 0 : 1),
+      checks: token === null ? 0 : 1,
+      bytes: submission.sealedEnvelope.length + (jobs.length + held.length) * JOB_BYTES,
+      wake: held.length === 0 ? jobs : jobs.filter((job) => job.state !== "held"),
+      wokenHere,
+    });
+    if (versionstamp === null) {
+      // The page token's check is a part's only one: its use was recorded before.
+      if (token !== null) throw new PageTokenUsedError();
+      throw new Error("Cannot store the submission: KV commit failed");
+    }
+    return { jobs: jobs.map((job) => ({ job, versionstamp })), firstChunk: chunks[0] };
+  }
 }
 
 /** A stored submission: its jobs as written, so the engine can claim them without a read. */

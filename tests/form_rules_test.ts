@@ -6,6 +6,7 @@ import { UNROUTED_WARNING } from "../routes/ingest.ts";
 import { outcomeViews, storedJobs, submitAndSettle, webhook } from "./helpers/deliveries.ts";
 import { type Harness, startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
+import { waitFor } from "./helpers/wait.ts";
 import { platformRelayOf, startSmtpServer, type TestSmtpServer } from "./helpers/smtp_server.ts";
 
 /** A metric's value for the given labels (metrics are per process: tests compare deltas). */
@@ -179,6 +180,32 @@ Deno.test("spam rules: a caught submission is answered 202 like a honeypot catch
       assert.equal(payload.email, "ada@example.org");
     },
   );
+
+  await t.step("a page token lets one submission through: a reuse is too soon", async () => {
+    const token = loadedAgo(9000);
+    const before = await metricValue("formrelay_spam_caught_total", { rule: "time_trap" });
+    // Concurrent uses, merged commits and other processes: store/submissions_test.ts.
+    for (let i = 0; i < 5; i++) {
+      const answer = await h.submit(form.publicKey, {
+        message: `bot ${i}`,
+        [TIME_TRAP_FIELD]: token,
+      });
+      assert.equal(answer.status, 202, "the bot learns nothing");
+      assert.equal((await answer.json()).warning, undefined);
+    }
+    await waitFor(async () => (await storedJobs(h)).length === 0 && sink.received.length === 2);
+    const again = await h.submit(form.publicKey, {
+      message: "bot again",
+      [TIME_TRAP_FIELD]: token,
+    });
+    assert.equal(again.status, 202);
+    assert.equal((await storedJobs(h)).length, 0, "nothing kept for the reuse");
+    assert.equal(sink.received.length, 2, "one of six delivered");
+    assert.equal(
+      await metricValue("formrelay_spam_caught_total", { rule: "time_trap" }),
+      before + 5,
+    );
+  });
 });
 
 /** A harness whose platform relay is a local SMTP server. */
