@@ -25,15 +25,19 @@ document.getElementById("plain-form").action = SUBMIT_URL;
 // The time trap: formrelay signs the time this page loaded, and both forms send it back in
 // their hidden _formrelay_loaded field. A form whose spamRules.minSeconds is set drops a
 // submission sent sooner than that after loading (bots send within a second), or one
-// without a genuine token. The field itself is never delivered.
-fetch(`${ENDPOINT}/v1/f/${encodeURIComponent(PUBLIC_KEY)}/page-token`)
-  .then((response) => response.json())
-  .then((answer) => {
-    for (const input of document.querySelectorAll('input[name="_formrelay_loaded"]')) {
-      input.value = answer.token;
-    }
-  })
-  .catch(() => {}); // Offline or demo mode: the rest of the page still works.
+// without a genuine token. A token is good for one submission within two hours, so the
+// page asks for a new one after each message it sends. The field itself is never delivered.
+function loadPageToken() {
+  fetch(`${ENDPOINT}/v1/f/${encodeURIComponent(PUBLIC_KEY)}/page-token`)
+    .then((response) => response.json())
+    .then((answer) => {
+      for (const input of document.querySelectorAll('input[name="_formrelay_loaded"]')) {
+        input.value = answer.token;
+      }
+    })
+    .catch(() => {}); // Offline or demo mode: the rest of the page still works.
+}
+loadPageToken();
 
 const fetchForm = document.getElementById("fetch-form");
 const status = document.getElementById("fetch-status");
@@ -61,6 +65,7 @@ fetchForm.addEventListener("submit", async (event) => {
     if (response.ok && body?.ok) {
       showStatus("success", `Thank you! Your message was sent (submission ${body.submissionId}).`);
       fetchForm.reset();
+      loadPageToken();
     } else if (response.status === 429 || response.status === 503) {
       showStatus("error", "Sorry, too many messages right now: please try again in a few minutes.");
     } else {
