@@ -16,7 +16,7 @@ import { bodyTimingOf } from "./env.ts";
 import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "../ingest/parse.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "../ingest/pages.ts";
 import { ERRORS, submissionTypeError } from "./errors.ts";
-import { createFormRules, dropPageToken, sentNowhere } from "./form_rules.ts";
+import { createFormRules, dropPageToken, sentNowhere } from "../ingest/form_rules.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
