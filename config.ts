@@ -131,7 +131,7 @@ export interface Config {
   clientIpHeader: string | null;
   /** With X-Forwarded-For: how many entries from the right were added by trusted proxies. */
   trustedProxyHops: number;
-  /** Limits of the HTTP listener (listener.ts) and of request bodies (routes/body_gate.ts). */
+  /** Limits of the HTTP listener (listener.ts) and of request bodies (ingest/body_gate.ts). */
   http: {
     headersTimeoutMs: number;
     keepAliveTimeoutMs: number;

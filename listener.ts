@@ -26,7 +26,7 @@
  *
  * Deadlines are checked by one timer for all connections, so a request costs two field
  * writes, not a timer of its own. Body deadlines, the minimum body rate and the bound on
- * body memory belong to the routes (routes/http.ts, routes/body_gate.ts): a route tells
+ * body memory belong to the routes (routes/http.ts, ingest/body_gate.ts): a route tells
  * the listener while it reads a body (`ConnectionInfo.readingBody`).
  *
  * @module
@@ -34,7 +34,7 @@
 import type { Logger } from "./log.ts";
 // Read where the delivery slots are sized too (config.ts); re-exported for main.ts.
 export { ASSUMED_DESCRIPTOR_LIMIT, descriptorLimit } from "./config.ts";
-import { addressKey } from "./routes/client_address.ts";
+import { addressKey } from "./ingest/client_address.ts";
 import type { BodyWatch } from "./routes/http.ts";
 
 /** What a request handler is told about its connection (and may tell the listener). */

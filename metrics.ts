@@ -127,7 +127,7 @@ export interface MetricSources {
   paces?(): Iterable<[string, PaceReading]>;
   /** Whether this process's delivery engine runs. */
   delivering(): boolean;
-  /** Request bodies held now (routes/body_gate.ts). */
+  /** Request bodies held now (ingest/body_gate.ts). */
   bodies(): { bytes: number; bodies: number };
   /** The backlog in KV (store/backlog.ts's reader; typed here so the store can import this module). */
   backlog: {

@@ -12,7 +12,7 @@ import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createIngestLoad } from "./delivery/ingest_load.ts";
 import { createOutboundBudget } from "./delivery/outbound_budget.ts";
-import { type BodyGate, createBodyGate } from "./routes/body_gate.ts";
+import { type BodyGate, createBodyGate } from "./ingest/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
 import { recordHealth } from "./store/destination_health.ts";

@@ -8,7 +8,7 @@
  */
 import { Hono } from "hono";
 import { consoleDestinationTypes } from "../connectors/registry.ts";
-import { captchaProviderOf } from "./captcha.ts";
+import { captchaProviderOf } from "../ingest/captcha.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { refuseOtherMethods } from "./http.ts";
 

@@ -4,7 +4,7 @@
  * @module
  */
 import type { Config } from "../config.ts";
-import type { BodyGate } from "./body_gate.ts";
+import type { BodyGate } from "../ingest/body_gate.ts";
 import type { BodyTiming } from "./http.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";

@@ -153,7 +153,7 @@ export function refuseOtherMethods(router: Hono<any>, ...paths: string[]): void 
   }
 }
 
-/** The body did not arrive within its deadline, or its room was needed (body_gate.ts). */
+/** The body did not arrive within its deadline, or its room was needed (ingest/body_gate.ts). */
 class LateBody extends Error {}
 
 /** A body read under way: when it began, its deadline, what it received, how to end it. */
@@ -225,7 +225,7 @@ export interface BodyWatch {
   readingBody?(): () => void;
 }
 
-/** Room a request body holds in the body budget (routes/body_gate.ts). */
+/** Room a request body holds in the body budget (ingest/body_gate.ts). */
 export interface BodyRoom {
   /** The body is being read: `end` cuts the read short; call the result once it is read. */
   reading(end: () => void): () => void;

@@ -9,15 +9,15 @@ import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter, type RateSlot } from "../store/rate_limit.ts";
 import { createRefusalCounter, type RefusalReason } from "../store/refusals.ts";
 import { PageTokenUsedError } from "../store/submissions.ts";
-import type { BodyLease } from "./body_gate.ts";
-import { takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
-import { clientAddress } from "./client_address.ts";
+import type { BodyLease } from "../ingest/body_gate.ts";
+import { takeCaptchaToken, verifyCaptcha } from "../ingest/captcha.ts";
+import { clientAddress } from "../ingest/client_address.ts";
 import { ApiError, declaredLength, readBodyWithin, refuseOtherMethods } from "./http.ts";
 import { bodyTimingOf } from "./env.ts";
-import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "./ingest_body.ts";
-import { errorPage, isBrowserFormPost, thankYouPage } from "./ingest_pages.ts";
+import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "../ingest/parse.ts";
+import { errorPage, isBrowserFormPost, thankYouPage } from "../ingest/pages.ts";
 import { ERRORS, submissionTypeError } from "./errors.ts";
-import { createFormRules, dropPageToken, sentNowhere } from "./form_rules.ts";
+import { createFormRules, dropPageToken, sentNowhere } from "../ingest/form_rules.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };

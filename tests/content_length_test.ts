@@ -5,7 +5,7 @@
  * but a finite, non-negative amount that returns to zero.
  */
 import assert from "node:assert/strict";
-import { createBodyGate } from "../routes/body_gate.ts";
+import { createBodyGate } from "../ingest/body_gate.ts";
 import { rawExchange } from "./reliability/helpers/raw.ts";
 import { startGuardedHarness } from "./helpers/slow_post.ts";
 import { waitFor } from "./helpers/wait.ts";

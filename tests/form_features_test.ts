@@ -140,7 +140,7 @@ Deno.test("errors of browser form posts are readable HTML pages with the reason"
 });
 
 Deno.test("the HTML error page escapes what it shows", async () => {
-  const { errorPage } = await import("../routes/ingest_pages.ts");
+  const { errorPage } = await import("../ingest/pages.ts");
   const html = errorPage(400, `<script>alert("x")</script>`);
   assert.ok(!html.includes("<script>"));
   assert.match(html, /&#60;script&#62;/);

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { createApp } from "../app.ts";
-import { MAX_JSON_DEPTH } from "../routes/ingest_body.ts";
-import { createBodyGate } from "../routes/body_gate.ts";
+import { MAX_JSON_DEPTH } from "../ingest/parse.ts";
+import { createBodyGate } from "../ingest/body_gate.ts";
 import { MAX_METADATA_CHARS } from "../routes/ingest.ts";
 import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";

@@ -11,8 +11,8 @@ import { CONFIRMATION_DESTINATION_ID, visitorAddress } from "../rules/confirmati
 import { routeSubmission } from "../rules/routing.ts";
 import { type PageToken, pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
 import { Hono } from "hono";
-import { ApiError, refuseOtherMethods } from "./http.ts";
-import { ERRORS } from "./errors.ts";
+import { ApiError, refuseOtherMethods } from "../routes/http.ts";
+import { ERRORS } from "../routes/errors.ts";
 import { reserveConfirmation } from "../store/confirmations.ts";
 import type { Db } from "../store/db.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
