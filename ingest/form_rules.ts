@@ -8,6 +8,7 @@
  */
 import { countConfirmation, countSpamCaught, countUnrouted } from "../metrics.ts";
 import { CONFIRMATION_DESTINATION_ID, visitorAddress } from "../rules/confirmation.ts";
+import { LaneFullError } from "../rules/patterns.ts";
 import { routeSubmission } from "../rules/routing.ts";
 import { type PageToken, pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
 import { Hono } from "hono";
@@ -35,18 +36,34 @@ export interface SpamCheck {
   pageToken: PageToken | null;
 }
 
+/** Seconds a submission refused for its organization's full matching lane is asked to wait. */
+const LANE_RETRY_AFTER_SECONDS = 1;
+
+/**
+ * `503 Server busy` (with `retryAfter`; the route sets the header) when the organization's
+ * matching lane is full (rules/patterns.ts): its flood is refused, not held.
+ */
+async function busyWhenLaneFull<T>(matching: Promise<T>): Promise<T> {
+  try {
+    return await matching;
+  } catch (error) {
+    if (!(error instanceof LaneFullError)) throw error;
+    throw new ApiError(ERRORS.serverBusy, { retryAfter: LANE_RETRY_AFTER_SECONDS });
+  }
+}
+
 /** The form rules of an ingestion route. */
 export function createFormRules(db: Db): FormRules {
   return {
     async caught(form, payload) {
       if (!form.spamRules) return { spam: false, pageToken: null };
-      const verdict = await spamRuleCaught(form.spamRules, {
+      const verdict = await busyWhenLaneFull(spamRuleCaught(form.spamRules, {
         payload,
         sealer: db.sealer,
         publicKey: form.publicKey,
         orgId: form.orgId,
         now: Date.now(),
-      });
+      }));
       if (verdict.rule !== null) countSpamCaught(form.id, verdict.rule);
       return verdict.rule === null
         ? { spam: false, pageToken: verdict.pageToken }
@@ -54,7 +71,9 @@ export function createFormRules(db: Db): FormRules {
     },
 
     async destinationsOf(target, payload) {
-      const routed = await routeSubmission(target, { payload, orgId: target.form.orgId });
+      const routed = await busyWhenLaneFull(
+        routeSubmission(target, { payload, orgId: target.form.orgId }),
+      );
       if (target.routed && routed.length === 0) countUnrouted(target.form.id);
       const settings = target.form.confirmation;
       if (!settings) return routed;

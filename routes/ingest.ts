@@ -140,6 +140,9 @@ export function ingestRoutes(deps: AppDeps) {
         const reason = refusalReason(error);
         if (reason !== null) refusals.count(seen.formId, reason);
       }
+      // Refusals thrown where the context is not at hand carry their wait in the body only.
+      const retryAfter = error instanceof ApiError ? error.details.retryAfter : undefined;
+      if (typeof retryAfter === "number") c.header("Retry-After", String(retryAfter));
       // A person who posted a plain HTML form gets a page to read, not JSON. Headers set
       // before the throw (CORS, Retry-After) stay on the context, so the page has them too.
       if (!browserPost || !(error instanceof ApiError)) throw error;

@@ -167,21 +167,38 @@ export interface MatchBudget {
  */
 export const ORG_SHARE_MS = 250;
 const ORG_WINDOW_MS = 1000;
+/**
+ * Submission steps that may wait in one organization's lane: past it, a flood's further
+ * submissions are refused (LaneFullError) rather than held, each with its body.
+ */
+export const MAX_LANE_WAITING = 100;
+
+/** An organization's matching lane is full: its submission is refused, to be sent again. */
+export class LaneFullError extends Error {
+  constructor() {
+    super("Too much matching waiting for this organization");
+  }
+}
 
 /** An organization's lane: the tail of its matching, and its share of the current second. */
 interface Lane {
   tail: Promise<unknown>;
   windowStart: number;
   used: number;
+  /** Steps queued or running. */
+  waiting: number;
 }
 
 const lanes = new Map<string, Lane>();
 
 /** Runs `work` after the lane's earlier work, so one lane never matches twice at once. */
 function inLane<T>(name: string, now: () => number, work: (lane: Lane) => Promise<T>): Promise<T> {
-  const lane = lanes.get(name) ?? { tail: Promise.resolve(), windowStart: now(), used: 0 };
+  const lane = lanes.get(name) ??
+    { tail: Promise.resolve(), windowStart: now(), used: 0, waiting: 0 };
+  if (lane.waiting >= MAX_LANE_WAITING) return Promise.reject(new LaneFullError());
   lanes.set(name, lane);
-  const run = lane.tail.then(() => work(lane));
+  lane.waiting++;
+  const run = lane.tail.then(() => work(lane)).finally(() => lane.waiting--);
   const tail = lane.tail = run.catch(() => {});
   tail.then(() => {
     // An idle lane is forgotten once its second is over: nothing of its share is left to keep.

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import {
   compilePattern,
+  LaneFullError,
   matchBudget,
   matchesBounded,
+  MAX_LANE_WAITING,
   MAX_MATCH_CHARS,
   MAX_PATTERN_CHARS,
   patternProblem,
@@ -143,4 +145,20 @@ Deno.test("tenant patterns: matching yields to other requests and one organizati
   // The flood spends its 30 ms in slices: the other organization's matching and another
   // request ran in between; its own second step waited for the first.
   assert.deepEqual(order, ["other organization", "another request", "flood 1", "flood 2"]);
+});
+
+Deno.test("tenant patterns: a full lane refuses further steps of its organization, not others'", async () => {
+  const pattern = compilePattern("x");
+  const values = Array.from({ length: 50 }, () => "a".repeat(MAX_MATCH_CHARS));
+  const steps = Array.from(
+    { length: MAX_LANE_WAITING },
+    () => matchBudget({ lane: "org_full" }).anyMatches(pattern, values),
+  );
+  await assert.rejects(
+    matchBudget({ lane: "org_full" }).anyMatches(pattern, ["x"]),
+    LaneFullError,
+  );
+  assert.equal(await matchBudget({ lane: "org_calm" }).anyMatches(pattern, ["x"]), true);
+  assert.deepEqual(new Set(await Promise.all(steps)), new Set([false]));
+  assert.equal(await matchBudget({ lane: "org_full" }).anyMatches(pattern, ["x"]), true);
 });
