@@ -56,11 +56,14 @@ function matcherOf(functions: string[]) {
     parsed.some(([fn, place]) => fn === name && (place === undefined || url.endsWith(place)));
 }
 
-/** The project folder of a source URL ("routes/", "store/", …), or null outside the project. */
+/**
+ * The project folder of a source URL ("routes/", "store/", …), or the file at the top
+ * level ("listener.ts"); null outside the project.
+ */
 function placeOf(url: string): string | null {
   if (!url.startsWith("file:") || url.includes("/node_modules/")) return null;
   const match = /\/(ingest|routes|store|delivery|connectors|rules|console|cli)\/[^/]+$/.exec(url);
-  return match ? `${match[1]}/` : "top level";
+  return match ? `${match[1]}/` : url.slice(url.lastIndexOf("/") + 1);
 }
 
 /** The profile's busy time per request, by step and, outside the steps, by place. */
