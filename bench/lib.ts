@@ -152,11 +152,10 @@ export async function runWrk(
 }
 
 /**
- * With BENCH_PROFILE_DIR set, the service's processes write a CPU profile there when
- * they stop (open it in Chrome's DevTools; `deno run --cpu-prof`).
+ * With `dir` (by default BENCH_PROFILE_DIR), the service's processes write a CPU profile
+ * there when they stop (open it in Chrome's DevTools; `deno run --cpu-prof`).
  */
-function profileFlags(): string[] {
-  const dir = Deno.env.get("BENCH_PROFILE_DIR");
+function profileFlags(dir = Deno.env.get("BENCH_PROFILE_DIR")): string[] {
   return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
 }
 
@@ -200,7 +199,13 @@ export interface BenchService {
 export async function startBenchService(
   sinkUrl: string,
   env: Record<string, string> = {},
-  options: { otherTenant?: string; processes?: number; destinations?: number } = {},
+  options: {
+    otherTenant?: string;
+    processes?: number;
+    destinations?: number;
+    /** Where the processes write a CPU profile when they stop (default BENCH_PROFILE_DIR). */
+    profileDir?: string;
+  } = {},
 ): Promise<BenchService> {
   const { loadConfig } = await import("../config.ts");
   const { startService } = await import("../service.ts");
@@ -241,7 +246,7 @@ export async function startBenchService(
       let port = freePort();
       while (taken.has(port)) port = freePort();
       taken.add(port);
-      const child = spawnDeno([START_TASK.v8Flags, ...profileFlags(), MAIN], {
+      const child = spawnDeno([START_TASK.v8Flags, ...profileFlags(options.profileDir), MAIN], {
         ...START_TASK.env,
         ...fullEnv,
         PORT: String(port),

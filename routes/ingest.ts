@@ -1,42 +1,23 @@
+/**
+ * `POST /v1/f/:publicKey` and its CORS preflight: the HTTP around the ingestion
+ * pipeline (ingest/pipeline.ts): CORS, the door's header checks (declared size, type,
+ * form, origin), the page or JSON answer, and the form's refusals counted for its tenant.
+ *
+ * @module
+ */
 import { type Context, Hono } from "hono";
-import { envelopeTtlMs, sealEnvelope } from "../store/envelope.ts";
-import { submissionIdAt } from "../store/submission_id.ts";
-import type { SubmissionEnvelope } from "../submission.ts";
-import { countAccepted, countSpamCaught, traceSubmission } from "../metrics.ts";
 import type { AppDeps } from "./env.ts";
-import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
-import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
-import { createRateLimiter, type RateSlot } from "../store/rate_limit.ts";
-import { createRefusalCounter, type RefusalReason } from "../store/refusals.ts";
-import { PageTokenUsedError } from "../store/submissions.ts";
-import type { BodyLease } from "../ingest/body_gate.ts";
-import { takeCaptchaToken, verifyCaptcha } from "../ingest/captcha.ts";
-import { clientAddress } from "../ingest/client_address.ts";
-import { ApiError, declaredLength, readBodyWithin, refuseOtherMethods } from "./http.ts";
-import { bodyTimingOf } from "./env.ts";
-import { type BodyKind, bodyKind, parsePayload, takeHoneypot } from "../ingest/parse.ts";
+import type { FormRecord } from "../store/forms.ts";
+import type { RefusalReason } from "../store/refusals.ts";
+import { ApiError, declaredLength, refuseOtherMethods } from "./http.ts";
+import { bodyKind } from "../ingest/parse.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "../ingest/pages.ts";
+import { createIngestPipeline } from "../ingest/pipeline.ts";
+import { MAX_SUBMISSION_BYTES } from "../ingest/steps.ts";
 import { ERRORS, submissionTypeError } from "./errors.ts";
-import { createFormRules, dropPageToken, sentNowhere } from "../ingest/form_rules.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
-
-/** Largest accepted submission body: 128 KB (CONTRACT). */
-const MAX_SUBMISSION_BYTES = 131072;
-/** Seconds a form whose organization's backlog is full is asked to wait. */
-const BACKLOG_RETRY_AFTER_SECONDS = 10;
-/**
- * How long a refusal for a full backlog is held before it is sent. A flood meets a full
- * backlog at once, and answered at once it is answered again and again: 26 000 refusals
- * a second from 50 connections took the thread deliveries need (they fell to 160/s).
- * Held, each connection gets one refusal a second.
- */
-const BACKLOG_REFUSAL_DELAY_MS = 1_000;
-/** Longest User-Agent and Referer kept in the envelope; longer ones are cut. */
-export const MAX_METADATA_CHARS = 1024;
-
-const PUBLIC_KEY = /^pk_[A-Za-z0-9_-]{16,100}$/;
 
 /** Origin of a URL or Origin header, or null when it is not one. */
 function originOf(value: string | undefined): string | null {
@@ -86,32 +67,14 @@ export const NO_DESTINATION_WARNING =
 export const UNROUTED_WARNING =
   "This submission matched no destination's conditions: it was accepted but sent nowhere";
 
-/** How long a form's settings may be cached by ingestion (see createIngestTargets). */
-const TARGET_CACHE_MS = 1000;
-
 /** `POST /v1/f/:publicKey` and its CORS preflight (spec 4.1, CONTRACT "Ingestion"). */
 export function ingestRoutes(deps: AppDeps) {
-  const { config, db, writer, logger } = deps;
-  const ttlMs = envelopeTtlMs(config.retryScheduleMs, config.leaseMs);
-  const targets = createIngestTargets(db, { ttlMs: TARGET_CACHE_MS });
-  const rateLimiter = createRateLimiter(db, config.rateLimit);
-  const bodyTiming = bodyTimingOf(config);
-  const refusals = deps.refusals ?? createRefusalCounter(db);
-  const formRules = createFormRules(db);
-  const addressRule = {
-    header: config.clientIpHeader,
-    trustedProxyHops: config.trustedProxyHops,
-  };
-  /** The enabled form behind a public key with its enabled destinations, or null. */
-  async function lookUp(publicKey: string): Promise<IngestTarget | null> {
-    if (!PUBLIC_KEY.test(publicKey)) return null;
-    const target = await targets.get(publicKey);
-    return target !== null && target.form.enabled ? target : null;
-  }
+  const { config } = deps;
+  const pipeline = createIngestPipeline(deps);
   const router = new Hono<IngestEnv>();
 
   router.options("/:publicKey", async (c) => {
-    const form = (await lookUp(c.req.param("publicKey")))?.form ?? null;
+    const form = (await pipeline.find(c.req.param("publicKey")))?.form ?? null;
     const allow = allowedOrigin(form, originOf(c.req.header("origin")));
     setCorsHeaders(c, allow);
     // Thrown, the error keeps the CORS headers set above (app.onError answers on this context).
@@ -136,16 +99,16 @@ export function ingestRoutes(deps: AppDeps) {
         seen,
       });
     } catch (error) {
-      if (error instanceof ApiError && seen.formId !== null) {
+      if (!(error instanceof ApiError)) throw error;
+      if (seen.formId !== null) {
         const reason = refusalReason(error);
-        if (reason !== null) refusals.count(seen.formId, reason);
+        if (reason !== null) pipeline.refusals.count(seen.formId, reason);
       }
-      // Refusals thrown where the context is not at hand carry their wait in the body only.
-      const retryAfter = error instanceof ApiError ? error.details.retryAfter : undefined;
+      const retryAfter = error.details.retryAfter;
       if (typeof retryAfter === "number") c.header("Retry-After", String(retryAfter));
       // A person who posted a plain HTML form gets a page to read, not JSON. Headers set
       // before the throw (CORS, Retry-After) stay on the context, so the page has them too.
-      if (!browserPost || !(error instanceof ApiError)) throw error;
+      if (!browserPost) throw error;
       return c.html(errorPage(error.status, error.message), error.status);
     }
   });
@@ -162,230 +125,42 @@ export function ingestRoutes(deps: AppDeps) {
     const declared = declaredLength(c);
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
-    const target = await lookUp(publicKey);
+    const target = await pipeline.find(publicKey);
     const form = target?.form ?? null;
     seen.formId = form?.id ?? null;
-    const originHeader = c.req.header("origin");
-    const allow = allowedOrigin(form, originOf(originHeader));
+    const origin = originOf(c.req.header("origin"));
+    const allow = allowedOrigin(form, origin);
     setCorsHeaders(c, allow);
 
     if (declared !== null && declared > MAX_SUBMISSION_BYTES) {
       throw new ApiError(ERRORS.submissionTooLarge);
     }
     if (kind === null) throw new ApiError(submissionTypeError(config.ingestContentTypes));
-    if (target === null || form === null) {
-      throw new ApiError(ERRORS.formEndpointNotFound);
-    }
+    if (target === null || form === null) throw new ApiError(ERRORS.formEndpointNotFound);
     if (allow === null) throw new ApiError(ERRORS.originNotAllowed);
-    const client = clientAddress(
-      addressRule,
-      addressRule.header === null ? undefined : c.req.header(addressRule.header),
-      c.env?.remoteAddr,
-    );
-    const reserved = await rateLimiter.reserve(form.id, client.key);
-    if ("retryAfter" in reserved) {
-      c.header("Retry-After", String(reserved.retryAfter));
-      throw new ApiError(ERRORS.rateLimited, { retryAfter: reserved.retryAfter });
-    }
-    let lease: BodyLease | null = null;
-    try {
-      lease = deps.bodyGate.admit(c, client.key, declared ?? MAX_SUBMISSION_BYTES);
-      return await store(c, {
-        target,
-        kind,
-        contentType,
-        browserPost,
-        ip: client.ip,
-        origin: originOf(originHeader),
-        reserved,
-        lease,
-      });
-    } finally {
-      lease?.release();
-      reserved.release();
-    }
-  }
 
-  /**
-   * Reserves backlog room for a submission whose body is complete: a 202 is a promise
-   * to deliver, made only while the backlog of its organization and of this process is
-   * under its bound. Reserved only now, so bodies still arriving (slow ones too) hold
-   * no room another organization's submissions need. Returns its release, or null
-   * when the submission makes no jobs here.
-   */
-  async function admitJobs(
-    c: Context<IngestEnv>,
-    orgId: string,
-    destinations: IngestTarget["destinations"],
-  ): Promise<(() => void) | null> {
-    let jobs = 0;
-    for (const destination of destinations) if (!destination.held) jobs++;
-    if (jobs === 0 || deps.engine === null) return null;
-    const room = deps.engine.admission.admit(orgId, jobs);
-    if (room !== null) return room;
-    await new Promise((resolve) => setTimeout(resolve, BACKLOG_REFUSAL_DELAY_MS));
-    c.header("Retry-After", String(BACKLOG_RETRY_AFTER_SECONDS));
-    throw new ApiError(ERRORS.backlogFull, { retryAfter: BACKLOG_RETRY_AFTER_SECONDS });
-  }
-
-  /** Reads, parses and checks the body of an admitted request, and stores the submission. */
-  async function store(
-    c: Context<IngestEnv>,
-    request: {
-      target: IngestTarget;
-      kind: BodyKind;
-      contentType: string;
-      browserPost: boolean;
-      ip: string | null;
-      /** The request's origin as scheme://host[:port], null when absent or not one. */
-      origin: string | null;
-      reserved: RateSlot;
-      lease: BodyLease;
-    },
-  ) {
-    const { target, kind, contentType, ip } = request;
-    const { form } = target;
-    const invalid = kind === "json" ? ERRORS.invalidJsonPayload : ERRORS.invalidFormPayload;
-    const bytes = await readBodyWithin(c, {
-      limit: MAX_SUBMISSION_BYTES,
-      timing: bodyTiming,
-      // A client that hangs up before its declared length is a bad request, not our error.
-      hangUp: () => new ApiError(invalid, { detail: "The body ended before it was complete" }),
-      room: request.lease,
-    }).catch((error) => {
-      // A body late, too slow or cut off uses the client's slot: holding a body open
-      // until its deadline costs the attacker what a submission costs.
-      request.reserved.count();
-      throw error;
-    });
-    if (bytes === null) throw new ApiError(ERRORS.submissionTooLarge);
-    if (bytes.length === 0) throw new ApiError(invalid, { detail: "Empty body" });
-    const payload = await parsePayload(kind, bytes, {
+    const { envelope, nowhere } = await pipeline.submit(c, {
+      target,
+      kind,
       contentType,
-      variant: config.ingestContentTypes,
+      declared,
+      origin,
     });
-    const honeypot = form.honeypotField !== null && takeHoneypot(payload, form.honeypotField);
-    const spamCheck = honeypot
-      ? { spam: true, pageToken: null }
-      : form.spamRules
-      ? await formRules.caught(form, payload)
-      : dropPageToken(payload);
-    let isSpam = spamCheck.spam;
-
-    if (form.verifyCaptcha) {
-      const token = takeCaptchaToken(payload, c.req.header("x-captcha-token"));
-      if (token === null) throw new ApiError(ERRORS.captchaRequired);
-      const secret = await openCaptchaSecret(db, form);
-      const valid = secret !== null && token.length <= 10_000 &&
-        await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip });
-      if (!valid) {
-        // A failed verification uses the client's slot: one that keeps failing is
-        // limited like one that keeps submitting, and the provider is not called for it.
-        request.reserved.count();
-        throw new ApiError(ERRORS.captchaInvalid);
-      }
+    if (browserPost) {
+      // The thank-you page is the form's own setting, never taken from the request.
+      if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
+      return c.html(thankYouPage(), 202);
     }
-
-    // A bot that filled the honeypot gets the same answer as a person, and nothing is kept.
-    // Routing and the confirmation (form_rules.ts) only for a form that has them.
-    const destinations = isSpam
-      ? []
-      : target.routed || form.confirmation
-      ? await formRules.destinationsOf(target, payload)
-      : target.destinations;
-    if (isSpam) refusals.count(form.id, "spam");
-    // Accepted all the same (the visitor did nothing wrong, and a refusal would lose
-    // their message too), but the tenant is told: counted, and said in the answer.
-    const nowhere = !isSpam && sentNowhere(destinations);
-    if (nowhere) refusals.count(form.id, "nowhere");
-    const room = await admitJobs(c, form.orgId, destinations);
-    try {
-      const submittedAt = Date.now();
-      const envelope: SubmissionEnvelope = {
-        submissionId: submissionIdAt(submittedAt),
-        formId: form.id,
-        formName: form.name,
-        payload,
-        metadata: {
-          origin: request.origin,
-          ip,
-          userAgent: c.req.header("user-agent")?.slice(0, MAX_METADATA_CHARS) ?? null,
-          referer: c.req.header("referer")?.slice(0, MAX_METADATA_CHARS) ?? null,
-          submittedAt: new Date(submittedAt).toISOString(),
-        },
-      };
-      traceSubmission(envelope.submissionId);
-      request.reserved.count();
-      if (destinations.length > 0) {
-        const pageToken = spamCheck.pageToken?.signature;
-        if (!await storeEnvelope(envelope, { form, destinations, submittedAt, pageToken })) {
-          // Its page token was used before: a bot reusing one, answered as spam.
-          isSpam = true;
-          countSpamCaught(form.id, "time_trap");
-          refusals.count(form.id, "spam");
+    return c.json(
+      nowhere
+        ? {
+          ok: true,
+          submissionId: envelope.submissionId,
+          warning: target.destinations.length > 0 ? UNROUTED_WARNING : NO_DESTINATION_WARNING,
         }
-      }
-      countAccepted(form.id, isSpam);
-      if (request.browserPost) {
-        // The thank-you page is the form's own setting, never taken from the request.
-        if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
-        return c.html(thankYouPage(), 202);
-      }
-      return c.json(
-        nowhere
-          ? {
-            ok: true,
-            submissionId: envelope.submissionId,
-            warning: target.destinations.length > 0 ? UNROUTED_WARNING : NO_DESTINATION_WARNING,
-          }
-          : { ok: true, submissionId: envelope.submissionId },
-        202,
-      );
-    } finally {
-      room?.();
-    }
-  }
-
-  /**
-   * Seals and stores an accepted submission with its jobs, and wakes them. False when
-   * its page token was used before (nothing stored).
-   */
-  async function storeEnvelope(
-    envelope: SubmissionEnvelope,
-    { form, destinations, submittedAt, pageToken }: {
-      form: FormRecord;
-      destinations: IngestTarget["destinations"];
-      submittedAt: number;
-      pageToken?: string;
-    },
-  ): Promise<boolean> {
-    let stored;
-    // Counted from here, not from the start: a client slow to send its body is not load.
-    deps.ingestLoad.enter(form.orgId);
-    try {
-      stored = await writer.write({
-        submissionId: envelope.submissionId,
-        formId: form.id,
-        orgId: form.orgId,
-        sealedEnvelope: await sealEnvelope(db.sealer, envelope),
-        destinations,
-        submittedAt,
-        envelopeTtlMs: ttlMs,
-        pageToken,
-      }, { wokenHere: deps.engine !== null });
-    } catch (error) {
-      if (error instanceof PageTokenUsedError) return false;
-      logger.error("submission not stored", {
-        formId: form.id,
-        submissionId: envelope.submissionId,
-        error: error instanceof Error ? error.message : String(error),
-      });
-      throw new ApiError(ERRORS.storeFailed);
-    } finally {
-      deps.ingestLoad.leave(form.orgId);
-    }
-    deps.engine?.wakeStored(stored);
-    return true;
+        : { ok: true, submissionId: envelope.submissionId },
+      202,
+    );
   }
 
   refuseOtherMethods(router, "/:publicKey");

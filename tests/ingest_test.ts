@@ -3,7 +3,7 @@ import { expectError } from "./helpers/assert.ts";
 import { createApp } from "../app.ts";
 import { MAX_JSON_DEPTH } from "../ingest/parse.ts";
 import { createBodyGate } from "../ingest/body_gate.ts";
-import { MAX_METADATA_CHARS } from "../routes/ingest.ts";
+import { MAX_METADATA_CHARS } from "../ingest/steps.ts";
 import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";
 import type { StoredJob } from "../store/job_record.ts";

@@ -1,0 +1,328 @@
+/**
+ * The steps of a submission's way in, in the order ingest/pipeline.ts runs them:
+ *
+ * 1. {@linkcode limitClient}: who the client is (ingest/client_address.ts) and its rate slot.
+ * 2. {@linkcode readSubmissionBody}: the body, within its deadline and the body budget.
+ * 3. {@linkcode parseSubmission}: the payload, from JSON, urlencoded or multipart.
+ * 4. {@linkcode checkSpam}: the honeypot and the form's spam rules.
+ * 5. {@linkcode checkCaptcha}: the captcha token, verified with the form's provider.
+ * 6. {@linkcode routeSubmission}: the destinations it goes to (routing, confirmation).
+ * 7. {@linkcode admitJobs}: room in the backlog for its jobs.
+ * 8. {@linkcode sealAndStore}: the sealed envelope and its jobs, in one KV commit.
+ * 9. {@linkcode wake}: the stored jobs handed to this process's delivery engine.
+ *
+ * Each step is a plain function of {@linkcode IngestParts} and what the steps before it
+ * produced, so it can be read, tested and profiled alone. A refusal is an ApiError of
+ * the catalogue (routes/errors.ts); one with `retryAfter` in its details gets that
+ * Retry-After header from the route.
+ *
+ * @module
+ */
+import type { Context } from "hono";
+import type { Config } from "../config.ts";
+import type { DeliveryEngine } from "../delivery/engine.ts";
+import type { IngestLoad } from "../delivery/ingest_load.ts";
+import type { Logger } from "../log.ts";
+import { ERRORS } from "../routes/errors.ts";
+import { ApiError, type BodyTiming, readBodyWithin } from "../routes/http.ts";
+import type { Db } from "../store/db.ts";
+import { sealEnvelope } from "../store/envelope.ts";
+import type { IngestTarget } from "../store/form_cache.ts";
+import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
+import type { RateLimiter, RateSlot } from "../store/rate_limit.ts";
+import type { RefusalCounter } from "../store/refusals.ts";
+import {
+  PageTokenUsedError,
+  type StoredSubmission,
+  type SubmissionWriter,
+} from "../store/submissions.ts";
+import type { PageToken } from "../rules/spam.ts";
+import type { SubmissionEnvelope } from "../submission.ts";
+import type { BodyLease } from "./body_gate.ts";
+import { takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
+import { type ClientAddress, clientAddress, type ClientAddressRule } from "./client_address.ts";
+import { dropPageToken, type FormRules, sentNowhere, type SpamCheck } from "./form_rules.ts";
+import { type BodyKind, parsePayload, takeHoneypot } from "./parse.ts";
+
+/** Largest accepted submission body: 128 KB (CONTRACT). */
+export const MAX_SUBMISSION_BYTES = 131072;
+/** Longest User-Agent and Referer kept in the envelope; longer ones are cut. */
+export const MAX_METADATA_CHARS = 1024;
+/** Seconds a form whose organization's backlog is full is asked to wait. */
+const BACKLOG_RETRY_AFTER_SECONDS = 10;
+/**
+ * How long a refusal for a full backlog is held before it is sent. A flood meets a full
+ * backlog at once, and answered at once it is answered again and again: 26 000 refusals
+ * a second from 50 connections took the thread deliveries need (they fell to 160/s).
+ * Held, each connection gets one refusal a second.
+ */
+const BACKLOG_REFUSAL_DELAY_MS = 1_000;
+
+/** What the steps are built from: the parts of the service ingestion uses, made once. */
+export interface IngestParts {
+  config: Config;
+  db: Db;
+  writer: SubmissionWriter;
+  logger: Logger;
+  /** Null where this process only accepts and another one delivers. */
+  engine: DeliveryEngine | null;
+  ingestLoad: IngestLoad;
+  refusals: RefusalCounter;
+  rateLimiter: RateLimiter;
+  formRules: FormRules;
+  /** Where the client's address is read from (config.clientIpHeader, trustedProxyHops). */
+  addressRule: ClientAddressRule;
+  bodyTiming: BodyTiming;
+  /** How long a stored envelope is kept (store/envelope.ts envelopeTtlMs). */
+  envelopeTtlMs: number;
+}
+
+/** The client of a request and its reserved rate slot. */
+export interface LimitedClient {
+  client: ClientAddress;
+  slot: RateSlot;
+}
+
+/**
+ * Step 1: the client's address (from the trusted proxy header or the connection) and a
+ * slot of the form's rate limit for it; throws `429` with `retryAfter` when the
+ * client's slots are taken.
+ */
+export async function limitClient(
+  parts: Pick<IngestParts, "addressRule" | "rateLimiter">,
+  request: { form: FormRecord; header: string | undefined; remoteAddr: Deno.Addr | undefined },
+): Promise<LimitedClient> {
+  const client = clientAddress(parts.addressRule, request.header, request.remoteAddr);
+  const reserved = await parts.rateLimiter.reserve(request.form.id, client.key);
+  if ("retryAfter" in reserved) {
+    throw new ApiError(ERRORS.rateLimited, { retryAfter: reserved.retryAfter });
+  }
+  return { client, slot: reserved };
+}
+
+/** The error for an invalid payload of a body kind. */
+function invalidPayload(kind: BodyKind) {
+  return kind === "json" ? ERRORS.invalidJsonPayload : ERRORS.invalidFormPayload;
+}
+
+/**
+ * Step 2: the request's body of at most 128 KB, read within the body deadline and the
+ * room `lease` holds in the body budget. A body late, too slow or cut off uses the
+ * client's slot: holding a body open until its deadline costs an attacker what a
+ * submission costs. Throws `413` for a longer body, `408` for a late one.
+ */
+export async function readSubmissionBody(
+  parts: Pick<IngestParts, "bodyTiming">,
+  c: Context,
+  request: { kind: BodyKind; slot: RateSlot; lease: BodyLease },
+): Promise<Uint8Array<ArrayBuffer>> {
+  const bytes = await readBodyWithin(c, {
+    limit: MAX_SUBMISSION_BYTES,
+    timing: parts.bodyTiming,
+    // A client that hangs up before its declared length is a bad request, not our error.
+    hangUp: () =>
+      new ApiError(invalidPayload(request.kind), {
+        detail: "The body ended before it was complete",
+      }),
+    room: request.lease,
+  }).catch((error) => {
+    request.slot.count();
+    throw error;
+  });
+  if (bytes === null) throw new ApiError(ERRORS.submissionTooLarge);
+  return bytes;
+}
+
+/** Step 3: the payload of a complete body; throws `400` for an empty or malformed one. */
+export async function parseSubmission(
+  parts: Pick<IngestParts, "config">,
+  body: { kind: BodyKind; bytes: Uint8Array<ArrayBuffer>; contentType: string },
+): Promise<unknown> {
+  if (body.bytes.length === 0) {
+    throw new ApiError(invalidPayload(body.kind), { detail: "Empty body" });
+  }
+  return await parsePayload(body.kind, body.bytes, {
+    contentType: body.contentType,
+    variant: parts.config.ingestContentTypes,
+  });
+}
+
+/**
+ * Step 4: whether the submission is spam: its honeypot field filled, or caught by the
+ * form's spam rules (counted per rule). Takes the honeypot field and the time trap's
+ * token out of the payload either way: they are the page's, never the visitor's.
+ */
+export async function checkSpam(
+  parts: Pick<IngestParts, "formRules">,
+  form: FormRecord,
+  payload: unknown,
+): Promise<SpamCheck> {
+  if (form.honeypotField !== null && takeHoneypot(payload, form.honeypotField)) {
+    return { spam: true, pageToken: null };
+  }
+  return form.spamRules ? await parts.formRules.caught(form, payload) : dropPageToken(payload);
+}
+
+/**
+ * Step 5: for a form that verifies a captcha, its token (from the payload or the
+ * `x-captcha-token` header) verified with the provider; throws `400` when it is missing
+ * or invalid. A failed verification uses the client's slot: one that keeps failing is
+ * limited like one that keeps submitting, and the provider is not called for it.
+ */
+export async function checkCaptcha(
+  parts: Pick<IngestParts, "config" | "db">,
+  request: {
+    form: FormRecord;
+    payload: unknown;
+    header: string | undefined;
+    ip: string | null;
+    slot: RateSlot;
+  },
+): Promise<void> {
+  const { form } = request;
+  if (!form.verifyCaptcha) return;
+  const token = takeCaptchaToken(request.payload, request.header);
+  if (token === null) throw new ApiError(ERRORS.captchaRequired);
+  const secret = await openCaptchaSecret(parts.db, form);
+  const valid = secret !== null && token.length <= 10_000 &&
+    await verifyCaptcha(parts.config.captchaVerifyUrl, {
+      secret,
+      token,
+      remoteIp: request.ip,
+    });
+  if (valid) return;
+  request.slot.count();
+  throw new ApiError(ERRORS.captchaInvalid);
+}
+
+/** Where a submission goes. */
+export interface Routed {
+  /** The destinations it makes jobs for (none for spam). */
+  destinations: IngestTarget["destinations"];
+  /** Accepted but sent to none of the form's destinations (counted as "nowhere"). */
+  nowhere: boolean;
+}
+
+/**
+ * Step 6: the destinations of a submission: none for spam (a bot that filled the
+ * honeypot gets the same answer as a person, and nothing is kept), the routed ones
+ * with a confirmation job for a form that has routing or a confirmation, else all
+ * the form's enabled destinations. Spam and a submission sent nowhere are counted as
+ * the form's refusals: accepted all the same (the visitor did nothing wrong, and a
+ * refusal would lose their message too), but the tenant is told.
+ */
+export async function routeSubmission(
+  parts: Pick<IngestParts, "formRules" | "refusals">,
+  request: { target: IngestTarget; payload: unknown; spam: boolean },
+): Promise<Routed> {
+  const { target, spam } = request;
+  if (spam) {
+    parts.refusals.count(target.form.id, "spam");
+    return { destinations: [], nowhere: false };
+  }
+  const destinations = target.routed || target.form.confirmation
+    ? await parts.formRules.destinationsOf(target, request.payload)
+    : target.destinations;
+  const nowhere = sentNowhere(destinations);
+  if (nowhere) parts.refusals.count(target.form.id, "nowhere");
+  return { destinations, nowhere };
+}
+
+/**
+ * Step 7: backlog room for a submission's jobs: a 202 is a promise to deliver, made
+ * only while the backlog of its organization and of this process is under its bound.
+ * Reserved only once the body is complete, so bodies still arriving (slow ones too)
+ * hold no room another organization's submissions need. Returns its release, or null
+ * when the submission makes no jobs here; throws `503` with `retryAfter`, held a while
+ * (BACKLOG_REFUSAL_DELAY_MS), when the backlog is full.
+ */
+export async function admitJobs(
+  parts: Pick<IngestParts, "engine">,
+  orgId: string,
+  destinations: IngestTarget["destinations"],
+): Promise<(() => void) | null> {
+  let jobs = 0;
+  for (const destination of destinations) if (!destination.held) jobs++;
+  if (jobs === 0 || parts.engine === null) return null;
+  const room = parts.engine.admission.admit(orgId, jobs);
+  if (room !== null) return room;
+  await new Promise((resolve) => setTimeout(resolve, BACKLOG_REFUSAL_DELAY_MS));
+  throw new ApiError(ERRORS.backlogFull, { retryAfter: BACKLOG_RETRY_AFTER_SECONDS });
+}
+
+/** What an envelope records of the request besides the payload. */
+export interface RequestMetadata {
+  /** The request's origin as scheme://host[:port], null when absent or not one. */
+  origin: string | null;
+  ip: string | null;
+  userAgent: string | undefined;
+  referer: string | undefined;
+}
+
+/** The envelope of an accepted submission: its id, form, payload and request metadata. */
+export function envelopeOf(
+  form: FormRecord,
+  submission: { submissionId: string; payload: unknown; metadata: RequestMetadata; at: number },
+): SubmissionEnvelope {
+  const { metadata } = submission;
+  return {
+    submissionId: submission.submissionId,
+    formId: form.id,
+    formName: form.name,
+    payload: submission.payload,
+    metadata: {
+      origin: metadata.origin,
+      ip: metadata.ip,
+      userAgent: metadata.userAgent?.slice(0, MAX_METADATA_CHARS) ?? null,
+      referer: metadata.referer?.slice(0, MAX_METADATA_CHARS) ?? null,
+      submittedAt: new Date(submission.at).toISOString(),
+    },
+  };
+}
+
+/**
+ * Step 8: the envelope sealed and stored with a job per destination in one commit, with
+ * the use of its time-trap page token (rules/spam.ts). Null, nothing stored, when that
+ * token was used before: a bot reusing one. Throws `503` (logged without the payload)
+ * when the commit fails.
+ */
+export async function sealAndStore(
+  parts: Pick<IngestParts, "db" | "writer" | "logger" | "ingestLoad" | "engine" | "envelopeTtlMs">,
+  envelope: SubmissionEnvelope,
+  { form, destinations, submittedAt, pageToken }: {
+    form: FormRecord;
+    destinations: IngestTarget["destinations"];
+    submittedAt: number;
+    pageToken: PageToken | null;
+  },
+): Promise<StoredSubmission | null> {
+  // Counted from here, not from the start: a client slow to send its body is not load.
+  parts.ingestLoad.enter(form.orgId);
+  try {
+    return await parts.writer.write({
+      submissionId: envelope.submissionId,
+      formId: form.id,
+      orgId: form.orgId,
+      sealedEnvelope: await sealEnvelope(parts.db.sealer, envelope),
+      destinations,
+      submittedAt,
+      envelopeTtlMs: parts.envelopeTtlMs,
+      pageToken: pageToken?.signature,
+    }, { wokenHere: parts.engine !== null });
+  } catch (error) {
+    if (error instanceof PageTokenUsedError) return null;
+    parts.logger.error("submission not stored", {
+      formId: form.id,
+      submissionId: envelope.submissionId,
+      error: error instanceof Error ? error.message : String(error),
+    });
+    throw new ApiError(ERRORS.storeFailed);
+  } finally {
+    parts.ingestLoad.leave(form.orgId);
+  }
+}
+
+/** Step 9: the stored jobs handed to this process's delivery engine, if it has one. */
+export function wake(parts: Pick<IngestParts, "engine">, stored: StoredSubmission): void {
+  parts.engine?.wakeStored(stored);
+}
