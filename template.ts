@@ -136,17 +136,41 @@ export function valueText(value: unknown): string {
   return typeof value === "object" ? JSON.stringify(value) : String(value);
 }
 
-/** How a destination renders values into a template. */
+/** The ellipsis every cut ends with. */
+export const ELLIPSIS = "…";
+
+/**
+ * `text` cut to at most `max` characters, ending with an ellipsis when cut, never between
+ * the two halves of a surrogate pair.
+ */
+export function cutValue(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = Math.max(0, max - 1);
+  if (end > 0 && /[\uD800-\uDBFF]/.test(text[end - 1])) end--;
+  return text.slice(0, end) + ELLIPSIS.slice(0, max);
+}
+
+/** How a destination renders values into a template, and how much it can show. */
 export interface TemplateStyle {
   /** Escapes one value for the destination (its markup, a header's encoding…). */
   escape(value: string): string;
   /** `{{fields}}`: the destination's own field list, already escaped. */
   fieldList(): string;
-  /** Shapes a `{{fields.NAME}}` value before it is escaped (e.g. cuts it). */
-  fieldValue?(text: string): string;
+  /** Longest `{{fields.NAME}}` value, before escaping; a longer one is cut with an ellipsis. */
+  maxFieldChars: number;
+  /** Where rendering stops: no part is added once the text is longer than this. */
+  maxChars: number;
 }
 
-/** Renders a parsed template for an envelope: the tenant's text as written, values escaped. */
+/**
+ * Renders a parsed template for an envelope: the tenant's text as written, values escaped.
+ * The work is bounded by what the destination can show, whatever the template and the
+ * payload: each field value is cut before it is escaped, each value (and `{{fields}}`) is
+ * worked out once however often the template names it, and rendering stops after the
+ * part that takes the text past `style.maxChars`. So the result is longer than
+ * `maxChars` only when something was left out, by at most one part: the caller cuts it
+ * where its markup allows (connectors/chat/common.ts `cutMarkup`).
+ */
 export function renderTemplate(
   parts: TemplatePart[],
   envelope: SubmissionEnvelope,
@@ -155,24 +179,49 @@ export function renderTemplate(
   const payload = typeof envelope.payload === "object" && envelope.payload !== null
     ? envelope.payload as Record<string, unknown>
     : {};
-  return parts.map((part) => {
-    if ("text" in part) return part.text;
-    if ("field" in part) {
-      if (!Object.hasOwn(payload, part.field)) return "";
-      const text = valueText(payload[part.field]);
-      return style.escape(style.fieldValue ? style.fieldValue(text) : text);
+  // One escaped value per placeholder however often the template repeats it.
+  const values = new Map<string, string>();
+  const valueOf = (part: Exclude<TemplatePart, { text: string }>): string => {
+    const key = "field" in part ? `fields.${part.field}` : part.name;
+    let value = values.get(key);
+    if (value === undefined) {
+      value = renderValue(part, envelope, payload, style);
+      values.set(key, value);
     }
-    switch (part.name) {
-      case "formName":
-        return style.escape(envelope.formName);
-      case "submissionId":
-        return style.escape(envelope.submissionId);
-      case "submittedAt":
-        return style.escape(envelope.metadata.submittedAt);
-      case "origin":
-        return style.escape(envelope.metadata.origin ?? "");
-      case "fields":
-        return style.fieldList();
-    }
-  }).join("");
+    return value;
+  };
+  const pieces: string[] = [];
+  let length = 0;
+  for (const part of parts) {
+    if (length > style.maxChars) break;
+    const piece = "text" in part ? part.text : valueOf(part);
+    pieces.push(piece);
+    length += piece.length;
+  }
+  return pieces.join("");
+}
+
+/** One placeholder's value, escaped for the destination (fields cut first). */
+function renderValue(
+  part: Exclude<TemplatePart, { text: string }>,
+  envelope: SubmissionEnvelope,
+  payload: Record<string, unknown>,
+  style: TemplateStyle,
+): string {
+  if ("field" in part) {
+    if (!Object.hasOwn(payload, part.field)) return "";
+    return style.escape(cutValue(valueText(payload[part.field]), style.maxFieldChars));
+  }
+  switch (part.name) {
+    case "formName":
+      return style.escape(envelope.formName);
+    case "submissionId":
+      return style.escape(envelope.submissionId);
+    case "submittedAt":
+      return style.escape(envelope.metadata.submittedAt);
+    case "origin":
+      return style.escape(envelope.metadata.origin ?? "");
+    case "fields":
+      return style.fieldList();
+  }
 }

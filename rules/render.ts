@@ -8,7 +8,7 @@
  */
 
 import type { SubmissionEnvelope } from "../submission.ts";
-import { isTemplateFault, parseTemplate, renderTemplate } from "../template.ts";
+import { cutValue, isTemplateFault, parseTemplate, renderTemplate } from "../template.ts";
 
 /** What placeholders are replaced with. */
 export interface RenderValues {
@@ -23,9 +23,13 @@ export interface RenderValues {
 }
 
 /** Cuts a value to `max` characters with an ellipsis. */
-export function cut(value: string, max: number): string {
-  return value.length > max ? `${value.slice(0, max - 1)}…` : value;
-}
+export const cut = cutValue;
+
+/**
+ * Longest rendered text: twice the longest confirmation text, so a text that names
+ * long fields many times costs no more than this.
+ */
+export const MAX_RENDERED_CHARS = 8000;
 
 /** A field's value as text: strings as they are, arrays joined, anything else as JSON. */
 export function fieldText(value: unknown): string {
@@ -35,7 +39,10 @@ export function fieldText(value: unknown): string {
   return typeof value === "object" ? JSON.stringify(value) : String(value);
 }
 
-/** `text` with its placeholders replaced; an unknown placeholder stays as written. */
+/**
+ * `text` with its placeholders replaced; an unknown placeholder stays as written. Field
+ * values are cut to `maxFieldChars`, the whole to MAX_RENDERED_CHARS.
+ */
 export function renderPlaceholders(text: string, values: RenderValues): string {
   const parts = parseTemplate(text, { lenient: true });
   if (isTemplateFault(parts)) return text;
@@ -52,9 +59,11 @@ export function renderPlaceholders(text: string, values: RenderValues): string {
       submittedAt: values.submittedAt,
     },
   };
-  return renderTemplate(parts, envelope, {
+  const rendered = renderTemplate(parts, envelope, {
     escape: (value) => value,
     fieldList: () => "",
-    fieldValue: (value) => cut(value, values.maxFieldChars),
+    maxFieldChars: values.maxFieldChars,
+    maxChars: MAX_RENDERED_CHARS,
   });
+  return cutValue(rendered, MAX_RENDERED_CHARS);
 }

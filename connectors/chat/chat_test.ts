@@ -60,6 +60,17 @@ function worstCase(): SubmissionEnvelope {
   return { ...ENVELOPE, formName: "F".repeat(500), payload };
 }
 
+/** The worst accepted template: one field named as often as 4 096 characters allow. */
+const WORST_TEMPLATE = "{{fields.x}}".repeat(341);
+
+/** `<&>` as each service's escaping shows it. */
+const SHOWN: Record<ChatService, string> = {
+  slack: "&lt;&amp;&gt;",
+  discord: "\\<&\\>",
+  teams: "<&>",
+  telegram: "&lt;&amp;&gt;",
+};
+
 for (const service of SERVICES) {
   Deno.test(`${service}: a readable message the service accepts`, async () => {
     await using receiver = startChatReceiver(service);
@@ -94,6 +105,32 @@ for (const service of SERVICES) {
     });
     await deliver(worstCase());
     assert.deepEqual(receiver.refused, []);
+  });
+
+  Deno.test(`${service}: the worst template with a 128 KB value, alone and in a digest, within limits`, async () => {
+    await using receiver = startChatReceiver(service);
+    // The largest accepted template naming one field 341 times; the value 128 KB of `<&>`.
+    const { deliver } = connectorFor(service, receiver.url, { template: WORST_TEMPLATE });
+    const envelopes = Array.from({ length: 10 }, (_, i) => ({
+      ...ENVELOPE,
+      submissionId: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`,
+      payload: { x: "<&>".repeat(43_691) },
+    }));
+    const receipts = await Promise.all(envelopes.map((envelope) => deliver(envelope)));
+    assert.ok(receipts.every((r) => r.statusCode! >= 200 && r.statusCode! < 300));
+    assert.deepEqual(receiver.refused, []);
+    assert.ok(receiver.accepted.length >= 2, `${receiver.accepted.length} messages`);
+    for (const body of receiver.accepted) {
+      const text = allText(body);
+      // The value as the service shows it, escaped, then cut with an ellipsis.
+      assert.ok(text.includes(JSON.stringify(SHOWN[service].repeat(20)).slice(1, -1)), text);
+      assert.ok(text.includes("…"));
+      assert.ok(text.includes(ENVELOPE.metadata.submittedAt));
+      assert.ok(text.length < 30_000, `${text.length} characters`);
+    }
+    assert.ok(
+      receiver.accepted.some((body) => /\d+ new submissions to Contact/.test(allText(body))),
+    );
   });
 
   Deno.test(`${service}: a 429 holds the message as told and it is sent then; a deleted webhook is "gone"`, async () => {

@@ -10,11 +10,13 @@
 import { urlOrigin } from "../../redact.ts";
 import type { SubmissionEnvelope } from "../../submission.ts";
 import {
+  ELLIPSIS,
   isTemplateFault,
   parseTemplate,
   payloadFields,
   renderTemplate,
   type TemplatePart,
+  type TemplateStyle,
 } from "../../template.ts";
 import {
   discardBody,
@@ -64,17 +66,17 @@ export function templateParts(template: string | undefined): TemplatePart[] | nu
   return isTemplateFault(parsed) ? [{ text: template }] : parsed;
 }
 
-/** The ellipsis every cut ends with. */
-export const ELLIPSIS = "…";
-
 /**
  * The longest start of `raw` whose escaped form, with an ellipsis when cut, is at most
- * `max` characters (`escape` may grow text: `&` → `&amp;`), never splitting a surrogate
- * pair or an escape sequence.
+ * `max` characters (`escape` may grow text, `&` → `&amp;`, never shorten it), never
+ * splitting a surrogate pair or an escape sequence. Only about `max` characters of `raw`
+ * are ever escaped, however long it is.
  */
 export function cutEscaped(raw: string, max: number, escape: (text: string) => string): string {
-  const whole = escape(raw);
-  if (whole.length <= max) return whole;
+  if (raw.length <= max) {
+    const whole = escape(raw);
+    if (whole.length <= max) return whole;
+  }
   let end = Math.min(raw.length, max);
   for (;;) {
     if (end > 0 && /[\uD800-\uDBFF]/.test(raw[end - 1])) end--;
@@ -126,15 +128,46 @@ export function fieldsWithin(
   return { shown, more: all.length - shown.length };
 }
 
-/** Renders a config's template for an envelope, or null when it has none. */
+/**
+ * A field list as text: `line(name, value)` for as many fields as `room` characters hold
+ * (names and values cut and escaped), then "(N more fields)"; lines joined by `separator`
+ * (a line break by default). What `{{fields}}` shows in a template.
+ */
+export function fieldList(
+  envelope: SubmissionEnvelope,
+  options: {
+    maxName: number;
+    maxValue: number;
+    escape: (text: string) => string;
+    line: (name: string, value: string) => string;
+    room: number;
+    separator?: string;
+  },
+): string {
+  const { line } = options;
+  let room = options.room;
+  const { shown, more } = fieldsWithin(envelope, options, (field) => {
+    room -= line(field.name, field.value).length + 1;
+    return room >= 0;
+  });
+  const lines = shown.map((field) => line(field.name, field.value));
+  if (more > 0) lines.push(moreFields(more));
+  return lines.join(options.separator ?? "\n");
+}
+
+/**
+ * Renders a config's template for an envelope within `style.maxChars` (cut at a line
+ * break, never inside a tag or an escape, with an ellipsis), or null when it has none.
+ * Field values are cut to `style.maxFieldChars` before escaping and rendering stops at
+ * the limit (template.ts), so the cost is bounded by the limit, not by the template.
+ */
 export function renderConfigTemplate(
   template: string | undefined,
   envelope: SubmissionEnvelope,
-  escape: (text: string) => string,
-  fieldList: () => string,
+  style: TemplateStyle,
 ): string | null {
   const parts = templateParts(template);
-  return parts === null ? null : renderTemplate(parts, envelope, { escape, fieldList });
+  return parts === null ? null : cutMarkup(renderTemplate(parts, envelope, style), style.maxChars);
 }
 
 /** How a service's answer reads: a receipt, or a DeliveryError to throw. */
@@ -264,18 +297,15 @@ export function digestPart(
   },
 ): string {
   const { escape, line, maxChars } = options;
-  const list = () => {
-    let room = maxChars - 30;
-    const { shown, more } = fieldsWithin(envelope, { maxName: 100, maxValue: 300, escape }, (f) => {
-      room -= line(f.name, f.value).length + 1;
-      return room >= 0;
-    });
-    const lines = shown.map((f) => line(f.name, f.value));
-    if (more > 0) lines.push(moreFields(more));
-    return lines.join("\n");
-  };
-  const rendered = renderConfigTemplate(options.template, envelope, escape, list);
-  return cutMarkup(rendered ?? list(), maxChars);
+  const list = () =>
+    fieldList(envelope, { maxName: 100, maxValue: 300, escape, line, room: maxChars - 30 });
+  const rendered = renderConfigTemplate(options.template, envelope, {
+    escape,
+    fieldList: list,
+    maxFieldChars: maxChars,
+    maxChars,
+  });
+  return rendered ?? cutMarkup(list(), maxChars);
 }
 
 /** The title of a digest: "5 new submissions to Contact". */

@@ -19,9 +19,9 @@ import {
   type ChatResponse,
   createChatConnector,
   cut,
-  cutMarkup,
   digestPart,
   digestTitle,
+  fieldList,
   fieldsWithin,
   moreFields,
   presentation,
@@ -70,15 +70,19 @@ export function discordMessage(
   const footer = cut(smallPrint(envelope), 200);
   // Room for the "(N more fields)" note in the description.
   let budget = DISCORD_LIMITS.total - title.length - footer.length - 40;
-  const rendered = renderConfigTemplate(config.template, envelope, discordEscape, () => {
-    const { shown, more } = fieldsWithin(
-      envelope,
-      { maxName: 100, maxValue: 300, escape: discordEscape },
-      () => true,
-    );
-    const lines = shown.map(({ name, value }) => `**${name}:** ${value}`);
-    if (more > 0) lines.push(moreFields(more));
-    return lines.join("\n");
+  const maxDescription = Math.min(DISCORD_LIMITS.description, budget);
+  const rendered = renderConfigTemplate(config.template, envelope, {
+    escape: discordEscape,
+    fieldList: () =>
+      fieldList(envelope, {
+        maxName: 100,
+        maxValue: 300,
+        escape: discordEscape,
+        line: (name, value) => `**${name}:** ${value}`,
+        room: maxDescription,
+      }),
+    maxFieldChars: maxDescription,
+    maxChars: maxDescription,
   });
   const embed: Record<string, unknown> = {
     title,
@@ -87,7 +91,7 @@ export function discordMessage(
     color: 0x5865f2,
   };
   if (rendered !== null) {
-    embed.description = cutMarkup(rendered, Math.min(DISCORD_LIMITS.description, budget));
+    embed.description = rendered;
   } else {
     const { shown, more } = fieldsWithin(
       envelope,

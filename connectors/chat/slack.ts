@@ -22,6 +22,7 @@ import {
   cutEscaped,
   digestPart,
   digestTitle,
+  fieldList,
   fieldsWithin,
   moreFields,
   presentation,
@@ -40,8 +41,16 @@ export const slackConfigSchema = z.strictObject({
 
 export type SlackConfig = z.infer<typeof slackConfigSchema>;
 
-/** Slack's limits (Block Kit). */
-export const SLACK_LIMITS = { blocks: 50, sectionChars: 3000, fieldValueChars: 2000 } as const;
+/**
+ * Slack's limits (Block Kit), and the most a templated message shows: four sections,
+ * enough for any form, short enough to read in a channel.
+ */
+export const SLACK_LIMITS = {
+  blocks: 50,
+  sectionChars: 3000,
+  fieldValueChars: 2000,
+  templateChars: 12_000,
+} as const;
 
 /** Escapes text for Slack's mrkdwn and `text`: `&`, `<`, `>` (mentions and links need them). */
 export function slackEscape(text: string): string {
@@ -59,18 +68,28 @@ export function slackMessage(envelope: SubmissionEnvelope, config: Pick<SlackCon
   const title = cutEscaped(envelope.formName, 150, slackEscape);
   // Title, the "(N more fields)" note and the small print leave the rest to the fields.
   const maxSections = SLACK_LIMITS.blocks - 3;
-  const { shown, more } = fieldsWithin(
-    envelope,
-    { maxName: 200, maxValue: SLACK_LIMITS.fieldValueChars, escape: slackEscape },
-    () => true,
-  );
-  const lines = shown.map(({ name, value }) => `*${name}:* ${value}`);
-  const rendered = renderConfigTemplate(
-    config.template,
-    envelope,
-    slackEscape,
-    () => lines.join("\n"),
-  );
+  const line = (name: string, value: string) => `*${name}:* ${value}`;
+  const rendered = renderConfigTemplate(config.template, envelope, {
+    escape: slackEscape,
+    fieldList: () =>
+      fieldList(envelope, {
+        maxName: 200,
+        maxValue: SLACK_LIMITS.fieldValueChars,
+        escape: slackEscape,
+        line,
+        room: SLACK_LIMITS.templateChars,
+      }),
+    maxFieldChars: SLACK_LIMITS.sectionChars,
+    maxChars: SLACK_LIMITS.templateChars,
+  });
+  const { shown, more } = rendered === null
+    ? fieldsWithin(
+      envelope,
+      { maxName: 200, maxValue: SLACK_LIMITS.fieldValueChars, escape: slackEscape },
+      () => true,
+    )
+    : { shown: [], more: 0 };
+  const lines = shown.map(({ name, value }) => line(name, value));
   const chunks = rendered === null
     ? packLines(lines)
     : chunkText(rendered, SLACK_LIMITS.sectionChars);
@@ -78,7 +97,6 @@ export function slackMessage(envelope: SubmissionEnvelope, config: Pick<SlackCon
   const blocks: unknown[] = [section(`*${title}*`), ...sections];
   const dropped = rendered === null ? more + countLines(chunks.slice(maxSections)) : 0;
   if (dropped > 0) blocks.push(context(moreFields(dropped)));
-  else if (chunks.length > maxSections) blocks.push(context("(message cut)"));
   blocks.push(context(slackEscape(smallPrint(envelope))));
   return { text: `New submission to ${title}`, blocks };
 }

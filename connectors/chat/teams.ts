@@ -17,9 +17,9 @@ import {
   type ChatResponse,
   createChatConnector,
   cut,
-  cutMarkup,
   digestPart,
   digestTitle,
+  fieldList,
   fieldsWithin,
   moreFields,
   presentation,
@@ -79,20 +79,25 @@ export function teamsMessage(envelope: SubmissionEnvelope, config: Pick<TeamsCon
   });
   const footer = textBlock(teamsEscape(smallPrint(envelope)), { size: "Small", isSubtle: true });
   let budget = TEAMS_MAX_BYTES - 600 - bytes(title) - bytes(footer);
-  const rendered = renderConfigTemplate(config.template, envelope, teamsEscape, () => {
-    const { shown, more } = fieldsWithin(
-      envelope,
-      { maxName: 100, maxValue: 500, escape: teamsEscape },
-      () => true,
-    );
-    const lines = shown.map(({ name, value }) => `**${name}:** ${value}`);
-    if (more > 0) lines.push(moreFields(more));
-    return lines.join("\n\n");
+  // A character can take up to three bytes as UTF-8.
+  const maxText = Math.floor(budget / 3);
+  const rendered = renderConfigTemplate(config.template, envelope, {
+    escape: teamsEscape,
+    fieldList: () =>
+      fieldList(envelope, {
+        maxName: 100,
+        maxValue: 500,
+        escape: teamsEscape,
+        line: (name, value) => `**${name}:** ${value}`,
+        room: maxText,
+        separator: "\n\n",
+      }),
+    maxFieldChars: maxText,
+    maxChars: maxText,
   });
   const body: unknown[] = [title];
   if (rendered !== null) {
-    // A character can take up to three bytes as UTF-8.
-    body.push(textBlock(cutMarkup(rendered, Math.floor(budget / 3))));
+    body.push(textBlock(rendered));
   } else {
     const { shown, more } = fieldsWithin(
       envelope,

@@ -17,7 +17,6 @@ import {
   type ChatResponse,
   createChatConnector,
   cutEscaped,
-  cutMarkup,
   digestPart,
   digestTitle,
   fieldsWithin,
@@ -74,19 +73,18 @@ export function telegramMessage(
     if (more > 0) list.push(moreFields(more));
     return list.join("\n");
   };
-  const rendered = renderConfigTemplate(
-    config.template,
-    envelope,
-    telegramEscape,
-    () => lines(300, () => true),
-  );
-  const text = rendered === null
-    ? lines(1000, (size) => {
-      if (size > budget) return false;
-      budget -= size;
-      return true;
-    })
-    : cutMarkup(rendered, budget);
+  const fitsBudget = (size: number) => {
+    if (size > budget) return false;
+    budget -= size;
+    return true;
+  };
+  const rendered = renderConfigTemplate(config.template, envelope, {
+    escape: telegramEscape,
+    fieldList: () => lines(300, fitsBudget),
+    maxFieldChars: budget,
+    maxChars: budget,
+  });
+  const text = rendered ?? lines(1000, fitsBudget);
   return {
     chat_id: config.chatId,
     text: `${title}\n\n${text}\n\n${footer}`,

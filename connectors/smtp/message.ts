@@ -11,7 +11,13 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
-import { isTemplateFault, parseTemplate, payloadFields, renderTemplate } from "../../template.ts";
+import {
+  cutValue,
+  isTemplateFault,
+  parseTemplate,
+  payloadFields,
+  renderTemplate,
+} from "../../template.ts";
 
 /** A message ready for the SMTP client: the envelope addresses and the content. */
 export interface MailMessage {
@@ -125,6 +131,11 @@ export function platformSenderName(formId: string): string {
   return `Form ${formId.replace(/[^0-9A-Za-z]/g, "").slice(0, 8)} via formrelay`;
 }
 
+/** Longest `{{fields.NAME}}` value in a subject; the rest is cut with an ellipsis. */
+export const MAX_SUBJECT_VALUE_CHARS = 200;
+/** Longest subject, placeholders rendered: a mail client shows far less. */
+export const MAX_SUBJECT_CHARS = 500;
+
 /** A value in a subject: one line (the header's encoding does the rest). */
 // deno-lint-ignore no-control-regex -- control characters are what is replaced here
 const subjectValue = (text: string) => text.replace(/[\x00-\x1f\x7f]+/g, " ");
@@ -132,19 +143,24 @@ const subjectValue = (text: string) => text.replace(/[\x00-\x1f\x7f]+/g, " ");
 /**
  * The subject from its template (template.ts placeholders; `{{fields}}` as one line of
  * `name: value` pairs, cut). Values become one line; textHeader encodes the whole header,
- * so no CR or LF from the tenant or the visitor can start another header.
+ * so no CR or LF from the tenant or the visitor can start another header. Field values
+ * are cut to MAX_SUBJECT_VALUE_CHARS and the subject to MAX_SUBJECT_CHARS, however often
+ * the template names a value.
  */
 export function renderSubject(template: string, envelope: SubmissionEnvelope): string {
   // Lenient: a subject stored before placeholders were checked keeps its unknown ones.
   const parsed = parseTemplate(template, { lenient: true });
-  if (isTemplateFault(parsed)) return template;
-  return renderTemplate(parsed, envelope, {
+  if (isTemplateFault(parsed)) return cutValue(template, MAX_SUBJECT_CHARS);
+  const subject = renderTemplate(parsed, envelope, {
     escape: subjectValue,
     fieldList: () =>
       subjectValue(
         payloadFields(envelope.payload).map(([name, value]) => `${name}: ${value}`).join(", "),
       ).slice(0, 200),
+    maxFieldChars: MAX_SUBJECT_VALUE_CHARS,
+    maxChars: MAX_SUBJECT_CHARS,
   });
+  return cutValue(subject, MAX_SUBJECT_CHARS);
 }
 
 /** The payload's top-level `email` when it is a valid address, else null. */

@@ -8,6 +8,7 @@ import {
   encodeQuotedPrintable,
   escapeHtml,
   formatDate,
+  MAX_SUBJECT_CHARS,
   renderSubject,
   replyToAddress,
   stableMessageId,
@@ -229,4 +230,14 @@ Deno.test("buildMessage Variant A has no Reply-To without a valid top-level emai
     const head = message.data.slice(0, message.data.indexOf("\r\n\r\n"));
     assert.ok(!/^Reply-To:/im.test(head), JSON.stringify(payload));
   }
+});
+
+Deno.test("renderSubject: a subject naming a 128 KB field hundreds of times is cut to its limit", () => {
+  const subject = renderSubject("{{fields.x}}".repeat(341), {
+    ...envelope,
+    payload: { x: "&\n".repeat(64 * 1024) },
+  });
+  assert.equal(subject.length, MAX_SUBJECT_CHARS);
+  assert.ok(subject.startsWith(`${"& ".repeat(99)}&…${"& ".repeat(99)}&…`), subject);
+  assert.ok(subject.endsWith("…"));
 });
