@@ -66,7 +66,7 @@ export const sheetsWebhookDestination: DestinationDescriptor<SheetsWebhookConfig
  * The spreadsheet script web app connector: the envelope as JSON with
  * `config.method`, `Authorization` from `authHeader`, and redirects followed the
  * way a script web app needs (its POST answers 302 to a URL fetched with GET).
- * Every hop's host is checked; success is a final 2xx.
+ * Every hop's host is checked, and none leads from https to http; success is a final 2xx.
  */
 export function createSheetsWebhookConnector(
   deps: HttpConnectorDeps,
@@ -114,6 +114,10 @@ function redirectTarget(from: URL, location: string | null): URL | string {
   }
   if (target.protocol !== "http:" && target.protocol !== "https:") {
     return `redirect to a "${target.protocol}" URL`;
+  }
+  // A 307 or 308 resends the whole envelope (and a 30x the next URL's query) in clear text.
+  if (from.protocol === "https:" && target.protocol === "http:") {
+    return "redirect from https to http";
   }
   return target;
 }

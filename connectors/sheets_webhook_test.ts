@@ -1,12 +1,15 @@
 import assert from "node:assert/strict";
+import { testCertificates } from "../tests/helpers/certs.ts";
 import {
   deliveryFailure,
   deliveryRequest,
   ENVELOPE,
   httpDeps,
+  loopbackGuard,
   type ReceivedRequest,
   startSink,
 } from "../tests/helpers/connector_sink.ts";
+import { createHttpTransport } from "./http_transport.ts";
 import { createOutboundGuard } from "./outbound_guard.ts";
 import {
   createSheetsWebhookConnector,
@@ -325,6 +328,64 @@ Deno.test("sheets_webhook checks every hop with the real address guard", async (
       assert.equal(checked.length, 2);
       assert.equal(sink.requests.length, count + 1);
     });
+  }
+});
+
+Deno.test("sheets_webhook never follows a redirect from https to http", async (t) => {
+  const certs = await testCertificates();
+  await using plain = startSink(() => Response.json({ ok: true }));
+  const controller = new AbortController();
+  const secure = Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    signal: controller.signal,
+    cert: certs.cert,
+    key: certs.key,
+    onListen() {},
+  }, async (request) => {
+    await request.body?.cancel();
+    const url = new URL(request.url);
+    if (url.pathname === "/exec") {
+      const to = url.searchParams.get("to")!;
+      return new Response(null, {
+        status: Number(url.searchParams.get("status")),
+        headers: { location: to },
+      });
+    }
+    return Response.json({ ok: true });
+  });
+  try {
+    // localhost stands in for a public host: the pinned path, with the test CA trusted.
+    const secureConnector = createSheetsWebhookConnector({
+      timeoutMs: 5_000,
+      transport: createHttpTransport(loopbackGuard().guard, { caCerts: [certs.ca] }),
+    });
+    const origin = `https://localhost:${secure.addr.port}`;
+    for (const status of [302, 307, 308]) {
+      await t.step(`${status} to http is refused, nothing sent there`, async () => {
+        const to = `http://localhost:${new URL(plain.origin).port}/echo`;
+        const url = `${origin}/exec?status=${status}&to=${encodeURIComponent(to)}`;
+        const error = await deliveryFailure(() =>
+          secureConnector.deliver(deliveryRequest(config({ url, authHeader: "Bearer s3cret" })))
+        );
+        assert.equal(error.permanent, true);
+        assert.equal(
+          error.message,
+          `Cannot deliver to "${origin}": ${status} ${
+            status === 302 ? "Found" : status === 307 ? "Temporary Redirect" : "Permanent Redirect"
+          } (redirect from https to http)`,
+        );
+        assert.equal(plain.requests.length, 0);
+      });
+    }
+    await t.step("a redirect from https to https is followed", async () => {
+      const url = `${origin}/exec?status=307&to=${encodeURIComponent(`${origin}/echo`)}`;
+      const receipt = await secureConnector.deliver(deliveryRequest(config({ url })));
+      assert.deepEqual(receipt, { statusCode: 200 });
+    });
+  } finally {
+    controller.abort();
+    await secure.finished;
   }
 });
 

@@ -62,16 +62,22 @@ export interface BodyTiming {
 /** What the admin body readers need of a route's environment (AdminEnv has it). */
 type BodyEnv = { Variables: { bodyTiming: BodyTiming } };
 
+/** The Content-Type of a JSON body, parameters allowed. */
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+
 /** Admin request bodies: JSON only, at most 64 KB. */
 export const ADMIN_BODY_LIMIT = 64 * 1024;
 
 /** Reads an admin JSON body: 415 for another type, 413 over the limit, 400 for bad JSON. */
 export async function readJsonBody<E extends BodyEnv>(c: Context<E>): Promise<unknown> {
-  const type = c.req.header("content-type") ?? "";
-  if (!/^application\/json\s*(;|$)/i.test(type)) {
+  if (!JSON_TYPE.test(c.req.header("content-type") ?? "")) {
     throw new ApiError(ERRORS.adminContentType);
   }
-  const bytes = await readAdminBody(c);
+  return parseJsonBody(await readAdminBody(c));
+}
+
+/** A body's bytes as JSON, or `400 Invalid JSON body`. */
+function parseJsonBody(bytes: Uint8Array): unknown {
   try {
     return JSON.parse(strictUtf8.decode(bytes));
   } catch {
@@ -277,15 +283,17 @@ export async function readBodyWithin(
 export const emptyBody = z.strictObject({});
 
 /**
- * The request needs no body: none at all, or an empty JSON object. Anything else is
+ * The request needs no body: none at all (whatever its Content-Type says: clients send
+ * `application/json` with every request), or an empty JSON object. Anything else is
  * refused as the other admin routes would (415, 413, `400 Invalid JSON body`,
  * `400 Validation error`).
  */
 export async function readEmptyBody<E extends BodyEnv>(c: Context<E>): Promise<void> {
-  if (c.req.header("content-type") === undefined) {
-    // Without a type, under the same deadline and cap as any other body.
-    if ((await readAdminBody(c)).length === 0) return;
+  // Under the same deadline and cap as any other body.
+  const bytes = await readAdminBody(c);
+  if (bytes.length === 0) return;
+  if (!JSON_TYPE.test(c.req.header("content-type") ?? "")) {
     throw new ApiError(ERRORS.adminContentType);
   }
-  await readValidJson(c, emptyBody);
+  validate(emptyBody, parseJsonBody(bytes));
 }

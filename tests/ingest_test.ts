@@ -434,6 +434,34 @@ Deno.test("metadata.ip follows CLIENT_IP_HEADER, else the connection's address",
   });
 });
 
+Deno.test("an unparsable CLIENT_IP_HEADER value counts as the connection's address, not a key shared by all", async () => {
+  const { h, form } = await setUp({
+    clientIpHeader: "x-real-ip",
+    rateLimit: { max: 1, windowMs: 60_000 },
+  });
+  await using _ = h;
+  await using served = serveApp(h.service.app);
+  /** A post from `localAddress` whose header holds no address. */
+  const postFrom = async (localAddress: string, value: string) => {
+    using client = Deno.createHttpClient({ localAddress, poolMaxIdlePerHost: 0 });
+    const response = await fetch(`${served.origin}/v1/f/${form.publicKey}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-real-ip": value },
+      body: "{}",
+      client,
+    });
+    await response.body?.cancel();
+    return response.status;
+  };
+  assert.equal(await postFrom("127.0.0.2", "unknown"), 202);
+  assert.equal(await postFrom("127.0.0.2", "1.2.3.4, 5.6.7.8"), 429, "the same connection address");
+  // Another client with an unparsable value: its own address, its own count.
+  assert.equal(await postFrom("127.0.0.3", "unknown"), 202);
+  assert.equal(await postFrom("127.0.0.4", ""), 202);
+  const ips = (await storedEnvelopes(h)).map((e) => e.metadata.ip).sort();
+  assert.deepEqual(ips, ["127.0.0.2", "127.0.0.3", "127.0.0.4"]);
+});
+
 Deno.test("accepting writes the envelope, one job per enabled destination and their wake-ups in one commit", async () => {
   const { h, form, destinationId, post } = await setUp();
   await using _ = h;

@@ -6,6 +6,7 @@ import {
   ENVELOPE,
   httpDeps,
   loopbackGuard,
+  startSink,
 } from "../../tests/helpers/connector_sink.ts";
 import { type ChatService, startChatReceiver } from "../../tests/helpers/chat_receivers.ts";
 import { type Connector, DeliveryError } from "../types.ts";
@@ -258,4 +259,25 @@ Deno.test("slack: 400 no_text is the message's fault, not the webhook's; 200 ok 
   assert.deepEqual(readSlackAnswer(url, { status: 200, headers: new Headers(), body: "ok" }), {
     statusCode: 200,
   });
+});
+
+Deno.test("chat connectors follow no redirect: a 307 or 308 is a failure, nothing is resent", async (t) => {
+  await using elsewhere = startSink(() => Response.json({ ok: true }));
+  await using moved = startSink((request) =>
+    new Response(null, {
+      status: request.url.pathname.startsWith("/308") ? 308 : 307,
+      headers: { location: `${elsewhere.origin}/in` },
+    })
+  );
+  for (const service of SERVICES) {
+    for (const status of [307, 308]) {
+      await t.step(`${service} ${status}`, async () => {
+        const { deliver } = connectorFor(service, `${moved.origin}/${status}/hook`);
+        const error = await deliveryFailure(deliver);
+        assert.equal(error.permanent, true);
+        assert.equal(error.statusCode, status);
+        assert.equal(elsewhere.requests.length, 0);
+      });
+    }
+  }
 });
