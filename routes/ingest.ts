@@ -9,7 +9,7 @@ import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter, type RateSlot } from "../store/rate_limit.ts";
 import { createRefusalCounter, type RefusalReason } from "../store/refusals.ts";
 import type { BodyLease } from "./body_gate.ts";
-import { takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
+import { type CaptchaCheck, captchaRefusal, takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
 import { clientAddress } from "./client_address.ts";
 import { ApiError, declaredLength, readBodyWithin, refuseOtherMethods } from "./http.ts";
 import { bodyTimingOf } from "./env.ts";
@@ -67,6 +67,7 @@ function refusalReason(error: ApiError): RefusalReason | null {
   switch (error.reason) {
     case "origin":
     case "captcha":
+    case "captcha_unavailable":
     case "size":
     case "invalid":
       return error.reason;
@@ -267,13 +268,16 @@ export function ingestRoutes(deps: AppDeps) {
       const token = takeCaptchaToken(payload, c.req.header("x-captcha-token"));
       if (token === null) throw new ApiError(ERRORS.captchaRequired);
       const secret = await openCaptchaSecret(db, form);
-      const valid = secret !== null && token.length <= 10_000 &&
-        await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip });
-      if (!valid) {
+      const check: CaptchaCheck = secret !== null && token.length <= 10_000
+        ? await verifyCaptcha(config.captchaVerifyUrl, { secret, token, remoteIp: ip })
+        : { outcome: "invalid" };
+      if (check.outcome !== "valid") {
         // A failed verification uses the client's slot: one that keeps failing is
         // limited like one that keeps submitting, and the provider is not called for it.
         request.reserved.count();
-        throw new ApiError(ERRORS.captchaInvalid);
+        const refusal = captchaRefusal(check, { logger, form, verifyUrl: config.captchaVerifyUrl });
+        if (refusal.retryAfter !== null) c.header("Retry-After", String(refusal.retryAfter));
+        throw refusal.error;
       }
     }
 

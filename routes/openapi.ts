@@ -469,7 +469,8 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       method: "get",
       path: "/v1/admin/forms/{id}/refusals",
       summary: "What never reached the form's destinations, per UTC day and reason " +
-        "(origin, captcha, rate, size, invalid, spam, nowhere: accepted with no enabled destination)",
+        "(origin, captcha, captcha_unavailable: the captcha service gave no verdict, rate, " +
+        "size, invalid, spam, nowhere: accepted with no enabled destination)",
       tag: "Admin: forms",
       admin: true,
       query: refusalsQuerySchema,
@@ -613,6 +614,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
         ERRORS.fileUpload,
         ERRORS.captchaRequired,
         ERRORS.captchaInvalid,
+        ERRORS.captchaUnavailable,
         ERRORS.storeFailed,
       ],
     },
