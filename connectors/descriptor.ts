@@ -132,3 +132,75 @@ const text = (value: unknown) => typeof value === "string" ? value : String(valu
 export function httpTarget(config: Record<string, unknown>): DestinationTarget {
   return { method: text(config.method ?? "POST"), url: urlOrigin(text(config.url)) };
 }
+
+/** Why an edit's secret could not be kept: the field and a message for the caller. */
+export interface KeptSecretIssue {
+  path: string;
+  message: string;
+}
+
+/**
+ * An edited config with the stored secrets it leaves out kept (CONTRACT "Edits keep
+ * stored secrets"): a secret field that is missing or sent as shown (`"********"`, a URL
+ * as redactSecrets shows it, a header value `"********"`) takes the stored value; `null`
+ * removes it. Every other field is the edit's, so a client that sends the whole config
+ * sees the spec's replace-whole behaviour. A shown URL that was changed cannot be merged
+ * (its hidden parts would be lost), so it is an issue to report, not a guess.
+ */
+export function keepStoredSecrets(
+  edit: unknown,
+  stored: Record<string, unknown>,
+  secrets: Record<string, SecretKind>,
+): { config: unknown; issues: KeptSecretIssue[] } {
+  if (typeof edit !== "object" || edit === null || Array.isArray(edit)) {
+    return { config: edit, issues: [] };
+  }
+  const config = { ...edit } as Record<string, unknown>;
+  const issues: KeptSecretIssue[] = [];
+  for (const [name, kind] of Object.entries(secrets)) {
+    const value = config[name];
+    const kept = stored[name];
+    if (value === null) delete config[name];
+    else if (value === undefined) {
+      if (kept !== undefined) config[name] = kept;
+    } else if (kind === "value" || kind === "wholeUrl") {
+      if (value === REDACTED && kept === undefined) delete config[name];
+      else if (value === REDACTED) config[name] = kept;
+    } else if (kind === "url" && typeof value === "string" && value.includes(REDACTED)) {
+      if (typeof kept === "string" && value === redactUrlSecrets(kept)) config[name] = kept;
+      else {
+        issues.push({
+          path: `config.${name}`,
+          message: "Send the whole URL again: its hidden parts cannot be kept when it changes",
+        });
+      }
+    } else if (kind === "headerValues" && typeof value === "object" && !Array.isArray(value)) {
+      const keptHeaders = (kept ?? {}) as Record<string, unknown>;
+      const headers = { ...value as Record<string, unknown> };
+      for (const [header, headerValue] of Object.entries(headers)) {
+        if (headerValue !== REDACTED) continue;
+        if (typeof keptHeaders[header] === "string") headers[header] = keptHeaders[header];
+        else {
+          issues.push({
+            path: `config.${name}.${header}`,
+            message: "No value is stored for this header: send its value",
+          });
+        }
+      }
+      config[name] = headers;
+    }
+  }
+  return { config, issues };
+}
+
+/** The secret fields a stored config has a value for (what admin answers call `secretsSet`). */
+export function secretsSet(
+  config: Record<string, unknown>,
+  secrets: Record<string, SecretKind>,
+): string[] {
+  return Object.keys(secrets).filter((name) => {
+    const value = config[name];
+    if (value === undefined || value === null || value === "") return false;
+    return typeof value !== "object" || Object.keys(value).length > 0;
+  });
+}

@@ -1,32 +1,87 @@
-/** How long a captcha provider may take before the token counts as invalid. */
+import type { Logger } from "../log.ts";
+import { ERRORS } from "../routes/errors.ts";
+import { ApiError } from "../routes/http.ts";
+
+/** How long a captcha provider may take before it counts as unavailable. */
 const CAPTCHA_TIMEOUT_MS = 5000;
+/** What an answer for an unavailable captcha provider asks the page to wait, in seconds. */
+export const CAPTCHA_RETRY_AFTER_SECONDS = 30;
+
+/**
+ * What a captcha check found: the token is valid or invalid (the provider's verdict), or
+ * the provider could not give one (`unavailable`: unreachable, too slow, 5xx or 429, or
+ * an answer that is not its JSON), with why in `cause` for the log.
+ */
+export type CaptchaCheck =
+  | { outcome: "valid" | "invalid" }
+  | { outcome: "unavailable"; cause: string };
 
 /**
  * Verifies a captcha token server-side: a form-encoded POST of `secret`, `response`
  * and `remoteip` (hCaptcha, reCAPTCHA and Turnstile all take it). Only HTTP 200 with
- * JSON `success: true` passes; anything else, a time-out included, fails closed.
+ * JSON `success: true` passes. A provider that gives no verdict is told apart from a
+ * bad token: an outage is not the visitor's fault, and the owner must see it as such.
  */
 export async function verifyCaptcha(
   verifyUrl: string,
   request: { secret: string; token: string; remoteIp: string | null },
-): Promise<boolean> {
+): Promise<CaptchaCheck> {
   const body = new URLSearchParams({ secret: request.secret, response: request.token });
   if (request.remoteIp) body.set("remoteip", request.remoteIp);
+  let response: Response;
   try {
-    const response = await fetch(verifyUrl, {
+    response = await fetch(verifyUrl, {
       method: "POST",
       body,
       signal: AbortSignal.timeout(CAPTCHA_TIMEOUT_MS),
     });
-    if (response.status !== 200) {
-      await response.body?.cancel();
-      return false;
-    }
-    const result = await response.json();
-    return result?.success === true;
-  } catch {
-    return false;
+  } catch (error) {
+    const timedOut = error instanceof DOMException && error.name === "TimeoutError";
+    return { outcome: "unavailable", cause: timedOut ? "no answer in time" : "unreachable" };
   }
+  if (response.status !== 200) {
+    await response.body?.cancel();
+    const down = response.status >= 500 || response.status === 429;
+    return down
+      ? { outcome: "unavailable", cause: `answered HTTP ${response.status}` }
+      : { outcome: "invalid" };
+  }
+  try {
+    const result = await response.json();
+    return { outcome: result?.success === true ? "valid" : "invalid" };
+  } catch {
+    return { outcome: "unavailable", cause: "answered something other than its JSON" };
+  }
+}
+
+/**
+ * The refusal of a submission whose captcha did not pass: `400 Invalid captcha token` for
+ * the provider's verdict; for an unavailable provider, `503` asking the visitor to try
+ * again (with Retry-After) and a warning in the log naming the form and why, never the
+ * token or the secret.
+ */
+export function captchaRefusal(
+  check: CaptchaCheck,
+  { logger, form, verifyUrl }: {
+    logger: Logger;
+    form: { id: string; orgId: string };
+    verifyUrl: string;
+  },
+): { error: ApiError; retryAfter: number | null } {
+  if (check.outcome !== "unavailable") {
+    return { error: new ApiError(ERRORS.captchaInvalid), retryAfter: null };
+  }
+  logger.warn("captcha provider unavailable", {
+    orgId: form.orgId,
+    formId: form.id,
+    provider: captchaProviderOf(verifyUrl).verifyHost,
+    reason: check.cause,
+  });
+  return {
+    // retryAfter in the details: the route sets the Retry-After header from it.
+    error: new ApiError(ERRORS.captchaUnavailable, { retryAfter: CAPTCHA_RETRY_AFTER_SECONDS }),
+    retryAfter: CAPTCHA_RETRY_AFTER_SECONDS,
+  };
 }
 
 /**

@@ -39,7 +39,7 @@ import {
 import type { PageToken } from "../rules/spam.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import type { BodyLease } from "./body_gate.ts";
-import { takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
+import { type CaptchaCheck, captchaRefusal, takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
 import { type ClientAddress, clientAddress, type ClientAddressRule } from "./client_address.ts";
 import { dropPageToken, type FormRules, sentNowhere, type SpamCheck } from "./form_rules.ts";
 import { type BodyKind, parsePayload, takeHoneypot } from "./parse.ts";
@@ -166,11 +166,11 @@ export async function checkSpam(
 /**
  * Step 5: for a form that verifies a captcha, its token (from the payload or the
  * `x-captcha-token` header) verified with the provider; throws `400` when it is missing
- * or invalid. A failed verification uses the client's slot: one that keeps failing is
+ * or invalid, `503` with `retryAfter` when the provider cannot be reached. A failed verification uses the client's slot: one that keeps failing is
  * limited like one that keeps submitting, and the provider is not called for it.
  */
 export async function checkCaptcha(
-  parts: Pick<IngestParts, "config" | "db">,
+  parts: Pick<IngestParts, "config" | "db" | "logger">,
   request: {
     form: FormRecord;
     payload: unknown;
@@ -184,15 +184,14 @@ export async function checkCaptcha(
   const token = takeCaptchaToken(request.payload, request.header);
   if (token === null) throw new ApiError(ERRORS.captchaRequired);
   const secret = await openCaptchaSecret(parts.db, form);
-  const valid = secret !== null && token.length <= 10_000 &&
-    await verifyCaptcha(parts.config.captchaVerifyUrl, {
-      secret,
-      token,
-      remoteIp: request.ip,
-    });
-  if (valid) return;
+  const verifyUrl = parts.config.captchaVerifyUrl;
+  const check: CaptchaCheck = secret !== null && token.length <= 10_000
+    ? await verifyCaptcha(verifyUrl, { secret, token, remoteIp: request.ip })
+    : { outcome: "invalid" };
+  if (check.outcome === "valid") return;
   request.slot.count();
-  throw new ApiError(ERRORS.captchaInvalid);
+  // A bad token is 400; a provider that cannot be reached is 503, to try again (captcha.ts).
+  throw captchaRefusal(check, { logger: parts.logger, form, verifyUrl }).error;
 }
 
 /** Where a submission goes. */

@@ -7,7 +7,8 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { literalHostRefusal } from "../connectors/outbound_guard.ts";
-import { DESTINATION_TYPES } from "../connectors/registry.ts";
+import { keepStoredSecrets, secretsSet } from "../connectors/descriptor.ts";
+import { DESCRIPTORS, DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine, DestinationPace } from "../delivery/engine.ts";
 import {
@@ -90,6 +91,7 @@ function destinationView(
     formId: destination.formId,
     type: destination.type,
     config: connector ? connector.redact(destination.config) : destination.config,
+    secretsSet: secretsOf(destination),
     isEnabled: destination.isEnabled,
     conditions: destination.conditions ?? [],
     health,
@@ -99,6 +101,13 @@ function destinationView(
     createdAt: destination.createdAt,
     updatedAt: destination.updatedAt,
   };
+}
+
+/** The secret fields a destination has stored, so a client knows signing or auth is on. */
+function secretsOf(destination: Destination): string[] {
+  const descriptor = DESCRIPTORS[destination.type];
+  const config = destination.config as Record<string, unknown> | null;
+  return descriptor && config ? secretsSet(config, descriptor.secrets) : [];
 }
 
 /** A destination's pace in this process, with its hold as a time. */
@@ -171,8 +180,15 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     if (patch.config !== undefined) {
       const current = await getDestination(db, form.id, destId);
       if (current === null) throw new ApiError(ERRORS.destinationNotFound);
+      // Secrets the edit leaves out or sends as shown are kept (CONTRACT "Edits keep stored secrets").
+      const { secrets } = DESCRIPTORS[current.type];
+      const stored = current.config as Record<string, unknown>;
+      const merged = keepStoredSecrets(patch.config, stored, secrets);
+      if (merged.issues.length > 0) {
+        throw new ApiError(ERRORS.validation, { issues: merged.issues });
+      }
       config = storable(
-        validate(connectors[current.type].configSchema, patch.config, ["config"]),
+        validate(connectors[current.type].configSchema, merged.config, ["config"]),
       );
       refusePrivateHosts(config, allowPrivate);
     }

@@ -19,6 +19,7 @@ export type RefusalReason =
   | "origin"
   | "rate_limit"
   | "captcha"
+  | "captcha_unavailable"
   | "invalid"
   | "body_timeout"
   | "busy"
@@ -75,6 +76,11 @@ export const ERRORS = {
   fileUpload: { status: 400, text: "File uploads are not supported", reason: "invalid" },
   captchaRequired: { status: 400, text: "Captcha token is required", reason: "captcha" },
   captchaInvalid: { status: 400, text: "Invalid captcha token", reason: "captcha" },
+  captchaUnavailable: {
+    status: 503,
+    text: "Captcha verification unavailable: try again later",
+    reason: "captcha_unavailable",
+  },
   storeFailed: {
     status: 503,
     text: "Submission could not be stored: try again",

@@ -17,6 +17,7 @@ import { spamRulesSchema } from "../rules/spam.ts";
 import { confirmationSchema, type ConfirmationSettings } from "../rules/confirmation.ts";
 import { getDestination } from "../store/destinations.ts";
 import type { Config } from "../config.ts";
+import { REDACTED } from "../connectors/types.ts";
 
 const anyHttpUrl = z.url({ protocol: /^https?$/ });
 
@@ -25,7 +26,8 @@ const formFields = {
   name: z.string().trim().min(1).max(200),
   allowedOrigins: z.array(anyHttpUrl.transform((url) => new URL(url).origin)).max(100),
   verifyCaptcha: z.boolean(),
-  captchaSecret: z.string().min(1).max(1000),
+  /** `null` removes a stored secret; in an edit, the shown `"********"` keeps it. */
+  captchaSecret: z.string().min(1).max(1000).nullable(),
   enabled: z.boolean(),
   honeypotField: z.string().min(1).max(100).nullable(),
   redirectUrl: anyHttpUrl.max(2000).nullable(),
@@ -50,7 +52,10 @@ const DEFAULTS = {
 } satisfies Omit<FormSettings, "name">;
 
 function assertCaptchaSecret(settings: FormSettings, hasStoredSecret: boolean) {
-  if (settings.verifyCaptcha && settings.captchaSecret === undefined && !hasStoredSecret) {
+  const hasSecret = settings.captchaSecret === undefined
+    ? hasStoredSecret
+    : settings.captchaSecret !== null;
+  if (settings.verifyCaptcha && !hasSecret) {
     throw new ApiError(ERRORS.validation, {
       issues: [{ path: "captchaSecret", message: "Required when verifyCaptcha is true" }],
     });
@@ -153,6 +158,8 @@ export function formRoutes({ db, config }: AppDeps) {
     const form = await updateForm(db, c.get("orgId"), c.req.param("id"), (current) => {
       const { sealedCaptchaSecret, ...stored } = current;
       const settings: FormSettings = { ...stored, captchaSecret: undefined, ...patch };
+      // The shown placeholder keeps the stored secret, as leaving it out does.
+      if (settings.captchaSecret === REDACTED) settings.captchaSecret = undefined;
       assertCaptchaSecret(settings, sealedCaptchaSecret !== null);
       return settings;
     });

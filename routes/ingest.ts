@@ -49,6 +49,7 @@ function refusalReason(error: ApiError): RefusalReason | null {
   switch (error.reason) {
     case "origin":
     case "captcha":
+    case "captcha_unavailable":
     case "size":
     case "invalid":
       return error.reason;

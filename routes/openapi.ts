@@ -38,7 +38,9 @@ const anyConfig = z.union(DESTINATION_TYPES.map((type) => DESCRIPTORS[type].docS
 
 const destinationPatchBody = destinationPatchSchema.extend({
   config: anyConfig.optional().meta({
-    description: "Replaces the whole config; validated by the destination's type",
+    description: "Replaces the whole config; validated by the destination's type. " +
+      'A secret field left out or sent as shown ("********", a URL as shown, a header ' +
+      'value "********") keeps the stored secret; null removes it',
   }),
 });
 
@@ -109,6 +111,10 @@ export const destinationSchema = z.strictObject({
   type: z.enum(DESTINATION_TYPES),
   config: z.record(z.string(), z.unknown()).meta({
     description: 'The type\'s config with secret values shown as "********"',
+  }),
+  secretsSet: z.array(z.string()).meta({
+    description: "The config's secret fields that hold a value: signing (`secret`), auth " +
+      "(`password`, `authHeader`) or a token is on when its field is listed",
   }),
   isEnabled: z.boolean().meta({
     description: "The tenant's switch: a disabled destination gets no jobs",
@@ -463,7 +469,8 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       method: "get",
       path: "/v1/admin/forms/{id}/refusals",
       summary: "What never reached the form's destinations, per UTC day and reason " +
-        "(origin, captcha, rate, size, invalid, spam, nowhere: accepted with no enabled destination)",
+        "(origin, captcha, captcha_unavailable: the captcha service gave no verdict, rate, " +
+        "size, invalid, spam, nowhere: accepted with no enabled destination)",
       tag: "Admin: forms",
       admin: true,
       query: refusalsQuerySchema,
@@ -607,6 +614,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
         ERRORS.fileUpload,
         ERRORS.captchaRequired,
         ERRORS.captchaInvalid,
+        ERRORS.captchaUnavailable,
         ERRORS.storeFailed,
       ],
     },

@@ -44,8 +44,8 @@ export interface FormSettings {
   name: string;
   allowedOrigins: string[];
   verifyCaptcha: boolean;
-  /** undefined keeps the stored secret. */
-  captchaSecret?: string;
+  /** undefined keeps the stored secret; null removes it. */
+  captchaSecret?: string | null;
   enabled: boolean;
   honeypotField: string | null;
   redirectUrl: string | null;
@@ -53,8 +53,8 @@ export interface FormSettings {
   confirmation?: ConfirmationSettings | null;
 }
 
-async function sealCaptchaSecret(db: Db, formId: string, secret: string | undefined) {
-  return secret === undefined ? null : await sealJson(db.sealer, secret, `form:${formId}`);
+async function sealCaptchaSecret(db: Db, formId: string, secret: string | null | undefined) {
+  return secret == null ? null : await sealJson(db.sealer, secret, `form:${formId}`);
 }
 
 /** Creates a form with a new public key; record and both indexes in one commit. */

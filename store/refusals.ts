@@ -17,6 +17,7 @@ import { retryWhileBusy } from "./kv_busy.ts";
 export const REFUSAL_REASONS = [
   "origin",
   "captcha",
+  "captcha_unavailable",
   "rate",
   "size",
   "invalid",

@@ -2,16 +2,10 @@ import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { createOrg } from "../store/orgs.ts";
 import { startHarness } from "./helpers/harness.ts";
+import { SMTP_RELAY_CONFIG } from "./helpers/config.ts";
 
 const WEBHOOK = { type: "webhook", config: { url: "https://hooks.example.com/in" } };
-const SMTP_A = {
-  host: "smtp.example.com",
-  port: 587,
-  username: "mailer",
-  password: "hunter2-secret",
-  from: "forms@example.com",
-  to: ["owner@example.com"],
-};
+const SMTP_A = SMTP_RELAY_CONFIG;
 
 Deno.test("admin routes answer 401 Missing x-tenant-key without the header", async () => {
   await using h = await startHarness({}, { deliver: false });

@@ -75,16 +75,15 @@ Deno.test("captcha: a missing token is 400 Captcha token is required, without ca
   assert.equal(verifier.received.length, 0);
 });
 
-Deno.test("captcha: failure, non-JSON, 5xx and non-200 all give 400 Invalid captcha token", async (t) => {
+Deno.test("captcha: the provider's verdict against the token gives 400 Invalid captcha token", async (t) => {
   const answers: [string, () => Response][] = [
     [
       "success false",
       () => Response.json({ success: false, "error-codes": ["invalid-input-response"] }),
     ],
     ["success as a string", () => Response.json({ success: "true" })],
-    ["non-JSON", () => new Response("<html>oops</html>")],
-    ["500", () => Response.json({ success: true }, { status: 500 })],
     ["201", () => Response.json({ success: true }, { status: 201 })],
+    ["400", () => Response.json({ success: false }, { status: 400 })],
   ];
   for (const [name, answer] of answers) {
     await t.step(name, async () => {
@@ -100,7 +99,51 @@ Deno.test("captcha: failure, non-JSON, 5xx and non-200 all give 400 Invalid capt
   }
 });
 
-Deno.test("captcha: a provider that does not answer within 5 s gives 400 Invalid captcha token", async () => {
+/** Checks an answer for an unavailable provider: 503, try again, nothing accepted, logged. */
+async function expectUnavailable(
+  h: Awaited<ReturnType<typeof captchaForm>>["h"],
+  response: Response,
+  reason: RegExp,
+) {
+  await expectError(response, 503, "Captcha verification unavailable: try again later");
+  assert.equal(response.headers.get("retry-after"), "30");
+  assert.equal(await countKeys(h.service.db.kv, "jobs"), 0, "fails closed: nothing accepted");
+  const line = h.logs.find((l) => l.includes("captcha provider unavailable"));
+  assert.ok(line, h.logs.join("\n"));
+  assert.match(line, reason);
+  assert.ok(!line.includes(SECRET) && !line.includes('"t"'), "no secret or token in the log");
+}
+
+Deno.test("captcha: a provider answering 5xx, 429 or not its JSON is unavailable: 503, logged, counted apart", async (t) => {
+  const answers: [string, () => Response, RegExp][] = [
+    ["500", () => Response.json({ success: true }, { status: 500 }), /answered HTTP 500/],
+    ["502", () => new Response("bad gateway", { status: 502 }), /answered HTTP 502/],
+    ["429", () => new Response("slow down", { status: 429 }), /answered HTTP 429/],
+    ["non-JSON", () => new Response("<html>oops</html>"), /other than its JSON/],
+  ];
+  for (const [name, answer, reason] of answers) {
+    await t.step(name, async () => {
+      await using verifier = startVerifier(answer);
+      const { h, form } = await captchaForm(verifier.url);
+      await using _ = h;
+      const response = await h.submit(form.publicKey, { a: 1 }, { "x-captcha-token": "t" });
+      await expectUnavailable(h, response, reason);
+      const line = h.logs.find((l) => l.includes("captcha provider unavailable"))!;
+      assert.match(line, new RegExp(form.id));
+      assert.match(line, new RegExp(h.orgId));
+      const { days } = await (await h.admin("GET", `/forms/${form.id}/refusals?days=1`)).json();
+      assert.equal(days[0].captcha_unavailable, 1);
+      assert.equal(days[0].captcha, 0, "not counted as a bad token");
+      const metrics = await (await h.request("/metrics")).text();
+      assert.match(
+        metrics,
+        /formrelay_submissions_refused_total\{status="503",reason="captcha_unavailable"\} [1-9]/,
+      );
+    });
+  }
+});
+
+Deno.test("captcha: a provider that does not answer within 5 s is unavailable: 503", async () => {
   let release: Promise<void> = Promise.resolve();
   await using verifier = startVerifier(async () => {
     await release;
@@ -111,20 +154,17 @@ Deno.test("captcha: a provider that does not answer within 5 s gives 400 Invalid
   await using _ = h;
   const started = Date.now();
   const response = await h.submit(form.publicKey, { a: 1 }, { "x-captcha-token": "t" });
-  await expectError(response, 400, "Invalid captcha token");
+  await expectUnavailable(h, response, /no answer in time/);
   const elapsed = Date.now() - started;
   assert.ok(elapsed >= 4900 && elapsed < 9000, `answered after ${elapsed} ms`);
 });
 
-Deno.test("captcha: an unreachable provider fails closed", async () => {
+Deno.test("captcha: an unreachable provider fails closed and asks the visitor to try again", async () => {
   const port = freePort();
   const { h, form } = await captchaForm(`http://127.0.0.1:${port}/siteverify`);
   await using _ = h;
-  await expectError(
-    await h.submit(form.publicKey, { a: 1 }, { "x-captcha-token": "t" }),
-    400,
-    "Invalid captcha token",
-  );
+  const response = await h.submit(form.publicKey, { a: 1 }, { "x-captcha-token": "t" });
+  await expectUnavailable(h, response, /unreachable/);
 });
 
 Deno.test("captcha: failed verifications count against the client, which then gets 429 without a call", async () => {

@@ -77,6 +77,7 @@ Deno.test("refusals are counted per form, reason and day and shown to the tenant
     day: undefined,
     origin: 1,
     captcha: 1,
+    captcha_unavailable: 0,
     size: 1,
     invalid: 1,
     rate: 0,

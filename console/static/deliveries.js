@@ -87,6 +87,12 @@ const REFUSALS = [
   ],
   ["captcha", "Captcha", "No captcha token, or one the captcha service did not accept."],
   [
+    "captcha_unavailable",
+    "Captcha service down",
+    "The captcha service could not be reached or failed: not the visitor's fault, they were " +
+    "asked to try again. If it lasts, check the provider's status page.",
+  ],
+  [
     "spam",
     "Blocked as spam",
     "The honeypot field was filled in, or one of the form's spam rules caught it (Settings).",

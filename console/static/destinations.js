@@ -56,10 +56,10 @@ const lines = (value, rows = 3) => {
 };
 const splitList = (value) => value.split(/[\s,;]+/).filter(Boolean);
 
-/** A secret input's hint: stored secrets are never shown, so editing means typing it again. */
+/** A secret input's hint: a stored secret is never shown, and kept unless replaced or removed. */
 function secretHint(stored, what) {
   return stored
-    ? `A ${what} is stored and never shown. Type it again to keep it, or a new one.`
+    ? `A ${what} is stored and never shown. Leave this empty to keep it, or type a new one.`
     : undefined;
 }
 
@@ -83,26 +83,36 @@ function inputOf(spec, value, isNew) {
     input = select(spec.options, value ?? spec.options[0]);
     read = () => input.value;
   } else if (spec.kind === "secret" || (stored && value === REDACTED)) {
+    const what = spec.label.toLowerCase();
     input = secret();
-    hint = secretHint(stored, spec.label.toLowerCase()) ?? hint;
-    read = () => input.value ? input.value.trim() : undefined;
+    hint = secretHint(stored, what) ?? hint;
+    // Left out, the stored secret is kept (the API's rule); null removes it.
+    const remove = stored && spec.optional ? h("input", { type: "checkbox" }) : null;
+    if (remove) extra.push(h("label", { class: "check" }, remove, ` Remove the stored ${what}`));
+    read = () => remove?.checked ? null : input.value ? input.value.trim() : undefined;
     if (spec.generate === "whsec") {
-      extra.push(h(
-        "p",
-        {},
-        h("button", {
-          type: "button",
-          onclick: () => {
-            input.type = "text";
-            input.value = whsec();
-          },
-        }, "Generate a secret"),
-      ));
+      const note = h("p", { class: "hint generated", role: "status" });
+      extra.push(
+        h(
+          "p",
+          {},
+          h("button", {
+            type: "button",
+            onclick: () => {
+              input.type = "text";
+              input.value = whsec();
+              note.textContent =
+                "Copy it now: it will not be shown again. Your receiver needs it to check signatures.";
+            },
+          }, "Generate a secret"),
+        ),
+        note,
+      );
     }
   } else if (spec.kind === "headers") {
     input = lines(Object.keys(value ?? {}).map((name) => `${name}: ${REDACTED}`).join("\n"));
     if (stored && Object.keys(value).length) {
-      hint += " Stored values are never shown: type them again.";
+      hint += ` Stored values show as ${REDACTED}: leave them so to keep them.`;
     }
     read = () => Object.fromEntries(splitHeaderLines(input.value));
   } else if (spec.kind === "list") {
@@ -184,12 +194,6 @@ function editor({ formId, destination, spec, onDone }) {
         event.preventDefault();
         clearErrors(element);
         const config = read();
-        if (JSON.stringify(config).includes(REDACTED)) {
-          return showErrors(element, {
-            error: "Validation error",
-            issues: [{ path: "config", message: "Type the stored secrets again" }],
-          });
-        }
         const type = spec.type;
         const { status, body } = destination
           ? await api("PATCH", `/forms/${formId}/destinations/${destination.id}`, {
@@ -301,6 +305,20 @@ function paceText(pace) {
   return parts.join(", ");
 }
 
+/** Whether a destination's deliveries are signed or authenticated, from its stored secrets. */
+function protectionText(destination) {
+  const set = destination.secretsSet ?? [];
+  if (destination.type === "webhook") {
+    return set.includes("secret")
+      ? "Signing on: every delivery carries a webhook-signature."
+      : "Signing off: add a secret to sign deliveries.";
+  }
+  if (destination.type === "sheets_webhook") {
+    return set.includes("authHeader") ? "Authorization header set." : "No authorization header.";
+  }
+  return null;
+}
+
 function destinationCard(form, destination, refresh, openEditor) {
   const outcome = h("p", { class: "test-outcome", role: "status" });
   // Shown again after a redraw; every new result is kept for the next one.
@@ -344,6 +362,7 @@ function destinationCard(form, destination, refresh, openEditor) {
       )
       : null,
     destination.pace ? h("p", { class: "pace" }, paceText(destination.pace)) : null,
+    protectionText(destination) ? h("p", { class: "meta" }, protectionText(destination)) : null,
     h(
       "div",
       { class: "actions" },

@@ -7,3 +7,13 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     ...overrides,
   };
 }
+
+/** An SMTP destination config with its own relay (variant A), for admin tests. */
+export const SMTP_RELAY_CONFIG = {
+  host: "smtp.example.com",
+  port: 587,
+  username: "mailer",
+  password: "hunter2-secret",
+  from: "forms@example.com",
+  to: ["owner@example.com"],
+};
