@@ -25,6 +25,8 @@
  *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
+ * - `pace_shares/<processId>/<chunk>` the paces a live process keeps to the destinations it
+ *   delivers to, for the other processes (pace_shares.ts); they expire within seconds.
  * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
  *   went nowhere) on a UTC day, by reason (refusals.ts); never the submission.
  *
@@ -239,6 +241,18 @@ export const rateKey = (
   client: string,
   window: number,
 ): ["rate", string, string, number] => ["rate", formId, client, window];
+
+/** One chunk of the paces a process keeps (store/pace_shares.ts). */
+export const paceSharesKey = (
+  processId: string,
+  chunk: number,
+): ["pace_shares", string, number] => ["pace_shares", processId, chunk];
+/** Prefix of every process's paces. */
+export const paceSharesPrefix = (): ["pace_shares"] => ["pace_shares"];
+/** The process id of a pace_shares key. */
+export function processIdOfPaceSharesKey(key: Deno.KvKey): string {
+  return (key as ReturnType<typeof paceSharesKey>)[1];
+}
 
 /** Platform relay recipients an organization was sent on one UTC day (`YYYY-MM-DD`). */
 export const relayUsageKey = (orgId: string, day: string): ["relay_usage", string, string] => [
