@@ -24,7 +24,8 @@
  *   (submission_id.ts).
  *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
- * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
+ * - `rate/<formId>/<client hash>/<window>/<counterId>` rate-limit counts, one per process
+ *   (and per counter it made); `health` the /healthz probe.
  * - `pace_shares/<processId>/<chunk>` the paces a live process keeps to the destinations it
  *   delivers to, for the other processes (pace_shares.ts); they expire within seconds.
  * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
@@ -235,8 +236,18 @@ export const outcomesOfFormPrefix = (formId: string): ["deliveries", string] => 
 
 // Rate limits and health.
 
-/** A rate-limit counter of one form, client (a keyed hash, never an address) and window. */
+/**
+ * One process's rate-limit count of one form, client (a keyed hash, never an address) and
+ * window, under the id of its counter there; the client's count is the sum of them all.
+ */
 export const rateKey = (
+  formId: string,
+  client: string,
+  window: number,
+  counterId: string,
+): ["rate", string, string, number, string] => ["rate", formId, client, window, counterId];
+/** Prefix of every process's count of one form, client and window. */
+export const rateCountsPrefix = (
   formId: string,
   client: string,
   window: number,

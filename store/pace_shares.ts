@@ -101,3 +101,18 @@ export function createPaceShareExchange(
     },
   };
 }
+
+/** How recent a pace record must be for its process to count as live. */
+const LIVE_MS = 10_000;
+
+/**
+ * How many processes share the KV, as far as their pace records tell (a process records
+ * its paces while it delivers, as every accepting process soon does): one listing.
+ */
+export async function countLiveProcesses(db: Db, now = Date.now()): Promise<number> {
+  const live = new Set<string>();
+  for await (const entry of db.kv.list<StoredShares>({ prefix: paceSharesPrefix() })) {
+    if (entry.value.at >= now - LIVE_MS) live.add(processIdOfPaceSharesKey(entry.key));
+  }
+  return live.size;
+}
