@@ -26,7 +26,7 @@ import type { OutboundBudget } from "./outbound_budget.ts";
 import { createOutcomeStep } from "./outcome.ts";
 import { createPace, type PaceSignal, type PaceView, signalOf } from "./pace.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
-import { createPaceShareExchange } from "../store/pace_shares.ts";
+import { createShareExchange } from "../store/process_shares.ts";
 
 /** What the engine needs. */
 export interface EngineDeps {
@@ -85,8 +85,9 @@ export type DestinationPace = PaceView & { inFlight: number };
 
 const SWEEP_BATCH = 10_000;
 /**
- * How often a process shares its paces with the other processes on its KV and takes up
- * theirs (pace.ts merge): one commit and one listing a second while it delivers.
+ * How often a process shares its paces and budget usage with the other processes on its
+ * KV and takes up theirs (pace.ts merge, outbound_budget.ts charge): one commit and one
+ * listing a second while it delivers.
  */
 export const PACE_SYNC_MS = 1000;
 /** The first follow-up exchange after a destination is first used here (then 4× that). */
@@ -159,18 +160,24 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     },
   });
   const pace = createPace({ ...config.pace, now, onFirstUse: () => syncSoon() });
-  const paceShares = createPaceShareExchange(db, {
+  const shares = createShareExchange(db, {
     processId: crypto.randomUUID(),
     freshMs: 3 * PACE_SYNC_MS,
     now,
   });
   let syncingPace: Promise<void> | null = null;
-  /** Shares this process's paces and takes up the others' (one exchange at a time). */
+  /**
+   * Shares this process's paces and budget usage and takes up the others' (one exchange
+   * at a time).
+   */
   function syncPace() {
     if (closing.signal.aborted) return;
-    syncingPace ??= paceShares.exchange(pace.shares())
-      .then((others) => pace.merge(others))
-      .catch((error) => logger.warn("pace exchange failed", { error: describeError(error) }))
+    syncingPace ??= shares.exchange({ paces: pace.shares(), usage: deps.outbound?.usage() ?? [] })
+      .then((others) => {
+        pace.merge(others.paces);
+        deps.outbound?.charge(others.usage, now());
+      })
+      .catch((error) => logger.warn("share exchange failed", { error: describeError(error) }))
       .finally(() => syncingPace = null);
   }
   const paceSync = setInterval(syncPace, PACE_SYNC_MS);
@@ -310,7 +317,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       clearInterval(paceSync);
       if (quickSyncs !== null) clearTimeout(quickSyncs);
       await syncingPace;
-      await paceShares.withdraw().catch(() => {/* its records expire within seconds */});
+      await shares.withdraw().catch(() => {/* its records expire within seconds */});
       for (const timer of timers) clearTimeout(timer);
       closing.abort(new Error("Delivery engine closed"));
       await idle;

@@ -30,7 +30,7 @@
  * - A quota that runs out (remaining 0 with a reset time, on any answer) holds the
  *   destination until the reset, without a refusal.
  * - Processes sharing a KV pace each receiver together (merge, fed every second by
- *   store/pace_shares.ts through the engine): with P processes delivering to a
+ *   store/process_shares.ts through the engine): with P processes delivering to a
  *   destination, each grows by 1/P of what one would and keeps under 1/P of its cap
  *   and ceiling, so together they grow as one; a congestion cut, a hold or a rate one
  *   process learns is taken up by the others within a second of being shared.
@@ -38,7 +38,7 @@
  * @module
  */
 import type { PaceHint } from "../connectors/types.ts";
-import type { PaceShare } from "../store/pace_shares.ts";
+import type { PaceShare } from "../store/process_shares.ts";
 import type { AttemptResult } from "./attempt.ts";
 import { MAX_RETRY_AFTER_MS } from "./retry.ts";
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { DeliveryError } from "../connectors/types.ts";
-import type { PaceShare } from "../store/pace_shares.ts";
+import type { PaceShare } from "../store/process_shares.ts";
 import {
   createPace,
   MAX_DEFAULT_HOLD_MS,

@@ -26,8 +26,9 @@
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>/<counterId>` rate-limit counts, one per process
  *   (and per counter it made); `health` the /healthz probe.
- * - `pace_shares/<processId>/<chunk>` the paces a live process keeps to the destinations it
- *   delivers to, for the other processes (pace_shares.ts); they expire within seconds.
+ * - `test_send_under_way/<destinationId>` the one test send under way to a destination.
+ * - `process_shares/<processId>/<chunk>` what a live process shares with the others: its
+ *   paces and its recent budget usage (process_shares.ts); they expire within seconds.
  * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
  *   went nowhere) on a UTC day, by reason (refusals.ts); never the submission.
  *
@@ -253,16 +254,21 @@ export const rateCountsPrefix = (
   window: number,
 ): ["rate", string, string, number] => ["rate", formId, client, window];
 
-/** One chunk of the paces a process keeps (store/pace_shares.ts). */
-export const paceSharesKey = (
+/** A test send under way to a destination, in some process (store/test_sends.ts). */
+export const testSendUnderWayKey = (
+  destinationId: string,
+): ["test_send_under_way", string] => ["test_send_under_way", destinationId];
+
+/** One chunk of what a process shares with the others (store/process_shares.ts). */
+export const processSharesKey = (
   processId: string,
   chunk: number,
-): ["pace_shares", string, number] => ["pace_shares", processId, chunk];
-/** Prefix of every process's paces. */
-export const paceSharesPrefix = (): ["pace_shares"] => ["pace_shares"];
-/** The process id of a pace_shares key. */
-export function processIdOfPaceSharesKey(key: Deno.KvKey): string {
-  return (key as ReturnType<typeof paceSharesKey>)[1];
+): ["process_shares", string, number] => ["process_shares", processId, chunk];
+/** Prefix of every process's shares. */
+export const processSharesPrefix = (): ["process_shares"] => ["process_shares"];
+/** The process id of a process_shares key. */
+export function processIdOfSharesKey(key: Deno.KvKey): string {
+  return (key as ReturnType<typeof processSharesKey>)[1];
 }
 
 /** Platform relay recipients an organization was sent on one UTC day (`YYYY-MM-DD`). */

@@ -20,7 +20,7 @@
  * So the only submissions no process can see are each process's first of a client:
  * N processes admit at most the limit + N − 1 (plus requests racing in the same
  * millisecond), and a restarted process at most one more. When more processes share
- * the KV than half the limit (counted from their pace records, store/pace_shares.ts),
+ * the KV than half the limit (counted from their process records, store/process_shares.ts),
  * a first submission is read and written too, so the bound stays within 2 × the limit
  * however many run. The client appears in KV only as a keyed hash (Sealer.pseudonym), never as an
  * address; counters expire after their window.
@@ -29,7 +29,7 @@
  */
 import type { Db } from "./db.ts";
 import { rateCountsPrefix, rateKey } from "./keys.ts";
-import { countLiveProcesses } from "./pace_shares.ts";
+import { countLiveProcesses } from "./process_shares.ts";
 
 /** A reserved slot: count it or release it, once. */
 export interface RateSlot {

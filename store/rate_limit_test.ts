@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
 import { createDb, type Db } from "./db.ts";
-import { createPaceShareExchange } from "./pace_shares.ts";
+import { createShareExchange } from "./process_shares.ts";
 import { createRateLimiter, type RateLimiter } from "./rate_limit.ts";
 import { createSealer } from "./sealing.ts";
+
+/** A clock halfway through a window, so that no test sees a window end. */
+const midWindow = () => Date.UTC(2026, 0, 1, 12, 5);
 
 async function withDb(test: (db: Db) => Promise<void>) {
   const kv = await Deno.openKv(":memory:");
@@ -29,7 +32,7 @@ async function admitted(limiters: RateLimiter[], client: string, attempts: numbe
 
 Deno.test("rate limit: a flood of other addresses does not reset a client's count", async () => {
   await withDb(async (db) => {
-    const limiter = createRateLimiter(db, { max: 60, windowMs: 600_000 });
+    const limiter = createRateLimiter(db, { max: 60, windowMs: 600_000, now: midWindow });
     assert.equal(await admitted([limiter], "203.0.113.7", 20), 20);
     // 60 000 one-off addresses (an IPv6 /48 behind a trusted header), more than the
     // limiter keeps in memory.
@@ -48,7 +51,7 @@ Deno.test("rate limit: N processes on one KV let a client through at most the li
     for (const processes of [1, 2, 4]) {
       const limiters = Array.from(
         { length: processes },
-        () => createRateLimiter(db, { max: 10, windowMs: 600_000 }),
+        () => createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow }),
       );
       const passed = await admitted(limiters, `198.51.100.${processes}`, 100);
       assert.ok(passed >= 10, `${processes} processes: ${passed}, at least the limit`);
@@ -59,15 +62,16 @@ Deno.test("rate limit: N processes on one KV let a client through at most the li
 
 Deno.test("rate limit: with more processes than half the limit, first submissions are read too: within 2 × the limit", async () => {
   await withDb(async (db) => {
-    // Twelve live processes, as their pace records show.
+    // Twelve live processes, as their process records show.
     for (let i = 0; i < 12; i++) {
-      await createPaceShareExchange(db, { processId: `p${i}`, freshMs: 60_000 }).exchange(
-        new Map([["d", { limit: 1, heldUntil: 0, congestedAt: 0, rate: null }]]),
-      );
+      await createShareExchange(db, { processId: `p${i}`, freshMs: 60_000 }).exchange({
+        paces: new Map([["d", { limit: 1, heldUntil: 0, congestedAt: 0, rate: null }]]),
+        usage: [],
+      });
     }
     const limiters = Array.from(
       { length: 12 },
-      () => createRateLimiter(db, { max: 10, windowMs: 600_000 }),
+      () => createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow }),
     );
     const passed = await admitted(limiters, "198.51.100.99", 100);
     assert.ok(passed <= 11, `${passed} let through by 12 processes (a free first each: 21)`);
