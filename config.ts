@@ -60,6 +60,8 @@ const envSchema = z.object({
   BACKLOG_MAX_JOBS: positiveInt.default(20_000),
   /** Share of BACKLOG_MAX_JOBS one organization may fill (0 < share <= 1). */
   BACKLOG_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
+  /** Whether a KV that offers queues carries wake-ups through them (false: the sweep alone, as on Deploy). */
+  KV_QUEUES: boolean.default(true),
   /** Seconds between sweeps for due jobs and expired leases. */
   SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(15),
   /** Milliseconds a claimed job is held before another worker may take it over. */
@@ -173,6 +175,8 @@ export interface Config {
   /** Jobs due at most in one process, and the share of them one organization may fill. */
   backlog: { maxJobs: number; orgShare: number };
   sweepIntervalMs: number;
+  /** KV_QUEUES: use the KV's queues where it has them. */
+  kvQueues: boolean;
   leaseMs: number;
   retryScheduleMs: number[];
   httpTimeoutMs: number;
@@ -272,6 +276,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     deliveryOrgShare: e.DELIVERY_ORG_SHARE,
     backlog: { maxJobs: e.BACKLOG_MAX_JOBS, orgShare: e.BACKLOG_ORG_SHARE },
     sweepIntervalMs: e.SWEEP_INTERVAL_SECONDS * 1000,
+    kvQueues: e.KV_QUEUES,
     leaseMs: e.DELIVERY_LEASE_MS,
     retryScheduleMs: e.RETRY_SCHEDULE_SECONDS.split(",").map((s) => Number(s) * 1000),
     httpTimeoutMs: e.HTTP_TIMEOUT_MS,

@@ -59,7 +59,7 @@ export async function startService(
     await Deno.mkdir(dir, { recursive: true });
   }
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
-  const queues = options.queues ?? kvHasQueues(config.kvPath);
+  const queues = options.queues ?? (config.kvQueues && kvHasQueues(config.kvPath));
   const db = await openDb(config.kvPath, await createSealer(sealingKey), { queues });
   // Once per KV: jobs stored by versions before the by-destination indexes get theirs.
   const indexed = await indexUnindexedRecords(db);

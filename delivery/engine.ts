@@ -26,6 +26,7 @@ import type { OutboundBudget } from "./outbound_budget.ts";
 import { createOutcomeStep } from "./outcome.ts";
 import { createPace, type PaceSignal, type PaceView, signalOf } from "./pace.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
+import { createShareExchange } from "../store/process_shares.ts";
 
 /** What the engine needs. */
 export interface EngineDeps {
@@ -83,6 +84,14 @@ export interface DeliveryEngine {
 export type DestinationPace = PaceView & { inFlight: number };
 
 const SWEEP_BATCH = 10_000;
+/**
+ * How often a process shares its paces and budget usage with the other processes on its
+ * KV and takes up theirs (pace.ts merge, outbound_budget.ts charge): one commit and one
+ * listing a second while it delivers.
+ */
+export const PACE_SYNC_MS = 1000;
+/** The first follow-up exchange after a destination is first used here (then 4× that). */
+const QUICK_SYNC_MS = 50;
 /**
  * Claim hints kept at most: the jobs of a full default backlog. A bound raised past it
  * (bench:ingest holds a 10 s burst's 200 000 jobs) does not take the hints' memory with it.
@@ -150,7 +159,44 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       timers.add(timer);
     },
   });
-  const pace = createPace({ ...config.pace, now });
+  const pace = createPace({ ...config.pace, now, onFirstUse: () => syncSoon() });
+  const shares = createShareExchange(db, {
+    processId: crypto.randomUUID(),
+    freshMs: 3 * PACE_SYNC_MS,
+    now,
+  });
+  let syncingPace: Promise<void> | null = null;
+  /**
+   * Shares this process's paces and budget usage and takes up the others' (one exchange
+   * at a time).
+   */
+  function syncPace() {
+    if (closing.signal.aborted) return;
+    syncingPace ??= shares.exchange({ paces: pace.shares(), usage: deps.outbound?.usage() ?? [] })
+      .then((others) => {
+        pace.merge(others.paces);
+        deps.outbound?.charge(others.usage, now());
+      })
+      .catch((error) => logger.warn("share exchange failed", { error: describeError(error) }))
+      .finally(() => syncingPace = null);
+  }
+  const paceSync = setInterval(syncPace, PACE_SYNC_MS);
+  let quickSyncs: ReturnType<typeof setTimeout> | null = null;
+  /**
+   * A destination new here: share at once, and again soon, so that processes that took
+   * it up together learn of each other before their slow starts add up.
+   */
+  function syncSoon() {
+    syncPace();
+    if (quickSyncs !== null) return;
+    quickSyncs = setTimeout(() => {
+      syncPace();
+      quickSyncs = setTimeout(() => {
+        syncPace();
+        quickSyncs = null;
+      }, 4 * QUICK_SYNC_MS);
+    }, QUICK_SYNC_MS);
+  }
   const dispatcher = createDispatcher({
     concurrency: config.deliveryConcurrency,
     orgShare: config.deliveryOrgShare,
@@ -268,6 +314,10 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     async close() {
       const idle = dispatcher.close();
       clearInterval(sweeper);
+      clearInterval(paceSync);
+      if (quickSyncs !== null) clearTimeout(quickSyncs);
+      await syncingPace;
+      await shares.withdraw().catch(() => {/* its records expire within seconds */});
       for (const timer of timers) clearTimeout(timer);
       closing.abort(new Error("Delivery engine closed"));
       await idle;

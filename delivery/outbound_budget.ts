@@ -10,14 +10,17 @@
  *
  * Past a budget the answer says until when: a delivery is deferred until then (its
  * attempt not counted, its job kept: nothing is lost while its data lives), a test send
- * is answered 429 with Retry-After. The per-window budgets are counted in memory, per
- * process, like the delivery slots; the daily relay cap is shared through KV.
+ * is answered 429 with Retry-After. The per-window budgets (and the test-send limits
+ * registered with share) are counted in memory and shared between processes on one KV
+ * every second (the engine exchanges usage and charge: store/process_shares.ts), so
+ * together they spend about one budget; the daily relay cap is counted in KV.
  *
  * @module
  */
 import type { Config } from "../config.ts";
 import { describeTarget } from "../connectors/registry.ts";
 import type { Db } from "../store/db.ts";
+import type { UsageRow } from "../store/process_shares.ts";
 import { addRelayUsage, nextUtcDay, relayUsage } from "../store/relay_usage.ts";
 import { createTokenBuckets, type TokenBuckets } from "./token_buckets.ts";
 
@@ -44,6 +47,12 @@ export interface OutboundBudget {
     destination: { type: string; config: unknown },
     options: { orgId: string; bytes: number },
   ): OutboundRequest;
+  /** Adds buckets kept elsewhere (test sends) to those shared with other processes, under `name`. */
+  share(name: string, buckets: TokenBuckets): void;
+  /** What this process took from every shared budget since the last call. */
+  usage(): UsageRow[];
+  /** Charges what other processes took to this process's buckets. */
+  charge(rows: UsageRow[], now: number): void;
 }
 
 const MINUTE_MS = 60_000;
@@ -67,8 +76,26 @@ export function createOutboundBudget(
     windowMs: MINUTE_MS,
   });
   const perDay = config.relayLimits.orgPerDay;
+  const shared = new Map<string, TokenBuckets>([
+    ["orgRequests", orgRequests],
+    ["orgBytes", orgBytes],
+    ["hostRequests", hostRequests],
+    ["hostBytes", hostBytes],
+    ["relayMinute", relayMinute],
+  ]);
 
   return {
+    share: (name, buckets) => void shared.set(name, buckets),
+    usage() {
+      const rows: UsageRow[] = [];
+      for (const [budget, buckets] of shared) {
+        for (const [key, amount] of buckets.takenSince()) rows.push({ budget, key, amount });
+      }
+      return rows;
+    },
+    charge(rows, now) {
+      for (const { budget, key, amount } of rows) shared.get(budget)?.charge(key, amount, now);
+    },
     requestOf: (destination, options) =>
       outboundRequestOf(destination, { ...options, platformHost }),
     async take(request, now) {

@@ -107,3 +107,40 @@ Deno.test("outboundRequestOf names the host of a URL, a relay, or the platform r
     { orgId: "a", bytes: 1, host: "mail.example:587", relayRecipients: 2 },
   );
 });
+
+Deno.test("four processes sharing their usage each second spend about one budget together", async () => {
+  const { createShareExchange } = await import("../store/process_shares.ts");
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    const config = testConfig({
+      outbound: { windowMs: 60_000, orgRequests: 60, orgBytes: 0, hostRequests: 0, hostBytes: 0 },
+    });
+    const processes = Array.from({ length: 4 }, (_, i) => ({
+      budget: createOutboundBudget(db, config),
+      shares: createShareExchange(db, { processId: `p${i}`, freshMs: 3000 }),
+    }));
+    // Each process sends as fast as its budget lets it, 10 times a second, for two minutes,
+    // exchanging usage every second as the engine does.
+    let sent = 0;
+    for (let ms = 0; ms < 120_000; ms += 100) {
+      for (const { budget } of processes) {
+        const answer = await budget.take(
+          { orgId: "a", host: "h", bytes: 1, relayRecipients: 0 },
+          ms,
+        );
+        if (answer.ok) sent++;
+      }
+      if (ms % 1000 !== 0) continue;
+      for (const { budget, shares } of processes) {
+        const others = await shares.exchange({ paces: new Map(), usage: budget.usage() });
+        budget.charge(others.usage, ms);
+      }
+    }
+    // One process alone: 60 at once, then one a second: 60 + 120 = 180.
+    assert.ok(sent >= 180, `${sent} sent: at least what one process would`);
+    assert.ok(sent <= 200, `${sent} sent: about what one process would`);
+  } finally {
+    kv.close();
+  }
+});

@@ -1,14 +1,17 @@
 /**
  * The pace of each destination: how many deliveries it may have in flight, and when
  * the next one may start. The dispatcher consults it (dispatcher.ts); the engine tells
- * it what each attempt came to (signalOf). No KV: each process paces on what it sees.
+ * it what each attempt came to (signalOf). No KV here: what other processes learnt
+ * comes in through merge().
  *
  * - Concurrency adapts as TCP's congestion window and Envoy's adaptive concurrency
  *   treat an upstream: it starts at `initial`, doubles per round trip while the
  *   receiver answers 2xx without its latency rising (slow start), then grows by one
  *   per round trip; latency past twice the lowest seen (plus LATENCY_SLACK_MS) takes
- *   a tenth off, once per round trip; a time-out, a connection error or a 5xx halves
- *   it, once per second at most. It never grows unless the destination uses at least
+ *   a tenth off, once per round trip; a time-out, a connection error or a 5xx (a
+ *   plain `503` from a receiver at capacity included) halves it, as TCP halves its window
+ *   on a loss: once per window, so an attempt that started before the last cut (it was
+ *   sent under the larger limit) cuts nothing more. It never grows unless the destination uses at least
  *   half of it, and never passes `max`, nor what RATE_CEILING deliveries a second need
  *   at the lowest latency seen. Every PROBE_EVERY_MS, and when latency rises
  *   (at most every PROBE_GAP_MS), the lowest latency is measured afresh at a
@@ -26,10 +29,16 @@
  *   used), forgotten after RATE_FORGET_MS without a refusal.
  * - A quota that runs out (remaining 0 with a reset time, on any answer) holds the
  *   destination until the reset, without a refusal.
+ * - Processes sharing a KV pace each receiver together (merge, fed every second by
+ *   store/process_shares.ts through the engine): with P processes delivering to a
+ *   destination, each grows by 1/P of what one would and keeps under 1/P of its cap
+ *   and ceiling, so together they grow as one; a congestion cut, a hold or a rate one
+ *   process learns is taken up by the others within a second of being shared.
  *
  * @module
  */
 import type { PaceHint } from "../connectors/types.ts";
+import type { PaceShare } from "../store/process_shares.ts";
 import type { AttemptResult } from "./attempt.ts";
 import { MAX_RETRY_AFTER_MS } from "./retry.ts";
 
@@ -37,8 +46,8 @@ import { MAX_RETRY_AFTER_MS } from "./retry.ts";
 export type PaceSignal =
   /** Delivered, with the time the attempt took. */
   | { kind: "delivered"; latencyMs: number; hint?: PaceHint }
-  /** Time-out, connection error, 5xx: the receiver cannot take this much. */
-  | { kind: "overloaded" }
+  /** Time-out, connection error, 5xx: the receiver cannot take this much; how long it took. */
+  | { kind: "overloaded"; latencyMs: number }
   /** Refused for rate: hold, then pace. */
   | { kind: "limited"; hint: PaceHint }
   /** Nothing about capacity (a refusal of one submission, a config error, shutdown). */
@@ -51,6 +60,8 @@ export interface PaceOptions {
   /** Deliveries in flight to one destination at most (DESTINATION_MAX_CONCURRENCY). */
   max: number;
   now?: () => number;
+  /** A destination not paced here yet starts a delivery (the engine shares paces at once). */
+  onFirstUse?: () => void;
 }
 
 /** One destination's pace as shown to operators. */
@@ -80,6 +91,10 @@ export interface Pace {
   view(destinationId: string): PaceView;
   /** The destinations paced here and their paces. */
   views(): IterableIterator<[string, PaceView]>;
+  /** What this process keeps to the destinations it delivered to lately, for the others. */
+  shares(): Map<string, PaceShare>;
+  /** Takes up the other processes' shares (by destination id): their number, holds, rates, cuts. */
+  merge(others: Map<string, PaceShare[]>): void;
 }
 
 /** Latency rise that is still not congestion (loopback and a busy event loop add this much). */
@@ -103,8 +118,6 @@ const PROBE_SAMPLES = 5;
 /** Multiplicative decreases: on rising latency, and on time-outs and errors. */
 const LATENCY_CUT = 0.9;
 const OVERLOAD_CUT = 0.5;
-/** At most one overload cut per this long (many attempts in flight fail together). */
-const OVERLOAD_CUT_EVERY_MS = 1000;
 /** The first hold after a refusal without Retry-After, doubled per refusal in a row... */
 const DEFAULT_HOLD_MS = 1000;
 /** ...up to this. */
@@ -135,6 +148,8 @@ export const RATE_CEILING = 1500;
 export const MIN_CEILING = 32;
 /** Destinations whose pace is remembered at most (least recently used go first). */
 const MAX_TRACKED = 20_000;
+/** A destination is shared with the other processes while it was used this recently. */
+export const SHARE_ACTIVE_MS = 10_000;
 
 interface DestinationPace {
   limit: number;
@@ -160,6 +175,12 @@ interface DestinationPace {
   /** Times of the last deliveries (a ring), for the rate accepted before a refusal. */
   deliveredAt: number[];
   ring: number;
+  /** Other processes delivering to it (merge), and the latest of their congestion cuts taken up. */
+  peers: number;
+  peersCongestedAt: number;
+  /** Its own last cut for congestion (an overload or a refusal), and when it was last used. */
+  congestedAt: number;
+  usedAt: number;
 }
 
 /** What an attempt's result tells the pace; `latencyMs` is how long the attempt took. */
@@ -174,7 +195,7 @@ export function signalOf(result: AttemptResult, latencyMs: number): PaceSignal {
   // Time-outs and connection errors have no status; 408 and 5xx are the receiver's strain.
   const status = failure.statusCode;
   return status === undefined || status === 408 || status >= 500
-    ? { kind: "overloaded" }
+    ? { kind: "overloaded", latencyMs }
     : { kind: "neutral" };
 }
 
@@ -202,7 +223,22 @@ export function createPace(options: PaceOptions): Pace {
       nextStartAt: 0,
       deliveredAt: [],
       ring: 0,
+      peers: 0,
+      peersCongestedAt: 0,
+      congestedAt: 0,
+      usedAt: 0,
     };
+  }
+
+  /** What one destination may have in flight at most, by its lowest latency (Little's law). */
+  function ceilingOf(lowestMs: number | null): number {
+    if (lowestMs === null) return max;
+    return Math.max(MIN_CEILING, Math.ceil((lowestMs * RATE_CEILING) / 1000));
+  }
+
+  /** This process's part of what one destination may have: its cap split among the processes. */
+  function part(pace: DestinationPace, value: number): number {
+    return Math.max(1, value / (1 + pace.peers));
   }
 
   /** A destination's pace, moved to the back of the least-recently-used order. */
@@ -251,9 +287,16 @@ export function createPace(options: PaceOptions): Pace {
     }
     // Growth needs evidence: a destination using less than half its limit proves nothing.
     if (inFlight < pace.limit / 2) return;
-    const ceiling = Math.max(MIN_CEILING, Math.ceil((lowest * RATE_CEILING) / 1000));
-    const grown = pace.limit + (pace.slowStart ? 1 : 1 / pace.limit);
-    pace.limit = Math.max(pace.limit, Math.min(max, ceiling, grown));
+    const ceiling = ceilingOf(lowest);
+    // Shared with P processes: slow start as one (each 1/P), after it each grows by 1/P²
+    // a round trip, so that one process's cut (of its own part, 1/P of the whole) is not
+    // undone before the cut of all (through merge, within a second).
+    const shared = 1 + pace.peers;
+    const step = pace.slowStart ? 1 / shared : 1 / pace.limit / shared ** 2;
+    pace.limit = Math.max(
+      pace.limit,
+      Math.min(part(pace, max), part(pace, ceiling), pace.limit + step),
+    );
   }
 
   /**
@@ -327,6 +370,32 @@ export function createPace(options: PaceOptions): Pace {
       pace.nextStartAt = pace.heldUntil;
     }
     cut(pace, OVERLOAD_CUT, now);
+    pace.congestedAt = now;
+  }
+
+  /** Takes up what the other processes delivering to the destination learnt. */
+  function mergeOne(pace: DestinationPace, others: PaceShare[], now: number) {
+    pace.peers = others.length;
+    // Fewer processes' worth of room than it had: keep to the new part at once.
+    pace.limit = Math.min(pace.limit, part(pace, max), part(pace, ceilingOf(pace.minLatency)));
+    let congestedAt = 0;
+    let rates = 0, rated = 0;
+    for (const other of others) {
+      pace.heldUntil = Math.max(pace.heldUntil, other.heldUntil);
+      congestedAt = Math.max(congestedAt, other.congestedAt);
+      if (other.rate !== null) (rates += other.rate), rated++;
+    }
+    // A cut elsewhere since this process's own: the receiver was over what all sent together.
+    if (congestedAt > pace.peersCongestedAt && congestedAt > pace.lastCutAt) {
+      cut(pace, OVERLOAD_CUT, now);
+    }
+    pace.peersCongestedAt = Math.max(pace.peersCongestedAt, congestedAt);
+    // Refused for rate elsewhere: keep to what each of those processes keeps to.
+    if (rated > 0 && pace.rate === null) {
+      pace.rate = Math.max(MIN_RATE, rates / rated);
+      pace.lastRefusalAt = now;
+      pace.nextStartAt = Math.max(pace.nextStartAt, pace.heldUntil, now);
+    }
   }
 
   return {
@@ -343,18 +412,29 @@ export function createPace(options: PaceOptions): Pace {
       return Math.max(0, pace.heldUntil - now, pace.rate === null ? 0 : pace.nextStartAt - now);
     },
     started(destinationId) {
-      const pace = paces.get(destinationId);
-      if (pace?.rate == null) return;
+      let pace = paces.get(destinationId);
+      if (pace === undefined) {
+        pace = touch(destinationId);
+        options.onFirstUse?.();
+      }
       const now = clock();
+      pace.usedAt = now;
+      if (pace.rate === null) return;
       pace.nextStartAt = Math.max(pace.nextStartAt, now) + 1000 / pace.rate;
     },
     record(destinationId, signal, inFlight) {
       if (signal.kind === "neutral") return;
       const now = clock();
       const pace = touch(destinationId);
+      pace.usedAt = now;
       if (signal.kind === "limited") return limited(pace, signal.hint, now);
       if (signal.kind === "overloaded") {
-        if (now - pace.lastCutAt >= OVERLOAD_CUT_EVERY_MS) cut(pace, OVERLOAD_CUT, now);
+        // Sent under the limit before the last cut: that cut already answered it (the
+        // attempts in flight together fail together).
+        if (now - signal.latencyMs >= pace.lastCutAt) {
+          cut(pace, OVERLOAD_CUT, now);
+          pace.congestedAt = now;
+        }
         return;
       }
       delivered(pace, signal.latencyMs, inFlight, now);
@@ -372,6 +452,31 @@ export function createPace(options: PaceOptions): Pace {
     *views() {
       const now = clock();
       for (const [id, pace] of paces) yield [id, viewOf(pace, now)];
+    },
+    shares() {
+      const now = clock();
+      const shares = new Map<string, PaceShare>();
+      for (const [id, pace] of paces) {
+        if (now - pace.usedAt > SHARE_ACTIVE_MS) continue;
+        shares.set(id, {
+          limit: pace.limit,
+          heldUntil: pace.heldUntil > now ? pace.heldUntil : 0,
+          congestedAt: pace.congestedAt,
+          rate: pace.rate,
+        });
+      }
+      return shares;
+    },
+    merge(others) {
+      const now = clock();
+      for (const [id, pace] of paces) mergeOne(pace, others.get(id) ?? [], now);
+      // A destination delivered to elsewhere and not yet here: its part known before its first start.
+      for (const [id, list] of others) {
+        if (paces.has(id)) continue;
+        const pace = touch(id);
+        mergeOne(pace, list, now);
+        pace.limit = Math.min(pace.limit, part(pace, Math.min(initial, max)));
+      }
     },
   };
 

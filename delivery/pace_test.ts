@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import { DeliveryError } from "../connectors/types.ts";
-import { createPace, MAX_DEFAULT_HOLD_MS, MIN_CEILING, RATE_CEILING, signalOf } from "./pace.ts";
+import type { PaceShare } from "../store/process_shares.ts";
+import {
+  createPace,
+  MAX_DEFAULT_HOLD_MS,
+  MIN_CEILING,
+  RATE_CEILING,
+  SHARE_ACTIVE_MS,
+  signalOf,
+} from "./pace.ts";
 
 /** A pace on a clock the test moves. */
 function harness(options: { initial?: number; max?: number } = {}) {
@@ -51,18 +59,20 @@ Deno.test("a destination that uses less than half its limit does not grow", () =
   assert.equal(h.pace.limit("d"), 8);
 });
 
-Deno.test("time-outs and errors halve the concurrency, once a second at most", () => {
+Deno.test("time-outs and errors halve the concurrency, once for the attempts in flight together", () => {
   const h = harness();
   h.deliver("d", 24, 50);
   assert.equal(h.pace.limit("d"), 32);
-  for (let i = 0; i < 10; i++) h.pace.record("d", { kind: "overloaded" }, 32);
-  assert.equal(h.pace.limit("d"), 16, "ten failures together cut once");
-  h.advance(1000);
-  h.pace.record("d", { kind: "overloaded" }, 16);
-  assert.equal(h.pace.limit("d"), 8);
+  for (let i = 0; i < 10; i++) h.pace.record("d", { kind: "overloaded", latencyMs: 50 }, 32);
+  assert.equal(h.pace.limit("d"), 16, "ten failures sent together cut once");
+  h.advance(10);
+  h.pace.record("d", { kind: "overloaded", latencyMs: 50 }, 16);
+  assert.equal(h.pace.limit("d"), 16, "one sent before the cut: that cut answered it");
+  h.pace.record("d", { kind: "overloaded", latencyMs: 5 }, 16);
+  assert.equal(h.pace.limit("d"), 8, "one sent after the cut: the smaller limit is too much too");
   for (let i = 0; i < 20; i++) {
     h.advance(1000);
-    h.pace.record("d", { kind: "overloaded" }, 1);
+    h.pace.record("d", { kind: "overloaded", latencyMs: 1 }, 1);
   }
   assert.equal(h.pace.limit("d"), 1, "never below one");
   h.deliver("d", 10, 50);
@@ -117,7 +127,9 @@ function simulate(seconds: number, answer: (inFlight: number) => number | "timeo
       else delivered++;
       h.pace.record(
         "d",
-        r.timeout ? { kind: "overloaded" } : { kind: "delivered", latencyMs: t - r.start },
+        r.timeout
+          ? { kind: "overloaded", latencyMs: t - r.start }
+          : { kind: "delivered", latencyMs: t - r.start },
         inFlight,
       );
     }
@@ -263,4 +275,108 @@ Deno.test("signalOf reads an attempt's result", () => {
     "neutral",
   );
   assert.equal(signalOf({ delivered: false, held: true }, 1).kind, "neutral");
+});
+
+/**
+ * `processes` paces on one clock delivering to one receiver that answers in 20 ms, but
+ * at once with a 503 whenever more than 20 requests are in flight at it; each process
+ * always has work. They exchange shares as the engine does: at the start, soon after,
+ * then every second. Returns refusals per attempt and deliveries a second.
+ */
+function atCapacity(processes: number, seconds: number) {
+  let now = 1_000_000;
+  const paces = Array.from(
+    { length: processes },
+    () => createPace({ initial: 8, max: 128, now: () => now }),
+  );
+  const running: { process: number; end: number; start: number; refused: boolean }[] = [];
+  let attempts = 0, refused = 0, delivered = 0;
+  const exchange = () => {
+    const shares = paces.map((pace) => pace.shares());
+    paces.forEach((pace, i) => {
+      const others = new Map<string, PaceShare[]>();
+      shares.forEach((mine, j) => {
+        if (j === i) return;
+        for (const [id, share] of mine) others.set(id, [...(others.get(id) ?? []), share]);
+      });
+      pace.merge(others);
+    });
+  };
+  for (let t = 0; t < seconds * 1000; t++) {
+    now++;
+    if (t === 5 || t === 50 || t === 250 || t % 1000 === 0) exchange();
+    for (let i = running.length - 1; i >= 0; i--) {
+      const r = running[i];
+      if (r.end > t) continue;
+      running.splice(i, 1);
+      const inFlight = running.filter((x) => x.process === r.process).length + 1;
+      paces[r.process].record(
+        "d",
+        r.refused
+          ? { kind: "overloaded", latencyMs: t - r.start }
+          : { kind: "delivered", latencyMs: t - r.start },
+        inFlight,
+      );
+    }
+    paces.forEach((pace, process) => {
+      while (
+        running.filter((r) => r.process === process).length < pace.limit("d") &&
+        pace.waitMs("d") === 0
+      ) {
+        pace.started("d");
+        attempts++;
+        const full = running.filter((r) => !r.refused).length >= 20;
+        if (full) refused++;
+        else delivered++;
+        running.push({ process, start: t, end: t + (full ? 1 : 20), refused: full });
+      }
+    });
+  }
+  return { refusedShare: refused / attempts, perSecond: delivered / seconds };
+}
+
+Deno.test("a receiver at capacity (503 past 20 in flight) refuses under 5 % of attempts, for one process and four sharing their paces", () => {
+  for (const processes of [1, 4]) {
+    const { refusedShare, perSecond } = atCapacity(processes, 20);
+    assert.ok(
+      refusedShare <= 0.05,
+      `${processes}: ${(refusedShare * 100).toFixed(1)} % of attempts refused`,
+    );
+    // 20 in flight at 20 ms would be 1 000 a second: most of it is used.
+    assert.ok(perSecond >= 600, `${processes}: ${perSecond.toFixed(0)} deliveries a second`);
+  }
+});
+
+Deno.test("processes sharing paces split a destination's cap and take up each other's holds, rates and cuts", () => {
+  let now = 1_000_000;
+  const make = () => createPace({ initial: 8, max: 128, now: () => now });
+  const [a, b] = [make(), make()];
+  for (let i = 0; i < 2000; i++) {
+    now++;
+    a.record("d", { kind: "delivered", latencyMs: 1000 }, a.limit("d"));
+  }
+  assert.equal(a.limit("d"), 128, "alone: the whole cap");
+  const share = (pace: typeof a) => new Map([...pace.shares()].map(([id, s]) => [id, [s]]));
+  a.merge(share(b));
+  assert.equal(a.limit("d"), 128, "b has not delivered to it: nothing shared");
+  b.started("d");
+  a.merge(share(b));
+  b.merge(share(a));
+  assert.equal(a.limit("d"), 64, "two processes: half the cap each");
+  assert.ok(b.limit("d") <= 64, `b keeps to its half too (${b.limit("d")})`);
+  // b is refused for rate with Retry-After 30 s: a holds and keeps to b's rate after one exchange.
+  b.record("d", { kind: "limited", hint: { limited: true, retryAfterMs: 30_000 } }, 1);
+  assert.equal(a.waitMs("d"), 0);
+  a.merge(share(b));
+  assert.ok(a.waitMs("d") >= 29_000, `a holds with b (${a.waitMs("d")} ms)`);
+  assert.notEqual(a.view("d").ratePerSecond, null, "and keeps to a rate after the hold");
+  assert.equal(a.limit("d"), 32, "b's cut is taken up: the receiver had too much from both");
+  a.merge(share(b));
+  assert.equal(a.limit("d"), 32, "once per cut, however often it is shared");
+  // A process that has not delivered there yet learns of the hold before its first start.
+  const c = make();
+  c.merge(share(b));
+  assert.ok(c.waitMs("d") >= 29_000, "c holds before its first start");
+  now += SHARE_ACTIVE_MS + 1;
+  assert.equal(b.shares().size, 0, "a destination not used lately is no longer shared");
 });

@@ -7,6 +7,9 @@
  * through and leaves the bucket in debt, so nothing waits for a budget it can never fit.
  * Full buckets are forgotten, so memory follows the keys active within a window.
  * Requests refused are given turns one after another at the bucket's rate (turnMs).
+ * Processes sharing a KV drain each other's buckets: each hands what it took lately to
+ * the others (takenSince), which charge it to their own (charge), so that together they
+ * spend about one bucket's worth.
  *
  * @module
  */
@@ -26,6 +29,10 @@ export interface TokenBuckets {
    * room for one.
    */
   turnMs(key: string, amount: number, now: number): number;
+  /** What was taken per key (gifts back deducted) since the last call. */
+  takenSince(): Map<string, number>;
+  /** Charges what another process took from `key`'s bucket to this one (it may go into debt). */
+  charge(key: string, amount: number, now: number): void;
 }
 
 /** Keys kept at most before full buckets are dropped (each is a few dozen bytes). */
@@ -38,6 +45,14 @@ export function createTokenBuckets(options: { capacity: number; windowMs: number
   const buckets = new Map<string, { tokens: number; at: number }>();
   /** The last turn given per key (epoch ms); past ones are dropped. */
   const turns = new Map<string, number>();
+  /** Taken per key since takenSince() last ran, for the other processes. */
+  let taken = new Map<string, number>();
+
+  function note(key: string, amount: number) {
+    const total = (taken.get(key) ?? 0) + amount;
+    if (total === 0) taken.delete(key);
+    else taken.set(key, total);
+  }
 
   function level(key: string, now: number): number {
     const bucket = buckets.get(key);
@@ -70,10 +85,21 @@ export function createTokenBuckets(options: { capacity: number; windowMs: number
     take(key, amount, now) {
       if (capacity === 0) return;
       set(key, level(key, now) - amount, now);
+      note(key, amount);
     },
     giveBack(key, amount, now) {
       if (capacity === 0) return;
       set(key, level(key, now) + amount, now);
+      note(key, -amount);
+    },
+    takenSince() {
+      const since = taken;
+      taken = new Map();
+      return since;
+    },
+    charge(key, amount, now) {
+      if (capacity === 0) return;
+      set(key, level(key, now) - amount, now);
     },
     turnMs(key, amount, now) {
       if (capacity === 0) return 0;

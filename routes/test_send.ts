@@ -13,6 +13,7 @@ import type { SubmissionEnvelope } from "../submission.ts";
 import { describeError } from "../log.ts";
 import { createOutboundBudget } from "../delivery/outbound_budget.ts";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";
+import { claimTestSend } from "../store/test_sends.ts";
 import { type Destination, getDestination } from "../store/destinations.ts";
 import type { FormRecord } from "../store/forms.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
@@ -20,6 +21,12 @@ import { requireForm } from "./forms.ts";
 import { tooManyRequests } from "./limits.ts";
 import { ApiError, readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
 import { ERRORS } from "./errors.ts";
+
+/**
+ * How long a test send's claim on its destination lasts at most: past the longest
+ * conversation (SMTP's 60 s), so a claim a killed process left lapses soon after.
+ */
+const TEST_SEND_CLAIM_MS = 120_000;
 
 /** The payload of every test submission. */
 const TEST_PAYLOAD = {
@@ -69,11 +76,13 @@ export function testSendRoutes(deps: AppDeps) {
   const perMinute = (capacity: number) => createTokenBuckets({ capacity, windowMs: 60_000 });
   const perDestination = perMinute(config.testSendLimits.perDestination);
   const perOrg = perMinute(config.testSendLimits.perOrg);
-  /** Destinations with a test send under way in this process. */
+  outbound.share("testSendsPerDestination", perDestination);
+  outbound.share("testSendsPerOrg", perOrg);
+  /** Destinations with a test send under way in this process (the KV claim covers all). */
   const underWay = new Set<string>();
 
-  /** Takes a test send's place in the limits, or answers 429. */
-  function admit(c: Context<AdminEnv>, orgId: string, destinationId: string) {
+  /** Takes a test send's place in the limits, or answers 429; its release. */
+  async function admit(c: Context<AdminEnv>, orgId: string, destinationId: string) {
     if (underWay.has(destinationId)) {
       tooManyRequests(c, ERRORS.testSendUnderWay, { retryAfterMs: 1000 });
     }
@@ -83,8 +92,12 @@ export function testSendRoutes(deps: AppDeps) {
       perOrg.waitMs(orgId, 1, now),
     );
     if (waitMs > 0) tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: waitMs });
+    // One under way per destination in every process sharing the KV.
+    const release = await claimTestSend(db, destinationId, { ttlMs: TEST_SEND_CLAIM_MS, now });
+    if (release === null) tooManyRequests(c, ERRORS.testSendUnderWay, { retryAfterMs: 1000 });
     perDestination.take(destinationId, 1, now);
     perOrg.take(orgId, 1, now);
+    return release;
   }
 
   router.post("/forms/:id/destinations/:destId/test", async (c) => {
@@ -93,12 +106,15 @@ export function testSendRoutes(deps: AppDeps) {
     const destination = await getDestination(db, form.id, c.req.param("destId"));
     if (destination === null) throw new ApiError(ERRORS.destinationNotFound);
     await readEmptyBody(c);
-    admit(c, orgId, destination.id);
+    const release = await admit(c, orgId, destination.id);
     underWay.add(destination.id);
     try {
       return c.json({ ok: true, result: await testSend(c, { orgId, form, destination }) });
     } finally {
       underWay.delete(destination.id);
+      await release().catch((error) =>
+        logger.warn("test send claim not released", { error: describeError(error) })
+      );
     }
   });
 

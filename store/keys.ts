@@ -24,7 +24,11 @@
  *   (submission_id.ts).
  *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
- * - `rate/<formId>/<client hash>/<window>` rate-limit counters; `health` the /healthz probe.
+ * - `rate/<formId>/<client hash>/<window>/<counterId>` rate-limit counts, one per process
+ *   (and per counter it made); `health` the /healthz probe.
+ * - `test_send_under_way/<destinationId>` the one test send under way to a destination.
+ * - `process_shares/<processId>/<chunk>` what a live process shares with the others: its
+ *   paces and its recent budget usage (process_shares.ts); they expire within seconds.
  * - `page_token_uses/<formId>/<signature>` a time-trap page token that let a submission
  *   through, kept while the token could still be good (rules/spam.ts).
  * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
@@ -235,12 +239,39 @@ export const outcomesOfFormPrefix = (formId: string): ["deliveries", string] => 
 
 // Rate limits and health.
 
-/** A rate-limit counter of one form, client (a keyed hash, never an address) and window. */
+/**
+ * One process's rate-limit count of one form, client (a keyed hash, never an address) and
+ * window, under the id of its counter there; the client's count is the sum of them all.
+ */
 export const rateKey = (
   formId: string,
   client: string,
   window: number,
+  counterId: string,
+): ["rate", string, string, number, string] => ["rate", formId, client, window, counterId];
+/** Prefix of every process's count of one form, client and window. */
+export const rateCountsPrefix = (
+  formId: string,
+  client: string,
+  window: number,
 ): ["rate", string, string, number] => ["rate", formId, client, window];
+
+/** A test send under way to a destination, in some process (store/test_sends.ts). */
+export const testSendUnderWayKey = (
+  destinationId: string,
+): ["test_send_under_way", string] => ["test_send_under_way", destinationId];
+
+/** One chunk of what a process shares with the others (store/process_shares.ts). */
+export const processSharesKey = (
+  processId: string,
+  chunk: number,
+): ["process_shares", string, number] => ["process_shares", processId, chunk];
+/** Prefix of every process's shares. */
+export const processSharesPrefix = (): ["process_shares"] => ["process_shares"];
+/** The process id of a process_shares key. */
+export function processIdOfSharesKey(key: Deno.KvKey): string {
+  return (key as ReturnType<typeof processSharesKey>)[1];
+}
 
 /** Platform relay recipients an organization was sent on one UTC day (`YYYY-MM-DD`). */
 export const relayUsageKey = (orgId: string, day: string): ["relay_usage", string, string] => [

@@ -1,23 +1,35 @@
 /**
- * A fixed-window limit of submissions per form and client.
+ * A fixed-window limit of submissions per form and client, kept by every process
+ * sharing a KV together.
  *
  * A slot is reserved when a request is admitted, before its body is read, and either
  * counted (the submission was accepted, or its captcha failed) or released, so
  * concurrent requests from one client can never pass the limit in one process.
  *
- * Counting is in memory. KV is consulted only for clients that come near the limit:
- * once a client's count reaches half of it, the process reads the counter stored for
- * that form, client and window (by another process, or before a restart), adds it to
- * its own, and stores the sum with each further submission. One-off visitors, the
- * great majority, cost no KV read or write. So the limit is exact in one process and
- * across a restart; processes sharing a KV see each other's counts only when they
- * read them, so there a client may get more (at most the limit per process). The client appears in KV only as a keyed hash
- * (Sealer.pseudonym), never as an address; counters expire after their window.
+ * - A client's first submission in a window costs a process nothing in KV: one-off
+ *   visitors, the great majority, are neither read nor written.
+ * - From its second here on, every count is written to KV under the process's own key
+ *   for the client (so processes never overwrite each other), group-committed and not
+ *   waited for; a count of 2 or more is therefore never only in memory, and a counter
+ *   is forgotten (past MAX_TRACKED) only once it is written.
+ * - Before admitting a client it has seen before in the window, a process reads the
+ *   client's counts (one listing: what every process wrote) and adds what it has not
+ *   written yet. Past the limit it refuses without reading: counts only grow within a
+ *   window.
+ *
+ * So the only submissions no process can see are each process's first of a client:
+ * N processes admit at most the limit + N − 1 (plus requests racing in the same
+ * millisecond), and a restarted process at most one more. When more processes share
+ * the KV than half the limit (counted from their process records, store/process_shares.ts),
+ * a first submission is read and written too, so the bound stays within 2 × the limit
+ * however many run. The client appears in KV only as a keyed hash (Sealer.pseudonym), never as an
+ * address; counters expire after their window.
  *
  * @module
  */
 import type { Db } from "./db.ts";
-import { rateKey } from "./keys.ts";
+import { rateCountsPrefix, rateKey } from "./keys.ts";
+import { countLiveProcesses } from "./process_shares.ts";
 
 /** A reserved slot: count it or release it, once. */
 export interface RateSlot {
@@ -36,16 +48,31 @@ export interface RateLimiter {
   reserve(formId: string, clientKey: string): Promise<RateSlot | { retryAfter: number }>;
 }
 
-/** Counters kept in memory before those of ended windows and idle clients are dropped. */
+/**
+ * Counters kept in memory before those of ended windows, of one-off clients and those
+ * written to KV are dropped (a client dropped and seen again has one submission no
+ * process sees, as a first one).
+ */
 const MAX_TRACKED = 50_000;
+/** How often the number of processes sharing the KV is counted again (one listing). */
+const PROCESS_COUNT_EVERY_MS = 10_000;
 
 interface Counter {
   window: number;
+  /** Counted here, and of those written to KV. */
   counted: number;
+  written: number;
   reserved: number;
-  /** The stored counter has been read (once the client came near the limit). */
-  loaded: boolean;
-  loading: Promise<void> | null;
+  /** Counted by other processes (and by this one before it forgot the counter), as last read. */
+  others: number;
+  /** Its own key's last part: a counter forgotten and made again writes under a new one. */
+  id: string;
+}
+
+/** A form and a client's keyed hash: where its counts are in KV. */
+interface ClientRef {
+  formId: string;
+  hash: string;
 }
 
 const UNLIMITED: RateSlot = { count() {}, release() {} };
@@ -56,17 +83,37 @@ export function createRateLimiter(
   options: { max: number; windowMs: number; now?: () => number },
 ): RateLimiter {
   const now = options.now ?? Date.now;
-  /** From this count on, a client's counter is read from and written to KV. */
-  const nearLimit = Math.ceil(options.max / 2);
   const counters = new Map<string, Counter>();
+  let processes = 1;
+  let processesCountedAt = -Infinity;
 
-  /** Drops counters of ended windows and of idle one-off clients, then any idle ones. */
+  /**
+   * Counts the processes sharing the KV now and then, in the background; the first
+   * count is waited for, so that a new process knows from its first request.
+   */
+  async function recountProcesses() {
+    if (now() - processesCountedAt < PROCESS_COUNT_EVERY_MS) return;
+    const first = processesCountedAt === -Infinity;
+    processesCountedAt = now();
+    const counting = countLiveProcesses(db).then(
+      (n) => void (processes = Math.max(1, n)),
+      () => {/* keep the last count */},
+    );
+    if (first) await counting;
+  }
+
+  /** Too many processes for each to let a client's first submission through unseen. */
+  const crowded = () => 2 * processes > options.max;
+
+  /**
+   * Drops counters of ended windows and those whose counts are all in KV (or are one
+   * count, a first submission); counters with a reservation or a count not yet written stay.
+   */
   function forget(window: number) {
     for (const [key, c] of counters) {
-      if (c.window !== window || (c.reserved === 0 && c.counted <= 1)) counters.delete(key);
+      if (c.reserved > 0) continue;
+      if (c.window !== window || c.counted <= 1 || c.written === c.counted) counters.delete(key);
     }
-    if (counters.size < MAX_TRACKED / 2) return;
-    for (const [key, c] of counters) if (c.reserved === 0) counters.delete(key);
   }
 
   function counterOf(formId: string, clientKey: string, window: number): Counter {
@@ -74,36 +121,52 @@ export function createRateLimiter(
     let counter = counters.get(mapKey);
     if (counter?.window !== window) {
       if (counters.size >= MAX_TRACKED) forget(window);
-      counter = { window, counted: 0, reserved: 0, loaded: false, loading: null };
+      counter = { window, counted: 0, written: 0, reserved: 0, others: 0, id: crypto.randomUUID() };
       counters.set(mapKey, counter);
     }
     return counter;
   }
 
-  /** Reads the stored counter once; concurrent requests of the client share the read. */
-  function load(counter: Counter, formId: string, clientKey: string): Promise<void> {
-    counter.loading ??= (async () => {
-      const key = rateKey(formId, db.sealer.pseudonym(clientKey), counter.window);
-      const stored = await db.kv.get<number>(key);
-      // What is stored was counted elsewhere (another process, or before a restart):
-      // this process writes its own count only from now on.
-      counter.counted += stored.value ?? 0;
-      counter.loaded = true;
-    })();
-    return counter.loading;
+  /** What the client has used in the window, as far as this process knows. */
+  const used = (c: Counter) => c.others + c.counted + c.reserved;
+
+  /** Reads what the other processes wrote for the client (the counter's own key aside). */
+  async function read(counter: Counter, client: ClientRef) {
+    let others = 0;
+    const prefix = rateCountsPrefix(client.formId, client.hash, counter.window);
+    for await (const entry of db.kv.list<number>({ prefix })) {
+      if (entry.key.at(-1) !== counter.id) others += entry.value;
+    }
+    counter.others = Math.max(counter.others, others);
+  }
+
+  /** Writes this process's count of the client, when it has not been yet. */
+  function write(counter: Counter, client: ClientRef) {
+    if (counter.written === counter.counted) return;
+    const count = counter.written = counter.counted;
+    const key = rateKey(client.formId, client.hash, counter.window, counter.id);
+    db.batcher.commit({
+      apply: (op) => op.set(key, count, { expireIn: options.windowMs * 2 }),
+      mutations: 1,
+    }).catch(() => {/* a lost count only loosens the limit */});
   }
 
   return {
     async reserve(formId, clientKey) {
       if (options.max === 0) return UNLIMITED;
+      await recountProcesses();
       const window = Math.floor(now() / options.windowMs);
       const counter = counterOf(formId, clientKey, window);
-      if (!counter.loaded && counter.counted + counter.reserved + 1 >= nearLimit) {
-        await load(counter, formId, clientKey);
-      }
-      if (counter.counted + counter.reserved >= options.max) {
+      const client = { formId, hash: db.sealer.pseudonym(clientKey) };
+      const retryAfter = () => {
         const end = (counter.window + 1) * options.windowMs;
         return { retryAfter: Math.max(1, Math.ceil((end - now()) / 1000)) };
+      };
+      if (used(counter) >= options.max) return retryAfter();
+      // Seen here before, or too many processes for a free first submission each: read.
+      if (counter.counted + counter.reserved > 0 || crowded()) {
+        await read(counter, client);
+        if (used(counter) >= options.max) return retryAfter();
       }
       counter.reserved++;
       let settled = false;
@@ -112,13 +175,8 @@ export function createRateLimiter(
           if (settled) return;
           settled = true;
           counter.reserved--;
-          const count = ++counter.counted;
-          if (count < nearLimit) return;
-          const key = rateKey(formId, db.sealer.pseudonym(clientKey), counter.window);
-          db.batcher.commit({
-            apply: (op) => op.set(key, count, { expireIn: options.windowMs * 2 }),
-            mutations: 1,
-          }).catch(() => {/* a lost count only loosens the limit */});
+          counter.counted++;
+          if (counter.counted >= 2 || crowded()) write(counter, client);
         },
         release() {
           if (settled) return;

@@ -1,0 +1,79 @@
+import assert from "node:assert/strict";
+import { createDb, type Db } from "./db.ts";
+import { createShareExchange } from "./process_shares.ts";
+import { createRateLimiter, type RateLimiter } from "./rate_limit.ts";
+import { createSealer } from "./sealing.ts";
+
+/** A clock halfway through a window, so that no test sees a window end. */
+const midWindow = () => Date.UTC(2026, 0, 1, 12, 5);
+
+async function withDb(test: (db: Db) => Promise<void>) {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    await test(createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32)))));
+  } finally {
+    kv.close();
+  }
+}
+
+/** Posts as `client` to `limiters` in turn until each has refused it; how many were let through. */
+async function admitted(limiters: RateLimiter[], client: string, attempts: number) {
+  let passed = 0;
+  for (let i = 0; i < attempts; i++) {
+    const slot = await limiters[i % limiters.length].reserve("f", client);
+    if ("retryAfter" in slot) continue;
+    slot.count();
+    passed++;
+    // A submission takes at least its acceptance commit: the count's write goes with it.
+    //YIELD
+  }
+  return passed;
+}
+
+Deno.test("rate limit: a flood of other addresses does not reset a client's count", async () => {
+  await withDb(async (db) => {
+    const limiter = createRateLimiter(db, { max: 60, windowMs: 600_000, now: midWindow });
+    assert.equal(await admitted([limiter], "203.0.113.7", 20), 20);
+    // 60 000 one-off addresses (an IPv6 /48 behind a trusted header), more than the
+    // limiter keeps in memory.
+    for (let i = 0; i < 60_000; i++) {
+      const slot = await limiter.reserve("f", `2001:db8:1::${i.toString(16)}`);
+      if (!("retryAfter" in slot)) slot.count();
+    }
+    const more = await admitted([limiter], "203.0.113.7", 100);
+    assert.ok(more <= 41, `${more} more let through after the flood: at most 40 + 1`);
+    assert.ok(more >= 40, `${more}: the client still gets what it had left`);
+  });
+});
+
+Deno.test("rate limit: N processes on one KV let a client through at most the limit + N − 1", async () => {
+  await withDb(async (db) => {
+    for (const processes of [1, 2, 4]) {
+      const limiters = Array.from(
+        { length: processes },
+        () => createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow }),
+      );
+      const passed = await admitted(limiters, `198.51.100.${processes}`, 100);
+      assert.ok(passed >= 10, `${processes} processes: ${passed}, at least the limit`);
+      assert.ok(passed <= 10 + processes - 1, `${processes} processes: ${passed} let through`);
+    }
+  });
+});
+
+Deno.test("rate limit: with more processes than half the limit, first submissions are read too: within 2 × the limit", async () => {
+  await withDb(async (db) => {
+    // Twelve live processes, as their process records show.
+    for (let i = 0; i < 12; i++) {
+      await createShareExchange(db, { processId: `p${i}`, freshMs: 60_000 }).exchange({
+        paces: new Map([["d", { limit: 1, heldUntil: 0, congestedAt: 0, rate: null }]]),
+        usage: [],
+      });
+    }
+    const limiters = Array.from(
+      { length: 12 },
+      () => createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow }),
+    );
+    const passed = await admitted(limiters, "198.51.100.99", 100);
+    assert.ok(passed <= 11, `${passed} let through by 12 processes (a free first each: 21)`);
+  });
+});
