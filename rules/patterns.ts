@@ -191,8 +191,16 @@ interface Lane {
 
 const lanes = new Map<string, Lane>();
 
+/** Drops the lanes with nothing waiting whose second is over (they hold nothing to keep). */
+function forgetIdleLanes(at: number) {
+  for (const [name, lane] of lanes) {
+    if (lane.waiting === 0 && at - lane.windowStart >= ORG_WINDOW_MS) lanes.delete(name);
+  }
+}
+
 /** Runs `work` after the lane's earlier work, so one lane never matches twice at once. */
 function inLane<T>(name: string, now: () => number, work: (lane: Lane) => Promise<T>): Promise<T> {
+  if (!lanes.has(name) && lanes.size >= 10_000) forgetIdleLanes(now());
   const lane = lanes.get(name) ??
     { tail: Promise.resolve(), windowStart: now(), used: 0, waiting: 0 };
   if (lane.waiting >= MAX_LANE_WAITING) return Promise.reject(new LaneFullError());
