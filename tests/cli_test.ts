@@ -374,6 +374,7 @@ Deno.test("deno task start in a fresh copy installs only the packages the servic
       "disposable-email-domains",
       "hono",
       "prom-client",
+      "re2js",
       "swagger-ui-dist",
       "zod",
     ], "deno.lock holds packages the service does not use");
