@@ -609,6 +609,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
         ERRORS.backlogFull,
         ERRORS.serverBusy,
         ERRORS.bodyTimeout,
+        ERRORS.invalidContentLength,
         ERRORS.invalidJsonPayload,
         ERRORS.invalidFormPayload,
         ERRORS.fileUpload,
