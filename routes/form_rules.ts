@@ -15,6 +15,7 @@ import { ApiError, refuseOtherMethods } from "./http.ts";
 import { ERRORS } from "./errors.ts";
 import { reserveConfirmation } from "../store/confirmations.ts";
 import type { Db } from "../store/db.ts";
+import type { RefusalCounter } from "../store/refusals.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
 import type { FormRecord } from "../store/forms.ts";
 
@@ -26,8 +27,11 @@ export interface FormRules {
   destinationsOf(target: IngestTarget, payload: unknown): Promise<IngestTarget["destinations"]>;
 }
 
-/** The form rules of an ingestion route. */
-export function createFormRules(db: Db): FormRules {
+/**
+ * The form rules of an ingestion route; `refusals` counts each rule's catches per form
+ * and day (and in observe mode, what it would have caught, while the submission goes on).
+ */
+export function createFormRules(db: Db, refusals: RefusalCounter): FormRules {
   return {
     async caught(form, payload) {
       if (!form.spamRules) return false;
@@ -37,8 +41,14 @@ export function createFormRules(db: Db): FormRules {
         publicKey: form.publicKey,
         now: Date.now(),
       });
-      if (rule !== null) countSpamCaught(form.id, rule);
-      return rule !== null;
+      if (rule === null) return false;
+      if (form.spamRules.observe) {
+        refusals.count(form.id, `observed:${rule}`);
+        return false;
+      }
+      countSpamCaught(form.id, rule);
+      refusals.count(form.id, `spam:${rule}`);
+      return true;
     },
 
     async destinationsOf(target, payload) {

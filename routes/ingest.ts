@@ -97,7 +97,7 @@ export function ingestRoutes(deps: AppDeps) {
   const rateLimiter = createRateLimiter(db, config.rateLimit);
   const bodyTiming = bodyTimingOf(config);
   const refusals = deps.refusals ?? createRefusalCounter(db);
-  const formRules = createFormRules(db);
+  const formRules = createFormRules(db, refusals);
   const addressRule = {
     header: config.clientIpHeader,
     trustedProxyHops: config.trustedProxyHops,

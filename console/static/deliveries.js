@@ -5,6 +5,7 @@
 import { api, apiOk, deployment, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
 import { field, h, svg, when } from "./dom.js";
 import { formHeader, loadForm, nowhereNotice } from "./forms.js";
+import { noPageTokenHint, ruleTotals } from "./rules.js";
 
 /** Outcomes read per visit: the API's most. */
 const LIMIT = 500;
@@ -95,7 +96,8 @@ const REFUSALS = [
   [
     "spam",
     "Blocked as spam",
-    "The honeypot field was filled in, or one of the form's spam rules caught it (Settings).",
+    "The honeypot field was filled in, or one of the form's spam rules caught it (Settings); " +
+    "by rule below.",
   ],
   ["rate", "Too many", "One visitor sent more than the rate limit allows."],
   ["size", "Too large", "The body was over 128 KB."],
@@ -141,8 +143,35 @@ function refusalsCard(days) {
         ),
       ),
     ),
+    spamByRule(days),
     h("p", { class: "hint" }, "Counts only: nothing of these submissions is kept."),
   );
+}
+
+/** Spam split by the rule that caught it, what observed rules would have, and the page-token hint. */
+function spamByRule(days) {
+  const caught = ruleTotals(days, "spamByRule");
+  const observed = ruleTotals(days, "observedByRule");
+  const spam = days.reduce((n, day) => n + day.spam, 0);
+  const byRules = Object.values(caught.totals).reduce((n, count) => n + count, 0);
+  const parts = [
+    spam > byRules ? `Honeypot ${spam - byRules}` : null,
+    caught.text || null,
+  ].filter(Boolean);
+  return [
+    parts.length
+      ? h("p", { class: "meta spam-rules" }, `Spam by rule, 7 days: ${parts.join(", ")}.`)
+      : null,
+    noPageTokenHint(caught.totals.no_page_token, { observed: false }),
+    observed.text
+      ? h(
+        "p",
+        { class: "meta observed" },
+        `Rules in observe mode would have caught, 7 days (all delivered): ${observed.text}.`,
+      )
+      : null,
+    noPageTokenHint(observed.totals.no_page_token, { observed: true }),
+  ];
 }
 
 function healthAlerts(form, destinations, reload) {
