@@ -114,6 +114,7 @@ export const destinationSchema = z.strictObject({
   id: z.uuid(),
   formId: z.uuid(),
   type: z.enum(DESTINATION_TYPES),
+  name: z.string().nullable().meta({ description: "The tenant's name for it, or null" }),
   config: z.record(z.string(), z.unknown()).meta({
     description: 'The type\'s config with secret values shown as "********"',
   }),
@@ -362,6 +363,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
               id: z.uuid(),
               formId: z.uuid(),
               type: z.enum(DESTINATION_TYPES),
+              name: z.string().optional(),
               config: anyConfig,
               isEnabled: z.boolean(),
               conditions: conditionsSchema.optional(),

@@ -1,7 +1,8 @@
 /**
  * The console says plainly what an owner who keeps no copy of their messages needs, in a
  * real Chromium: a generated secret is shown once with "copy it now", an edit keeps it
- * and the card says signing is on; spam rules in observe mode show what they would have
+ * and the card says signing is on; a destination's name, no pace while it runs at full
+ * speed, and what redelivery can and cannot send again; spam rules in observe mode show what they would have
  * caught, with a page sending no page token told apart; a captcha outage is not a bad token.
  */
 import assert from "node:assert/strict";
@@ -57,6 +58,23 @@ Deno.test("console: kept secrets, observed spam rules and a captcha outage in pl
     assert.equal((await stored()).secret, secret, "the secret was kept");
     await page.locator("[data-destination]").getByText("Signing on").waitFor();
   });
+
+  await t.step(
+    "a named destination, no pace at full speed, and what redelivery can do",
+    async () => {
+      const card = page.locator("[data-destination]");
+      await card.getByRole("button", { name: "Edit" }).click();
+      const editor = page.getByRole("form", { name: "Edit destination" });
+      await editor.getByLabel("Name (optional)").fill("Sales inbox");
+      await editor.getByRole("button", { name: "Save" }).click();
+      await card.getByText("Sales inbox · Webhook").waitFor();
+      const text = await card.textContent() ?? "";
+      assert.doesNotMatch(text, /Pace|in flight|Slowed/, "a pace at full speed is not shown");
+      assert.match(text, /Delivered submissions are not kept, so they cannot be sent again/);
+      await card.getByRole("button", { name: "Redeliver since" }).click();
+      await card.getByText(/0 redelivered\. Delivered submissions are not kept/).waitFor();
+    },
+  );
 
   await t.step("spam rules in observe mode show what they would have caught", async () => {
     await page.getByRole("link", { name: "Settings" }).click();

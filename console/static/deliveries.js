@@ -2,7 +2,7 @@
  * Delivery outcomes of a form: destinations paused for their health (with re-enable),
  * a chart of the last 24 hours, and the recent outcomes, filterable by status.
  */
-import { api, apiOk, deployment, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
+import { api, apiOk, deployment, destinationLabel, healthIssue, TYPE_NAMES } from "./api.js";
 import { field, h, svg, when } from "./dom.js";
 import { formHeader, loadForm, nowhereNotice } from "./forms.js";
 import { noPageTokenHint, ruleTotals } from "./rules.js";
@@ -188,8 +188,8 @@ function healthAlerts(form, destinations, reload) {
         h(
           "li",
           {},
-          h("strong", {}, `${TYPE_NAMES[destination.type]} ${targetOf(destination)}`),
-          h("p", { class: "health" }, `${issue.label} since ${when(issue.since)}: ${issue.reason}`),
+          h("strong", {}, destinationLabel(destination)),
+          h("p", { class: "health" }, issue.text),
           h("button", {
             type: "button",
             onclick: async () => {
@@ -254,7 +254,7 @@ function outcomeRows(outcomes, destinations, actions) {
         outcome.destinationId === "confirmation"
           ? "Confirmation to the visitor"
           : destination
-          ? `${TYPE_NAMES[destination.type]} ${targetOf(destination)}`
+          ? destinationLabel(destination)
           : `${TYPE_NAMES[outcome.destinationType]} (deleted)`,
       ),
       cell("Status", h("span", { class: `badge ${outcome.status}` }, outcome.status)),
