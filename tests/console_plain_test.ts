@@ -16,6 +16,8 @@ import { startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
 
 const BROWSER_MS = 15_000;
+/** The pictures of docs/console.md, taken as the test goes. */
+const PICTURES = new URL("../docs/screenshots/", import.meta.url);
 
 Deno.test("console: kept secrets, observed spam rules and a captcha outage in plain words", async (t) => {
   await using h = await startHarness({
@@ -73,6 +75,7 @@ Deno.test("console: kept secrets, observed spam rules and a captcha outage in pl
       assert.match(text, /Delivered submissions are not kept, so they cannot be sent again/);
       await card.getByRole("button", { name: "Redeliver since" }).click();
       await card.getByText(/0 redelivered\. Delivered submissions are not kept/).waitFor();
+      await card.screenshot({ path: new URL("console-destination-card.png", PICTURES).pathname });
     },
   );
 
@@ -97,6 +100,7 @@ Deno.test("console: kept secrets, observed spam rules and a captcha outage in pl
     assert.match(text, /would have caught, 7 days \(all delivered\): No page token 2/);
     assert.match(text, /2 submissions came without a page token \(delivered/);
     assert.match(text, /update the page with the snippet/);
+    await region.screenshot({ path: new URL("console-observed-rules.png", PICTURES).pathname });
 
     await page.getByRole("link", { name: "Settings" }).click();
     await page.getByText("In the last 7 days these rules would have caught: No page token 2")
