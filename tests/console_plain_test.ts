@@ -110,6 +110,34 @@ Deno.test("console: kept secrets, observed spam rules and a captcha outage in pl
     assert.deepEqual(violations, []);
   });
 
+  await t.step("a destination's pace is shown only while it is slowed, in words", async () => {
+    await using slow = startWebhookSink(() =>
+      new Response("slow down", { status: 429, headers: { "Retry-After": "120" } })
+    );
+    await h.addDestination(form.id, {
+      type: "webhook",
+      name: "Slow receiver",
+      config: { url: slow.url },
+    });
+    assert.equal((await h.submit(form.publicKey, { message: "to the slow one" })).status, 202);
+    const path = `/forms/${form.id}/destinations`;
+    await waitFor(async () => {
+      const { destinations } = await (await h.admin("GET", path)).json();
+      return destinations.some((d: { pace: { heldUntil: string | null } | null }) =>
+        d.pace?.heldUntil
+      );
+    }, { message: "the receiver's Retry-After holds it" });
+    await page.getByRole("link", { name: "Destinations" }).click();
+    const slowCard = page.locator("[data-destination]").filter({ hasText: "Slow receiver" });
+    await slowCard.locator(".pace").waitFor();
+    assert.match(
+      await slowCard.locator(".pace").textContent() ?? "",
+      /^Slowed down: the receiver asked to wait, so nothing is sent before .*\.$/,
+    );
+    const fast = page.locator("[data-destination]").filter({ hasText: "Sales inbox" });
+    assert.equal(await fast.locator(".pace").count(), 0);
+  });
+
   await t.step("a captcha provider outage is shown apart from bad tokens", async () => {
     const patched = await h.admin("PATCH", `/forms/${form.id}`, {
       verifyCaptcha: true,
