@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { redactUrls } from "./redact.ts";
 import type { Hono } from "hono";
 import { createApp } from "./app.ts";
 import { type Config, isRemoteKvPath } from "./config.ts";
@@ -93,9 +94,22 @@ export async function startService(
           },
           { pauseAfterMs: config.pauseAfterMs, now: Date.now(), clear: healthyDestinations },
         ).then((paused) => {
-          if (paused) logger.warn("destination paused", { destinationId: job.destinationId });
+          if (!paused || result.delivered) return;
+          logger.warn("destination paused", {
+            orgId: job.orgId,
+            formId: job.formId,
+            destinationId: job.destinationId,
+            // Cut down to scheme://host once more: a URL path may be the credential.
+            reason: result.failure.gone
+              ? `the service says it no longer exists: ${redactUrls(result.failure.message)}`
+              : `failing by its own fault for ${
+                config.pauseAfterMs / 3_600_000
+              } h; last error: ${result.failure.message}`,
+          });
         }).catch((error) =>
           logger.error("destination health update failed", {
+            orgId: job.orgId,
+            formId: job.formId,
             destinationId: job.destinationId,
             error: describeError(error),
           })

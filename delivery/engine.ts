@@ -250,13 +250,18 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     if (!result.delivered && closing.signal.aborted) return await outcomes.handBack(claimed);
     const fields = await whileCommitting(key, outcomes.record(claimed, result));
     const { job } = claimed;
+    // Whose delivery, where and why, in every line: never a secret or a payload field.
+    const { error, ...outcome } = fields;
     logger.info("delivery attempt", {
-      submissionId: job.submissionId,
+      orgId: job.orgId,
+      formId: job.formId,
       destinationId: job.destinationId,
+      submissionId: job.submissionId,
       type: job.type,
       attempt: job.attempts,
       ms: Math.round(performance.now() - started),
-      ...fields,
+      ...outcome,
+      reason: error ?? null,
     });
     countAttempt(job, fields, started);
   }

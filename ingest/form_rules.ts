@@ -16,6 +16,7 @@ import { ApiError, refuseOtherMethods } from "../routes/http.ts";
 import { ERRORS } from "../routes/errors.ts";
 import { reserveConfirmation } from "../store/confirmations.ts";
 import type { Db } from "../store/db.ts";
+import type { RefusalCounter } from "../store/refusals.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
 import type { FormRecord } from "../store/forms.ts";
 
@@ -52,8 +53,11 @@ async function busyWhenLaneFull<T>(matching: Promise<T>): Promise<T> {
   }
 }
 
-/** The form rules of an ingestion route. */
-export function createFormRules(db: Db): FormRules {
+/**
+ * The form rules of an ingestion route; `refusals` counts each rule's catches per form
+ * and day (and in observe mode, what it would have caught, while the submission goes on).
+ */
+export function createFormRules(db: Db, refusals: RefusalCounter): FormRules {
   return {
     async caught(form, payload) {
       if (!form.spamRules) return { spam: false, pageToken: null };
@@ -64,10 +68,18 @@ export function createFormRules(db: Db): FormRules {
         orgId: form.orgId,
         now: Date.now(),
       }));
-      if (verdict.rule !== null) countSpamCaught(form.id, verdict.rule);
-      return verdict.rule === null
-        ? { spam: false, pageToken: verdict.pageToken }
-        : { spam: true, pageToken: null };
+      const { rule } = verdict;
+      // In observe mode nothing is dropped, a reused page token included: no use is recorded.
+      if (rule === null) {
+        return { spam: false, pageToken: form.spamRules.observe ? null : verdict.pageToken };
+      }
+      if (form.spamRules.observe) {
+        refusals.count(form.id, `observed:${rule}`);
+        return { spam: false, pageToken: null };
+      }
+      countSpamCaught(form.id, rule);
+      refusals.count(form.id, `spam:${rule}`);
+      return { spam: true, pageToken: null };
     },
 
     async destinationsOf(target, payload) {

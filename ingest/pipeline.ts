@@ -68,6 +68,7 @@ export interface IngestPipeline {
 /** The ingestion pipeline of a service. */
 export function createIngestPipeline(deps: AppDeps): IngestPipeline {
   const { config, db } = deps;
+  const refusals = deps.refusals ?? createRefusalCounter(db);
   const parts: IngestParts = {
     config,
     db,
@@ -75,9 +76,9 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
     logger: deps.logger,
     engine: deps.engine,
     ingestLoad: deps.ingestLoad,
-    refusals: deps.refusals ?? createRefusalCounter(db),
+    refusals,
     rateLimiter: createRateLimiter(db, config.rateLimit),
-    formRules: createFormRules(db),
+    formRules: createFormRules(db, refusals),
     addressRule: { header: config.clientIpHeader, trustedProxyHops: config.trustedProxyHops },
     bodyTiming: bodyTimingOf(config),
     envelopeTtlMs: envelopeTtlMs(config.retryScheduleMs, config.leaseMs),
@@ -147,6 +148,7 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
             spam = true;
             countSpamCaught(form.id, "time_trap");
             parts.refusals.count(form.id, "spam");
+            parts.refusals.count(form.id, "spam:time_trap");
           }
         }
         countAccepted(form.id, spam);

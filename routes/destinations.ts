@@ -28,15 +28,22 @@ import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
 import { ERRORS } from "./errors.ts";
 
+/** A destination's name: telling two of one type apart in the console, logs and notices. */
+const destinationName = z.string().trim().min(1).max(100).meta({
+  description: 'The tenant\'s name for it ("Sales inbox"), shown in the console',
+});
+
 /** Body of `POST /forms/:id/destinations`; `config` is checked by the type's connector. */
 export const destinationCreateSchema = z.strictObject({
   type: z.enum(DESTINATION_TYPES),
+  name: destinationName.optional(),
   config: z.unknown(),
   isEnabled: z.boolean().default(true),
   conditions: conditionsSchema.optional(),
 });
 /** Body of `PATCH /forms/:id/destinations/:destId`. */
 export const destinationPatchSchema = z.strictObject({
+  name: destinationName.nullable(),
   config: z.unknown().optional(),
   isEnabled: z.boolean(),
   conditions: conditionsSchema,
@@ -90,6 +97,7 @@ function destinationView(
     id: destination.id,
     formId: destination.formId,
     type: destination.type,
+    name: destination.name ?? null,
     config: connector ? connector.redact(destination.config) : destination.config,
     secretsSet: secretsOf(destination),
     isEnabled: destination.isEnabled,
@@ -147,10 +155,18 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     try {
       const destination = await addDestination(db, form, { ...input, config });
       if (destination === null) throw new ApiError(ERRORS.formNotFound);
-      const { id, formId, type, isEnabled, conditions } = destination;
+      const { id, formId, type, name, isEnabled, conditions } = destination;
       // The spec's answer: exactly the stored config, as the one who stored it sent it
-      // (and the routing conditions, when there are any).
-      const shown = { id, formId, type, config, isEnabled, ...(conditions ? { conditions } : {}) };
+      // (and the name and routing conditions, when there are any).
+      const shown = {
+        id,
+        formId,
+        type,
+        ...(name ? { name } : {}),
+        config,
+        isEnabled,
+        ...(conditions ? { conditions } : {}),
+      };
       return c.json({ ok: true, destination: shown });
     } catch (error) {
       if (!(error instanceof TooManyDestinationsError)) throw error;
@@ -194,6 +210,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     }
     const updated = await updateDestination(db, form.id, destId, {
       config,
+      name: patch.name,
       isEnabled: patch.isEnabled,
       conditions: patch.conditions,
     });

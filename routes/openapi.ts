@@ -23,7 +23,7 @@ import { refusalsQuerySchema } from "./refusals.ts";
 import { REFUSAL_REASONS } from "../store/refusals.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
 import { conditionsSchema } from "../rules/routing.ts";
-import { spamRulesSchema, TIME_TRAP_FIELD } from "../rules/spam.ts";
+import { SPAM_RULES, spamRulesSchema, TIME_TRAP_FIELD } from "../rules/spam.ts";
 import { CONFIRMATION_DESTINATION_ID, confirmationSchema } from "../rules/confirmation.ts";
 
 /** The destination create body: the route's schema with `config` per type. */
@@ -45,6 +45,11 @@ const destinationPatchBody = destinationPatchSchema.extend({
 });
 
 const timestamp = z.iso.datetime();
+
+/** Counts per spam rule (store/refusals.ts RuleCounts). */
+const ruleCounts = z.strictObject(
+  Object.fromEntries(SPAM_RULES.map((rule) => [rule, z.number().int()])),
+);
 
 /** One input of a console editor (connectors/descriptor.ts ConsoleField). */
 const consoleFieldSchema = z.strictObject({
@@ -109,6 +114,7 @@ export const destinationSchema = z.strictObject({
   id: z.uuid(),
   formId: z.uuid(),
   type: z.enum(DESTINATION_TYPES),
+  name: z.string().nullable().meta({ description: "The tenant's name for it, or null" }),
   config: z.record(z.string(), z.unknown()).meta({
     description: 'The type\'s config with secret values shown as "********"',
   }),
@@ -357,6 +363,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
               id: z.uuid(),
               formId: z.uuid(),
               type: z.enum(DESTINATION_TYPES),
+              name: z.string().optional(),
               config: anyConfig,
               isEnabled: z.boolean(),
               conditions: conditionsSchema.optional(),
@@ -482,6 +489,14 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
             days: z.array(z.strictObject({
               day: z.string().meta({ description: "YYYY-MM-DD (UTC)" }),
               ...Object.fromEntries(REFUSAL_REASONS.map((reason) => [reason, z.number().int()])),
+              spamByRule: ruleCounts.meta({
+                description: "`spam` by the rule that caught it; the honeypot's are the rest. " +
+                  "no_page_token: the page sent no page token (update its snippet)",
+              }),
+              observedByRule: ruleCounts.meta({
+                description:
+                  "What rules in observe mode would have caught (delivered all the same)",
+              }),
             })),
           }),
         },

@@ -39,16 +39,32 @@ export const spamRulesSchema = z.strictObject({
   blockedPatterns: z.array(boundedPatternSchema).max(20).optional(),
   /** The field holding the visitor's email address, refused from throw-away domains. */
   disposableEmailField: z.string().min(1).max(100).optional(),
+  /**
+   * Observe mode: the rules only count what they would catch (per rule and day, in the
+   * form's refusals) and every submission is delivered, so a rule can be tried first.
+   */
+  observe: z.boolean().optional(),
 });
 
 /** A form's spam rules. */
 export type SpamRules = z.infer<typeof spamRulesSchema>;
 
-/** The rule that caught a submission. */
-export type SpamRule = "time_trap" | "links" | "blocked_words" | "blocked_patterns" | "disposable";
+/**
+ * The rule that caught a submission. The time trap is told apart in two: `no_page_token`
+ * (the page sent none: usually a page still on an old snippet, or a plain HTML form) and
+ * `time_trap` (too soon, or a forged, other form's or stale token).
+ */
+export type SpamRule =
+  | "no_page_token"
+  | "time_trap"
+  | "links"
+  | "blocked_words"
+  | "blocked_patterns"
+  | "disposable";
 
 /** Every rule, for metrics that start at zero. */
 export const SPAM_RULES: SpamRule[] = [
+  "no_page_token",
   "time_trap",
   "links",
   "blocked_words",
@@ -156,6 +172,7 @@ export async function spamRuleCaught(
   delete fields[TIME_TRAP_FIELD];
   let pageToken: PageToken | null = null;
   if (rules.minSeconds !== undefined) {
+    if (token === undefined || token === "") return { rule: "no_page_token" };
     pageToken = readPageToken(sealer, { publicKey, token, now });
     if (pageToken === null || now - pageToken.loadedAt < rules.minSeconds * 1000) {
       return { rule: "time_trap" };

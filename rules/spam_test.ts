@@ -15,7 +15,7 @@ const now = Date.UTC(2026, 10, 24, 12);
 const caught = async (rules: SpamRules, payload: Record<string, unknown>, at = now) =>
   (await spamRuleCaught(rules, { payload, sealer, publicKey, orgId: "org_spam", now: at })).rule;
 
-Deno.test("time trap: a real page time passes, one too recent, forged, missing or expired is caught", async () => {
+Deno.test("time trap: a real page time passes, one too recent, forged or expired is caught, a missing one apart", async () => {
   const rules = { minSeconds: 3 };
   const loaded = pageToken(sealer, publicKey, now - 10_000);
   const payload = { name: "Ada", [TIME_TRAP_FIELD]: loaded };
@@ -34,7 +34,9 @@ Deno.test("time trap: a real page time passes, one too recent, forged, missing o
   assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: forged }), "time_trap");
   const otherForm = pageToken(sealer, "pk_" + "b".repeat(40), now - 10_000);
   assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: otherForm }), "time_trap");
-  assert.equal(await caught(rules, { name: "no token" }), "time_trap");
+  // No token at all: a page on an old snippet, told apart so the owner can fix the page.
+  assert.equal(await caught(rules, { name: "no token" }), "no_page_token");
+  assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: "" }), "no_page_token");
   const expired = pageToken(sealer, publicKey, now - TOKEN_MAX_AGE_MS - 1);
   assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: expired }), "time_trap");
   const lastMoment = pageToken(sealer, publicKey, now - TOKEN_MAX_AGE_MS);

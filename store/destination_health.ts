@@ -50,14 +50,14 @@ const MAX_REASON_ERROR = 300;
 function pauseReason(failing: FailingRecord): string {
   const since = new Date(failing.since).toISOString();
   const error = redactUrls(failing.lastError ?? "unknown error").slice(0, MAX_REASON_ERROR);
-  return `Paused after failing since ${since} with no delivery in between ` +
+  return `Failing since ${since} with no delivery in between ` +
     `(${failing.failures} failed attempts); last error: ${error}`;
 }
 
 /** The reason shown on a destination paused at once because its service says it is gone. */
 function goneReason(error: string | null): string {
   const text = redactUrls(error ?? "unknown error").slice(0, MAX_REASON_ERROR);
-  return `Paused at once: the service says this destination no longer exists (${text})`;
+  return `The service says this destination no longer exists (${text})`;
 }
 
 /**

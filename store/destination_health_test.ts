@@ -47,7 +47,7 @@ Deno.test("recordHealth pauses only when failures span the whole period with no 
   assert.equal(paused.since, new Date(t0 + DAY).toISOString());
   assert.equal(
     paused.reason,
-    "Paused after failing since 2026-11-20T08:00:00.000Z with no delivery in between " +
+    "Failing since 2026-11-20T08:00:00.000Z with no delivery in between " +
       "(302 failed attempts); last error: Cannot deliver",
   );
   // Further failures of a paused destination are not counted.

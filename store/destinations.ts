@@ -25,6 +25,8 @@ export interface DestinationRecord {
   formId: string;
   orgId: string;
   type: DestinationType;
+  /** The tenant's name for it ("Sales inbox"), telling two of one type apart; absent: none. */
+  name?: string;
   sealedConfig: string;
   /** The tenant's switch: a disabled destination gets no jobs (spec 2.3). */
   isEnabled: boolean;
@@ -103,7 +105,13 @@ export class TooManyDestinationsError extends Error {
 export async function addDestination(
   db: Db,
   form: FormRecord,
-  input: { type: DestinationType; config: unknown; isEnabled: boolean; conditions?: Condition[] },
+  input: {
+    type: DestinationType;
+    name?: string;
+    config: unknown;
+    isEnabled: boolean;
+    conditions?: Condition[];
+  },
 ): Promise<Destination | null> {
   const id = crypto.randomUUID();
   const now = new Date().toISOString();
@@ -112,6 +120,7 @@ export async function addDestination(
     formId: form.id,
     orgId: form.orgId,
     type: input.type,
+    ...(input.name ? { name: input.name } : {}),
     sealedConfig: await sealJson(db.sealer, input.config, sealContext(id)),
     isEnabled: input.isEnabled,
     health: HEALTHY,
@@ -180,7 +189,14 @@ export async function updateDestination(
   db: Db,
   formId: string,
   destinationId: string,
-  change: { config?: unknown; isEnabled?: boolean; resume?: boolean; conditions?: Condition[] },
+  change: {
+    config?: unknown;
+    /** A new name; null removes it. */
+    name?: string | null;
+    isEnabled?: boolean;
+    resume?: boolean;
+    conditions?: Condition[];
+  },
 ): Promise<Destination | null> {
   const key = destinationKey(formId, destinationId);
   const sealedConfig = change.config === undefined
@@ -202,6 +218,8 @@ export async function updateDestination(
       if (change.conditions.length > 0) updated.conditions = change.conditions;
       else delete updated.conditions;
     }
+    if (change.name === null) delete updated.name;
+    else if (change.name !== undefined) updated.name = change.name;
     const op = db.kv.atomic().check(entry).set(key, updated);
     if (resume) op.delete(destinationFailingKey(destinationId));
     return { op, result: updated };

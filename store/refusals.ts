@@ -12,6 +12,7 @@
 import type { Db } from "./db.ts";
 import { refusalCountKey, refusalCountKeyParts, refusalsOfFormPrefix } from "./keys.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
+import { SPAM_RULES, type SpamRule } from "../rules/spam.ts";
 
 /** Why a submission did not reach the form's destinations. */
 export const REFUSAL_REASONS = [
@@ -27,6 +28,16 @@ export const REFUSAL_REASONS = [
 /** One of REFUSAL_REASONS. */
 export type RefusalReason = typeof REFUSAL_REASONS[number];
 
+/**
+ * A count of one spam rule: what it caught (`spam:<rule>`, also counted in `spam`), or in
+ * observe mode what it would have caught (`observed:<rule>`: delivered all the same).
+ * Kept like the refusals, per form and day for 30 days, so turning a rule on can show
+ * what it would have caught in the days it was observed.
+ */
+export type RuleCount = `spam:${SpamRule}` | `observed:${SpamRule}`;
+/** What the refusal counter counts. */
+export type CountedReason = RefusalReason | RuleCount;
+
 /** How long counts are kept. */
 const KEEP_DAYS = 30;
 /** Most sums in one commit (KV allows 1000 mutations). */
@@ -40,10 +51,10 @@ export function dayOf(ms: number): string {
 
 /** The counter ingestion reports refusals to. */
 export interface RefusalCounter {
-  /** Counts one refusal of a submission to a form. */
-  count(formId: string, reason: RefusalReason): void;
+  /** Counts one refusal of a submission to a form, or one catch of a spam rule. */
+  count(formId: string, reason: CountedReason): void;
   /** Counts not yet written, for `formId` (added to what is read from KV). */
-  pending(formId: string): { day: string; reason: RefusalReason; count: number }[];
+  pending(formId: string): { day: string; reason: CountedReason; count: number }[];
   /** Writes what has been counted; resolves once written. */
   flush(): Promise<void>;
 }
@@ -89,10 +100,10 @@ export function createRefusalCounter(
       if (now() - lastFlush >= flushMs) flush();
     },
     pending(formId) {
-      const found: { day: string; reason: RefusalReason; count: number }[] = [];
+      const found: { day: string; reason: CountedReason; count: number }[] = [];
       for (const [name, count] of counts) {
         const [id, day, reason] = name.split("\0");
-        if (id === formId) found.push({ day, reason: reason as RefusalReason, count });
+        if (id === formId) found.push({ day, reason: reason as CountedReason, count });
       }
       return found;
     },
@@ -100,8 +111,17 @@ export function createRefusalCounter(
   };
 }
 
-/** A form's refusal counts of one day, by reason. */
-export type DayRefusals = { day: string } & Record<RefusalReason, number>;
+/** Counts per spam rule. */
+export type RuleCounts = Record<SpamRule, number>;
+
+/**
+ * A form's refusal counts of one day, by reason, with `spam` split by the rule that
+ * caught it (`spamByRule`; the honeypot's catches are `spam` less their sum) and what
+ * rules in observe mode would have caught (`observedByRule`).
+ */
+export type DayRefusals =
+  & { day: string; spamByRule: RuleCounts; observedByRule: RuleCounts }
+  & Record<RefusalReason, number>;
 
 /**
  * A form's refusal counts for the last `days` UTC days (today last), zeros included,
@@ -134,11 +154,23 @@ export async function readRefusals(
 
 function emptyDay(day: string): DayRefusals {
   const counts = Object.fromEntries(REFUSAL_REASONS.map((reason) => [reason, 0]));
-  return { day, ...counts } as DayRefusals;
+  const rules = () => Object.fromEntries(SPAM_RULES.map((rule) => [rule, 0])) as RuleCounts;
+  return { day, ...counts, spamByRule: rules(), observedByRule: rules() } as DayRefusals;
 }
 
 function add(day: DayRefusals | undefined, reason: string, count: number) {
-  if (day !== undefined && (REFUSAL_REASONS as readonly string[]).includes(reason)) {
+  if (day === undefined) return;
+  const [kind, rule] = reason.split(":");
+  if (rule !== undefined) {
+    const counts = kind === "spam"
+      ? day.spamByRule
+      : kind === "observed"
+      ? day.observedByRule
+      : null;
+    if (counts !== null && (SPAM_RULES as string[]).includes(rule)) {
+      counts[rule as SpamRule] += count;
+    }
+  } else if ((REFUSAL_REASONS as readonly string[]).includes(reason)) {
     day[reason as RefusalReason] += count;
   }
 }

@@ -491,3 +491,22 @@ Deno.test("a URL's userinfo and query are shown only in the answer that stored t
   assert.ok(!JSON.stringify(listed).includes("hunter2"));
   assert.ok(!JSON.stringify(listed).includes("s3cret"));
 });
+
+Deno.test("destinations carry an optional name, set on create, changed and removed by PATCH", async () => {
+  await using h = await startHarness({}, { deliver: false });
+  const form = await h.createForm();
+  const path = `/forms/${form.id}/destinations`;
+  const created = await h.admin("POST", path, { ...WEBHOOK, name: "  Sales inbox " });
+  assert.equal(created.status, 200);
+  const { destination } = await created.json();
+  assert.equal(destination.name, "Sales inbox");
+  const unnamed = await (await h.admin("POST", path, WEBHOOK)).json();
+  assert.equal("name" in unnamed.destination, false, "the spec's answer when none is given");
+  await expectError(await h.admin("POST", path, { ...WEBHOOK, name: "" }), 400, "Validation error");
+  const renamed = await h.admin("PATCH", `${path}/${destination.id}`, { name: "Support" });
+  assert.equal((await renamed.json()).destination.name, "Support");
+  const removed = await h.admin("PATCH", `${path}/${destination.id}`, { name: null });
+  assert.equal((await removed.json()).destination.name, null);
+  const { destinations } = await (await h.admin("GET", path)).json();
+  assert.deepEqual(destinations.map((d: { name: string | null }) => d.name), [null, null]);
+});

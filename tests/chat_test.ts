@@ -107,7 +107,7 @@ for (const service of ["slack", "discord", "telegram"] as const) {
     assert.equal(view.health.state, "paused");
     assert.match(
       view.health.reason ?? "",
-      /^Paused at once: the service says this destination no longer exists/,
+      /^The service says this destination no longer exists/,
     );
     assert.ok(!(view.health.reason ?? "").includes("secretpath"));
     const [outcome] = await outcomeViews(h, form.id);

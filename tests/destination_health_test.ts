@@ -82,12 +82,26 @@ Deno.test("a destination failing by its own fault over the span is paused; later
   assert.equal(paused.isEnabled, true, "the tenant's switch is untouched");
   assert.match(
     paused.health.reason ?? "",
-    /^Paused after failing since \S+ with no delivery in between \(2 failed attempts\); last error: Cannot deliver to "http:\/\/127\.0\.0\.1:\d+": 503 Service Unavailable$/,
+    /^Failing since \S+ with no delivery in between \(2 failed attempts\); last error: Cannot deliver to "http:\/\/127\.0\.0\.1:\d+": 503 Service Unavailable$/,
   );
   assert.ok(!(paused.health.reason ?? "").includes(PATH_MARKER), "no URL path in the reason");
   assert.ok(Date.parse(paused.health.since ?? "") >= first.since + spanMs);
   assert.equal(paused.disabledReason, paused.health.reason, "the earlier field repeats it");
   assert.equal(paused.disabledAt, paused.health.since);
+  // Delivery and pause log lines say whose, where and why; never the URL's secret path.
+  const logged = (msg: string) =>
+    h.logs.map((line) => JSON.parse(line)).filter((entry) => entry.msg === msg);
+  await waitFor(() => logged("destination paused").length === 1, { message: "pause logged" });
+  const [pauseLine] = logged("destination paused");
+  assert.equal(pauseLine.orgId, h.orgId);
+  assert.equal(pauseLine.formId, form.id);
+  assert.equal(pauseLine.destinationId, id);
+  assert.match(pauseLine.reason, /^failing by its own fault for .* h; last error: .*503/);
+  const failed = logged("delivery attempt").find((entry) => entry.destinationId === id);
+  assert.equal(failed.orgId, h.orgId);
+  assert.equal(failed.formId, form.id);
+  assert.match(failed.reason, /503 Service Unavailable/);
+  assert.ok(!h.logs.some((line) => line.includes(PATH_MARKER)), "no URL path or query logged");
 
   // Paused: accepted submissions are held for it, visible as held, and not attempted.
   const held = [

@@ -143,6 +143,7 @@ Deno.test("spam rules: a caught submission is answered 202 like a honeypot catch
   });
 
   const cases: [string, Record<string, unknown>][] = [
+    ["no_page_token", { message: "from a page on an old snippet" }],
     ["time_trap", { message: "hi", [TIME_TRAP_FIELD]: loadedAgo(500) }],
     ["time_trap", { message: "hi", [TIME_TRAP_FIELD]: `${Date.now() - 60_000}.forged` }],
     ["links", {
@@ -168,7 +169,17 @@ Deno.test("spam rules: a caught submission is answered 202 like a honeypot catch
   await t.step(
     "counted as spam per day; a person's submission is delivered without the token",
     async () => {
-      assert.equal((await refusalsToday(h, form.id)).spam, cases.length);
+      const today = await refusalsToday(h, form.id);
+      assert.equal(today.spam, cases.length);
+      assert.deepEqual(today.spamByRule, {
+        no_page_token: 1,
+        time_trap: 2,
+        links: 1,
+        blocked_words: 1,
+        blocked_patterns: 0,
+        disposable: 1,
+      });
+      assert.equal(Object.values(today.observedByRule).some((n) => n !== 0), false);
       await submitAndSettle(h, form.publicKey, {
         message: "Hello, see https://my.example",
         email: "ada@example.org",
@@ -206,6 +217,51 @@ Deno.test("spam rules: a caught submission is answered 202 like a honeypot catch
       before + 5,
     );
   });
+});
+
+Deno.test("spam rules in observe mode deliver as usual and count what each rule would have caught", async (t) => {
+  await using h = await startHarness();
+  await using sink = startWebhookSink();
+  const form = await h.createForm({
+    spamRules: { minSeconds: 3, blockedWords: ["casino"], observe: true },
+  });
+  await h.addDestination(form.id, webhook(sink.url));
+  const loaded = () => pageToken(h.service.db.sealer, form.publicKey, Date.now() - 9000);
+  const before = await metricValue("formrelay_spam_caught_total", { rule: "no_page_token" });
+
+  await t.step("each would-be catch is delivered and counted as observed, per rule", async () => {
+    await submitAndSettle(h, form.publicKey, { message: "no token: an old snippet" });
+    await submitAndSettle(h, form.publicKey, { message: "no token again" });
+    await submitAndSettle(h, form.publicKey, { message: "casino", [TIME_TRAP_FIELD]: loaded() });
+    await submitAndSettle(h, form.publicKey, { message: "a person", [TIME_TRAP_FIELD]: loaded() });
+    assert.equal(sink.received.length, 4);
+    const today = await refusalsToday(h, form.id);
+    assert.equal(today.spam, 0, "nothing was dropped");
+    assert.equal(today.observedByRule.no_page_token, 2);
+    assert.equal(today.observedByRule.blocked_words, 1);
+    assert.equal(today.observedByRule.time_trap, 0);
+    assert.equal(
+      await metricValue("formrelay_spam_caught_total", { rule: "no_page_token" }),
+      before,
+      "observed catches are not spam caught",
+    );
+  });
+
+  await t.step(
+    "turned on, the rules bite, and what they would have caught stays shown",
+    async () => {
+      const patched = await h.admin("PATCH", `/forms/${form.id}`, {
+        spamRules: { minSeconds: 3, blockedWords: ["casino"] },
+      });
+      assert.equal(patched.status, 200);
+      const response = await h.submit(form.publicKey, { message: "no token" });
+      assert.equal(response.status, 202);
+      assert.equal((await storedJobs(h)).length, 0, "caught: nothing kept");
+      const today = await refusalsToday(h, form.id);
+      assert.equal(today.spamByRule.no_page_token, 1);
+      assert.equal(today.observedByRule.no_page_token, 2);
+    },
+  );
 });
 
 /** A harness whose platform relay is a local SMTP server. */

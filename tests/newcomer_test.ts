@@ -310,10 +310,13 @@ Deno.test("a newcomer's journey: the README's commands, the console, the example
       const delivered = page.locator('tr[data-status="delivered"]');
       await refreshUntil(page, async () => await delivered.count() === 8, "all delivered");
 
-      // Redelivery since a time, per destination: nothing is held or kept any more.
+      // Redelivery since a time, per destination: nothing is held or kept any more, and
+      // the card says why.
       await page.getByRole("link", { name: "Destinations" }).click();
       await webhook.getByRole("button", { name: "Redeliver since" }).click();
-      await webhook.getByText(/^Redelivery since .*: 0 redelivered\.$/).waitFor();
+      await webhook.getByText(
+        /^Redelivery since .*: 0 redelivered\. Delivered submissions are not kept, so there was nothing to send again\.$/,
+      ).waitFor();
     });
 
     await t.step("the log is JSON only", () => {

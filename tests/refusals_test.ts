@@ -73,8 +73,10 @@ Deno.test("refusals are counted per form, reason and day and shown to the tenant
   assert.equal(days.length, 2);
   const today = days[1];
   assert.equal(today.day, new Date().toISOString().slice(0, 10));
-  assert.deepEqual({ ...today, day: undefined }, {
+  assert.deepEqual({ ...today, day: undefined, spamByRule: undefined, observedByRule: undefined }, {
     day: undefined,
+    spamByRule: undefined,
+    observedByRule: undefined,
     origin: 1,
     captcha: 1,
     captcha_unavailable: 0,

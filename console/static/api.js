@@ -59,10 +59,15 @@ export async function apiOk(method, path, body) {
  */
 export function healthIssue(destination) {
   if (destination.health?.state === "paused") {
+    const { reason, since } = destination.health;
+    const at = since ? new Date(since).toLocaleString() : "—";
     return {
-      label: "Paused for repeated failures (new submissions are held)",
-      reason: destination.health.reason,
-      since: destination.health.since,
+      label: "Paused",
+      reason,
+      since,
+      // One message: when, why (the service's reason), and what it means for submissions.
+      text: `Paused since ${at}: ${reason ?? "unknown reason"}. ` +
+        "New submissions are held until you resume it.",
     };
   }
   return null;
@@ -85,6 +90,12 @@ export function targetOf(destination) {
   // A URL whose path is the credential (chat webhooks) is shown as "********": no target.
   if (typeof config.url !== "string" || !URL.canParse(config.url)) return "";
   return `${config.method ? `${config.method} ` : ""}${displayUrl(config.url)}`;
+}
+
+/** A destination in one line for people: its name (when it has one), type and target. */
+export function destinationLabel(destination) {
+  const what = `${TYPE_NAMES[destination.type]} ${targetOf(destination)}`.trim();
+  return destination.name ? `${destination.name} · ${what}` : what;
 }
 
 /** A URL without its query, fragment or credentials, which may hold secrets (as the logs do). */

@@ -2,9 +2,10 @@
  * Delivery outcomes of a form: destinations paused for their health (with re-enable),
  * a chart of the last 24 hours, and the recent outcomes, filterable by status.
  */
-import { api, apiOk, deployment, healthIssue, targetOf, TYPE_NAMES } from "./api.js";
+import { api, apiOk, deployment, destinationLabel, healthIssue, TYPE_NAMES } from "./api.js";
 import { field, h, svg, when } from "./dom.js";
 import { formHeader, loadForm, nowhereNotice } from "./forms.js";
+import { noPageTokenHint, ruleTotals } from "./rules.js";
 
 /** Outcomes read per visit: the API's most. */
 const LIMIT = 500;
@@ -95,7 +96,8 @@ const REFUSALS = [
   [
     "spam",
     "Blocked as spam",
-    "The honeypot field was filled in, or one of the form's spam rules caught it (Settings).",
+    "The honeypot field was filled in, or one of the form's spam rules caught it (Settings); " +
+    "by rule below.",
   ],
   ["rate", "Too many", "One visitor sent more than the rate limit allows."],
   ["size", "Too large", "The body was over 128 KB."],
@@ -141,8 +143,35 @@ function refusalsCard(days) {
         ),
       ),
     ),
+    spamByRule(days),
     h("p", { class: "hint" }, "Counts only: nothing of these submissions is kept."),
   );
+}
+
+/** Spam split by the rule that caught it, what observed rules would have, and the page-token hint. */
+function spamByRule(days) {
+  const caught = ruleTotals(days, "spamByRule");
+  const observed = ruleTotals(days, "observedByRule");
+  const spam = days.reduce((n, day) => n + day.spam, 0);
+  const byRules = Object.values(caught.totals).reduce((n, count) => n + count, 0);
+  const parts = [
+    spam > byRules ? `Honeypot ${spam - byRules}` : null,
+    caught.text || null,
+  ].filter(Boolean);
+  return [
+    parts.length
+      ? h("p", { class: "meta spam-rules" }, `Spam by rule, 7 days: ${parts.join(", ")}.`)
+      : null,
+    noPageTokenHint(caught.totals.no_page_token, { observed: false }),
+    observed.text
+      ? h(
+        "p",
+        { class: "meta observed" },
+        `Rules in observe mode would have caught, 7 days (all delivered): ${observed.text}.`,
+      )
+      : null,
+    noPageTokenHint(observed.totals.no_page_token, { observed: true }),
+  ];
 }
 
 function healthAlerts(form, destinations, reload) {
@@ -159,8 +188,8 @@ function healthAlerts(form, destinations, reload) {
         h(
           "li",
           {},
-          h("strong", {}, `${TYPE_NAMES[destination.type]} ${targetOf(destination)}`),
-          h("p", { class: "health" }, `${issue.label} since ${when(issue.since)}: ${issue.reason}`),
+          h("strong", {}, destinationLabel(destination)),
+          h("p", { class: "health" }, issue.text),
           h("button", {
             type: "button",
             onclick: async () => {
@@ -225,7 +254,7 @@ function outcomeRows(outcomes, destinations, actions) {
         outcome.destinationId === "confirmation"
           ? "Confirmation to the visitor"
           : destination
-          ? `${TYPE_NAMES[destination.type]} ${targetOf(destination)}`
+          ? destinationLabel(destination)
           : `${TYPE_NAMES[outcome.destinationType]} (deleted)`,
       ),
       cell("Status", h("span", { class: `badge ${outcome.status}` }, outcome.status)),

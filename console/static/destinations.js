@@ -169,6 +169,7 @@ function splitHeaderLines(value) {
 /** The add/edit form of one destination; `destination` null adds one of `kind`. */
 function editor({ formId, destination, spec, onDone }) {
   const { fields, read } = configFields(spec, destination?.config, !destination);
+  const name = h("input", { type: "text", maxlength: 100, value: destination?.name ?? "" });
   const enabled = h("input", { type: "checkbox", checked: destination?.isEnabled ?? true });
   const previewSlot = h("div", { class: "preview-slot", "aria-live": "polite" });
   const showPreview = async () => {
@@ -197,12 +198,14 @@ function editor({ formId, destination, spec, onDone }) {
         const type = spec.type;
         const { status, body } = destination
           ? await api("PATCH", `/forms/${formId}/destinations/${destination.id}`, {
+            name: name.value.trim() || null,
             config,
             isEnabled: enabled.checked,
             conditions: routing.read(),
           })
           : await api("POST", `/forms/${formId}/destinations`, {
             type,
+            name: name.value.trim() || undefined,
             config,
             isEnabled: enabled.checked,
             conditions: routing.read(),
@@ -212,6 +215,12 @@ function editor({ formId, destination, spec, onDone }) {
       },
     },
     h("h2", {}, destination ? `Edit ${spec.label.toLowerCase()}` : `New: ${spec.label}`),
+    field({
+      label: "Name (optional)",
+      path: "name",
+      hint: 'Yours, to tell destinations apart: "Sales inbox", "Support channel".',
+      input: name,
+    }),
     fields,
     routing.field,
     field({ label: "Enabled", path: "isEnabled", input: enabled }),
@@ -252,7 +261,7 @@ function localInputValue(ms) {
  * Ways to get submissions through again: Resume for a paused destination (delivers what
  * it holds), and redelivery of everything since a time (held, or failed and retained).
  */
-function recoveryActions(form, destination, { refresh, say }) {
+function recoveryActions(form, destination, { refresh, say, retainsFailed }) {
   const base = `/forms/${form.id}/destinations/${destination.id}`;
   const resume = healthIssue(destination)
     ? h("button", {
@@ -283,10 +292,29 @@ function recoveryActions(form, destination, { refresh, say }) {
       const parts = [`${body.redelivered} redelivered`];
       if (body.underWay) parts.push(`${body.underWay} already under way`);
       if (body.expired) parts.push(`${body.expired} no longer held`);
-      say(`Redelivery since ${since.value.replace("T", " ")}: ${parts.join(", ")}.`, true);
+      const nothing = body.redelivered === 0 && !body.underWay
+        ? " Delivered submissions are not kept, so there was nothing to send again."
+        : "";
+      say(
+        `Redelivery since ${since.value.replace("T", " ")}: ${parts.join(", ")}.${nothing}`,
+        true,
+      );
     },
   }, "Redeliver since");
-  return [resume, h("span", { class: "since" }, redeliver, " ", since)];
+  return [
+    resume,
+    h("span", { class: "since" }, redeliver, " ", since),
+    h("p", { class: "hint redeliver-hint" }, redeliverHint(retainsFailed)),
+  ];
+}
+
+/** What redelivery can and cannot send again, on this deployment. */
+function redeliverHint(retainsFailed) {
+  const failed = retainsFailed
+    ? "and submissions that failed for good while this service still keeps them"
+    : "(this service keeps no failed submissions)";
+  return "Redeliver sends again what this destination holds while paused " + failed +
+    ". Delivered submissions are not kept, so they cannot be sent again.";
 }
 
 /** A test send's outcome in words. */
@@ -297,12 +325,23 @@ function testOutcome(result) {
     : `Test failed${code}: ${result.error}${result.detail ? ` — ${result.detail}` : ""}`;
 }
 
-/** A destination's pace in words: in flight of its concurrency, a hold, a rate. */
+/**
+ * A destination's pace in words, only while it is being slowed (the receiver asked to
+ * wait, or refused for rate); null otherwise: a pace at full speed is nothing to read.
+ */
 function paceText(pace) {
-  const parts = [`Pace: ${pace.inFlight} of ${pace.concurrency} in flight`];
-  if (pace.heldUntil) parts.push(`held until ${when(pace.heldUntil)} (the receiver asked to wait)`);
-  if (pace.ratePerSecond !== null) parts.push(`at most ${pace.ratePerSecond} a second`);
-  return parts.join(", ");
+  const held = pace.heldUntil !== null && Date.parse(pace.heldUntil) > Date.now();
+  if (!held && pace.ratePerSecond === null) return null;
+  const parts = [];
+  if (held) {
+    parts.push(`the receiver asked to wait, so nothing is sent before ${when(pace.heldUntil)}`);
+  }
+  if (pace.ratePerSecond !== null) {
+    parts.push(
+      `it answered "too many requests", so it gets at most ${pace.ratePerSecond} a second for now`,
+    );
+  }
+  return `Slowed down: ${parts.join("; ")}.`;
 }
 
 /** Whether a destination's deliveries are signed or authenticated, from its stored secrets. */
@@ -319,7 +358,7 @@ function protectionText(destination) {
   return null;
 }
 
-function destinationCard(form, destination, refresh, openEditor) {
+function destinationCard(form, destination, { refresh, openEditor, retainsFailed }) {
   const outcome = h("p", { class: "test-outcome", role: "status" });
   // Shown again after a redraw; every new result is kept for the next one.
   const say = (text, ok) => {
@@ -340,6 +379,7 @@ function destinationCard(form, destination, refresh, openEditor) {
       h(
         "h2",
         {},
+        destination.name ? `${destination.name} · ` : "",
         TYPE_NAMES[destination.type],
         " ",
         h("span", { class: "target" }, targetOf(destination)),
@@ -350,7 +390,7 @@ function destinationCard(form, destination, refresh, openEditor) {
       ? h(
         "p",
         { class: "health", role: "note" },
-        `${issue.label} since ${when(issue.since)}: ${issue.reason}`,
+        issue.text,
       )
       : null,
     destination.conditions?.length
@@ -361,12 +401,14 @@ function destinationCard(form, destination, refresh, openEditor) {
         h("code", {}, formatConditions(destination.conditions).replaceAll("\n", " · ")),
       )
       : null,
-    destination.pace ? h("p", { class: "pace" }, paceText(destination.pace)) : null,
+    destination.pace && paceText(destination.pace)
+      ? h("p", { class: "pace" }, paceText(destination.pace))
+      : null,
     protectionText(destination) ? h("p", { class: "meta" }, protectionText(destination)) : null,
     h(
       "div",
       { class: "actions" },
-      recoveryActions(form, destination, { refresh, say }),
+      recoveryActions(form, destination, { refresh, say, retainsFailed }),
       h("button", {
         type: "button",
         onclick: async (event) => {
@@ -416,7 +458,13 @@ function destinationCard(form, destination, refresh, openEditor) {
 
 /** The destinations page of a form. */
 export async function destinationsView(id) {
-  const [form, editors] = await Promise.all([loadForm(id), deployment().then(editorsOf)]);
+  const [form, { editors, retainsFailed }] = await Promise.all([
+    loadForm(id),
+    deployment().then((answer) => ({
+      editors: editorsOf(answer),
+      retainsFailed: answer.retainsFailed,
+    })),
+  ]);
   const offered = [...editors.keys()].filter((kind) => editors.get(kind).offered);
   const section = h("section", {}, formHeader(form, "destinations"));
   const body = h("div", {});
@@ -438,7 +486,7 @@ export async function destinationsView(id) {
         : h(
           "ul",
           { class: "list" },
-          destinations.map((d) => destinationCard(form, d, refresh, openEditor)),
+          destinations.map((d) => destinationCard(form, d, { refresh, openEditor, retainsFailed })),
         ),
       h(
         "div",

@@ -110,14 +110,17 @@ export async function loadForm(id) {
 
 /** Settings of a form; `id` null creates one. */
 export async function formSettingsView(id) {
-  const [form, { captcha, platformRelay }, destinations] = await Promise.all([
+  const [form, { captcha, platformRelay }, destinations, days] = await Promise.all([
     id === null ? null : loadForm(id),
     deployment(),
     id === null
       ? []
       : apiOk("GET", `/forms/${encodeURIComponent(id)}/destinations`).then((a) => a.destinations),
+    id === null
+      ? []
+      : apiOk("GET", `/forms/${encodeURIComponent(id)}/refusals?days=7`).then((a) => a.days),
   ]);
-  const spam = spamRuleFields(form);
+  const spam = spamRuleFields(form, days);
   const confirmation = confirmationFields(form, { destinations, platformRelay });
   const input = (props) => h("input", props);
   const name = input({ type: "text", value: form?.name ?? "", required: true, maxlength: 200 });

@@ -8,9 +8,50 @@ import { field, h } from "./dom.js";
 const lines = (text) => text.split("\n").map((line) => line.trim()).filter(Boolean);
 const number = (input) => input.value.trim() === "" ? undefined : Number(input.value);
 
-/** The spam-rule fields of the settings editor, and how to read them back. */
-export function spamRuleFields(form) {
+/** Each spam rule's name in the console, as the refusals count them (store/refusals.ts). */
+export const RULE_NAMES = {
+  no_page_token: "No page token",
+  time_trap: "Too fast",
+  links: "Too many links",
+  blocked_words: "Blocked word",
+  blocked_patterns: "Blocked pattern",
+  disposable: "Throw-away address",
+};
+
+/** Counts per rule of several days added up, the non-zero ones as "Too fast 3, Blocked word 1". */
+export function ruleTotals(days, key) {
+  const totals = Object.keys(RULE_NAMES).map((rule) => [
+    rule,
+    days.reduce((n, day) => n + (day[key]?.[rule] ?? 0), 0),
+  ]).filter(([, n]) => n > 0);
+  return {
+    totals: Object.fromEntries(totals),
+    text: totals.map(([rule, n]) => `${RULE_NAMES[rule]} ${n}`).join(", "),
+  };
+}
+
+/** The line that says a page sends no page token, and what to do, or null. */
+export function noPageTokenHint(count, { observed }) {
+  if (!count) return null;
+  return h(
+    "p",
+    { class: "hint warn", role: "note" },
+    `${count} submission${count === 1 ? "" : "s"} came without a page token` +
+      (observed ? " (delivered: the rules are only observed)" : " and were dropped") +
+      ". Pages on an older snippet, a plain HTML form or a script posting directly send none: " +
+      "update the page with the snippet (Snippet tab), or leave Minimum seconds empty.",
+  );
+}
+
+/**
+ * The spam-rule fields of the settings editor, and how to read them back. `days` are the
+ * form's refusals of the last days: with the rules in observe mode, what they would have
+ * caught is shown before they are turned on.
+ */
+export function spamRuleFields(form, days = []) {
   const rules = form?.spamRules ?? {};
+  const observe = h("input", { type: "checkbox", checked: rules.observe === true });
+  const observed = ruleTotals(days, "observedByRule");
   const minSeconds = h("input", {
     type: "number",
     min: 1,
@@ -64,6 +105,21 @@ export function spamRuleFields(form) {
       hint: "The field holding the visitor's email, e.g. email. Empty: not checked.",
       input: disposable,
     }),
+    field({
+      label: "Observe only (try the rules first)",
+      path: "spamRules.observe",
+      hint: "Every submission is delivered as usual; what each rule would have caught is " +
+        "counted, per day, for 30 days. Untick it to let the rules drop spam.",
+      input: observe,
+    }),
+    observed.text
+      ? h(
+        "p",
+        { class: "hint observed", role: "status" },
+        `In the last ${days.length} days these rules would have caught: ${observed.text}.`,
+      )
+      : null,
+    noPageTokenHint(observed.totals.no_page_token, { observed: true }),
   );
   function read() {
     const spamRules = {
@@ -72,6 +128,7 @@ export function spamRuleFields(form) {
       blockedWords: lines(words.value),
       blockedPatterns: lines(patterns.value),
       disposableEmailField: disposable.value.trim() || undefined,
+      observe: observe.checked || undefined,
     };
     if (!spamRules.blockedWords.length) delete spamRules.blockedWords;
     if (!spamRules.blockedPatterns.length) delete spamRules.blockedPatterns;

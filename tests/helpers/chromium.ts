@@ -19,3 +19,27 @@ export function launchChromium(timeoutMs: number): Promise<Browser> {
     timeout: timeoutMs,
   });
 }
+
+/**
+ * Chromium with a console page signed in with a tenant key (1280×900); page errors are
+ * gathered in `problems` (a test asserts it stays empty). `await using` closes it.
+ */
+export async function openConsole(
+  { origin, tenantKey, timeoutMs }: { origin: string; tenantKey: string; timeoutMs: number },
+) {
+  const browser = await launchChromium(timeoutMs);
+  const problems: string[] = [];
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    context.setDefaultTimeout(timeoutMs);
+    const page = await context.newPage();
+    page.on("pageerror", (error) => problems.push(`pageerror: ${error.message}`));
+    await page.goto(`${origin}/`);
+    await page.getByLabel("Tenant key").fill(tenantKey);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    return { page, problems, [Symbol.asyncDispose]: () => browser.close() };
+  } catch (error) {
+    await browser.close();
+    throw error;
+  }
+}
