@@ -7,7 +7,7 @@
  * @module
  */
 import { countConfirmation, countSpamCaught, countUnrouted } from "../metrics.ts";
-import { CONFIRMATION_DESTINATION_ID, visitorAddress } from "../rules/confirmation.ts";
+import { CONFIRMATION_DESTINATION_ID, mailboxOf, visitorAddress } from "../rules/confirmation.ts";
 import { routeSubmission } from "../rules/routing.ts";
 import { pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
 import { Hono } from "hono";
@@ -53,7 +53,7 @@ export function createFormRules(db: Db): FormRules {
       }
       const reserved = await reserveConfirmation(db, {
         formId: target.form.id,
-        address,
+        mailbox: mailboxOf(address),
         maxPerHour: settings.maxPerHour,
         now: Date.now(),
       });
