@@ -91,16 +91,16 @@ function asciiDomain(domain: string): string | null {
 }
 
 /** Domains that are another's other name (Gmail's): their mail is one mailbox. */
-const DOMAIN_ALIASES: Record<string, string> = { "googlemail.com": "gmail.com" };
+const DOMAIN_ALIASES = new Map([["googlemail.com", "gmail.com"]]);
 
 /**
  * The mailbox an address (as visitorAddress gives it) reaches, as the once-a-day limit
  * counts it: case, the `+tag` sub-address and dots in the local part folded, and Gmail's
- * two domains as one. So `victim@`, `Victim+1@`, `v.ictim+x@` are one mailbox, as they
- * are at Gmail, Google Workspace, Outlook, Fastmail, iCloud and most providers (dots
- * folded everywhere: Workspace domains ignore them too and cannot be told by their
- * name). Two people whose addresses differ only so share one confirmation a day: the
- * limit errs on the side of the address's owner (docs/api.md).
+ * two domains as one, so `victim@`, `Victim+1@` and `v.ictim+x@` are one mailbox. `+tag`
+ * is a sub-address at Gmail, Outlook, Fastmail, iCloud and most providers; dots are
+ * ignored by Gmail and by Google Workspace, whose domains cannot be told by their name,
+ * so they are folded for every domain. Two people whose addresses differ only so share
+ * one confirmation a day: the limit errs on the side of the address's owner.
  */
 export function mailboxOf(address: string): string {
   const at = address.lastIndexOf("@");
@@ -108,7 +108,7 @@ export function mailboxOf(address: string): string {
   const local = address.slice(0, at);
   const plus = local.indexOf("+");
   const base = plus > 0 ? local.slice(0, plus) : local;
-  return `${base.replaceAll(".", "")}@${DOMAIN_ALIASES[domain] ?? domain}`;
+  return `${base.replaceAll(".", "")}@${DOMAIN_ALIASES.get(domain) ?? domain}`;
 }
 
 /** An address as outcomes and logs show it: `a***@example.com`. */
