@@ -70,11 +70,13 @@ export function createConfirmationAttempt(
         return { delivered: false, deferred: { until: answer.retryAt, reason: answer.reason } };
       }
     }
-    // Only the fields the tenant named: nothing else a visitor wrote reaches the mail.
+    // Only the fields the tenant named: nothing else a visitor wrote reaches the mail. Each
+    // on one line wherever it appears (subject, text, the list under it): a visitor's line
+    // breaks would draw lines of their own, such as a "Bcc:" that reads like a header.
     const payload = (envelope.payload ?? {}) as Record<string, unknown>;
-    const fields: Record<string, unknown> = {};
+    const fields: Record<string, string> = {};
     for (const name of settings.echoFields) {
-      if (Object.hasOwn(payload, name)) fields[name] = payload[name];
+      if (Object.hasOwn(payload, name)) fields[name] = oneLine(fieldText(payload[name]));
     }
     const values = {
       formName: envelope.formName,
@@ -100,7 +102,7 @@ export function createConfirmationAttempt(
             text: renderPlaceholders(settings.text, values),
             echoed: Object.entries(fields).map((
               [name, value],
-            ) => [name, oneLine(cut(fieldText(value), MAX_ECHO_CHARS))]),
+            ) => [name, cut(value, MAX_ECHO_CHARS)]),
           }),
         signal,
       });

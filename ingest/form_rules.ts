@@ -7,7 +7,7 @@
  * @module
  */
 import { countConfirmation, countSpamCaught, countUnrouted } from "../metrics.ts";
-import { CONFIRMATION_DESTINATION_ID, visitorAddress } from "../rules/confirmation.ts";
+import { CONFIRMATION_DESTINATION_ID, mailboxOf, visitorAddress } from "../rules/confirmation.ts";
 import { LaneFullError } from "../rules/patterns.ts";
 import { routeSubmission } from "../rules/routing.ts";
 import { type PageToken, pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
@@ -96,7 +96,7 @@ export function createFormRules(db: Db, refusals: RefusalCounter): FormRules {
       }
       const reserved = await reserveConfirmation(db, {
         formId: target.form.id,
-        address,
+        mailbox: mailboxOf(address),
         maxPerHour: settings.maxPerHour,
         now: Date.now(),
       });

@@ -1,9 +1,10 @@
 /**
  * The limits of confirmations to visitors, kept in KV so that every process shares
- * them: one per address per form per 24 hours (the address only as a keyed hash, which
- * cannot be turned back into it), and a form's hourly cap. A confirmation is reserved
- * when its submission is accepted, before its job is written: a submission that then
- * fails to store has used its slot, which errs on the side of the address's owner.
+ * them: one per mailbox per form per 24 hours (the mailbox, rules/confirmation.ts's
+ * mailboxOf, only as a keyed hash, which cannot be turned back into it), and a form's
+ * hourly cap. A confirmation is reserved when its submission is accepted, before its job
+ * is written: a submission that then fails to store has used its slot, which errs on the
+ * side of the address's owner.
  *
  * @module
  */
@@ -20,21 +21,22 @@ const ATTEMPTS = 5;
 export type Reservation = "reserved" | "address_limit" | "hourly_limit";
 
 /**
- * Reserves a confirmation from a form to an address at `now`, within one per address
+ * Reserves a confirmation from a form to a mailbox at `now`, within one per mailbox
  * per 24 hours and `maxPerHour` per form.
  */
 export async function reserveConfirmation(
   db: Db,
-  { formId, address, maxPerHour, now }: {
+  { formId, mailbox, maxPerHour, now }: {
     formId: string;
-    address: string;
+    /** The mailbox as mailboxOf folds it: one slot for all of its spellings. */
+    mailbox: string;
     maxPerHour: number;
     now: number;
   },
 ): Promise<Reservation> {
   const sentKey = confirmationSentKey(
     formId,
-    db.sealer.pseudonym(`confirmation\0${formId}\0${address}`),
+    db.sealer.pseudonym(`confirmation\0${formId}\0${mailbox}`),
   );
   const hourKey = confirmationHourKey(formId, Math.floor(now / HOUR_MS));
   for (let i = 0; i < ATTEMPTS; i++) {

@@ -277,7 +277,7 @@ const CONFIRMATION = {
   replyTo: "owner@tenant.example",
 };
 
-Deno.test("confirmation: one per address per 24 h, RFC 3834 headers, only named fields echoed, outcome masked", async (t) => {
+Deno.test("confirmation: one per mailbox per 24 h, RFC 3834 headers, only named fields echoed, outcome masked", async (t) => {
   const server = await startSmtpServer({ mode: "off", username: "relay", password: "relay-pass" });
   try {
     await using h = await withRelay(server);
@@ -345,6 +345,120 @@ Deno.test("confirmation: one per address per 24 h, RFC 3834 headers, only named 
       assert.equal((await storedJobs(h)).length, 0);
       assert.equal(server.messages.length, 1);
     });
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("confirmation: one per mailbox, however its address is spelled; sent to the address as typed, in ASCII", async (t) => {
+  const server = await startSmtpServer({ mode: "off", username: "relay", password: "relay-pass" });
+  try {
+    await using h = await withRelay(server);
+    const form = await h.createForm({ confirmation: { ...CONFIRMATION, maxPerHour: 1000 } });
+    await t.step("case, +tag and dots: the first spelling gets the only one", async () => {
+      const spellings = [
+        "victim@example.org",
+        "victim+1@example.org",
+        "victim+two@example.org",
+        "VICTIM+x@example.org",
+        "vic.tim@example.org",
+      ];
+      for (const email of spellings) await submitAndSettle(h, form.publicKey, { email });
+      assert.deepEqual(server.messages.map((m) => m.to), [["victim@example.org"]]);
+    });
+    await t.step(
+      "a domain written in Unicode goes out in its IDNA ASCII form, and counts as it",
+      async () => {
+        await submitAndSettle(h, form.publicKey, { email: "Ada+news@Bücher.example" });
+        await submitAndSettle(h, form.publicKey, { email: "ada@xn--bcher-kva.example" });
+        assert.equal(server.messages.length, 2);
+        const [mail] = server.messages.slice(-1);
+        // smtp-server shows a received domain as Unicode. It went as ASCII: the To header
+        // says so, and no SMTPUTF8 was asked for (the client does for any other address).
+        assert.deepEqual(mail.to, ["ada+news@bücher.example"]);
+        assert.equal(mail.smtpUtf8, false);
+        assert.ok(mail.raw.includes("\r\nTo: ada+news@xn--bcher-kva.example\r\n"));
+      },
+    );
+    await t.step("Gmail's two domains are one mailbox", async () => {
+      await submitAndSettle(h, form.publicKey, { email: "a.lice@gmail.com" });
+      await submitAndSettle(h, form.publicKey, { email: "alice+x@googlemail.com" });
+      assert.equal(server.messages.length, 3);
+    });
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("confirmation: an address that is not ASCII goes with SMTPUTF8, or fails alone where the relay lacks it", async (t) => {
+  for (const offered of [true, false]) {
+    await t.step(offered ? "offered" : "not offered", async () => {
+      const server = await startSmtpServer({
+        mode: "off",
+        username: "relay",
+        password: "relay-pass",
+        hideSmtpUtf8: !offered,
+      });
+      try {
+        await using h = await withRelay(server);
+        await using sink = startWebhookSink();
+        const form = await h.createForm({ confirmation: CONFIRMATION });
+        await h.addDestination(form.id, webhook(sink.url));
+        await submitAndSettle(h, form.publicKey, { email: "José@Bücher.example" });
+        assert.equal(sink.received.length, 1, "the form's own delivery goes on");
+        const outcomes = await outcomeViews(h, form.id);
+        const confirmation = outcomes.find((o) => o.destinationId === "confirmation");
+        if (offered) {
+          assert.equal(confirmation?.status, "delivered");
+          assert.equal(server.messages.length, 1);
+          assert.deepEqual(server.messages[0].to, ["josé@bücher.example"]);
+          assert.ok(server.messages[0].raw.includes("\r\nTo: josé@xn--bcher-kva.example\r\n"));
+          assert.equal(server.messages[0].smtpUtf8, true);
+        } else {
+          assert.equal(confirmation?.status, "failed");
+          assert.equal(
+            confirmation?.lastError,
+            'Confirmation to j***@xn--bcher-kva.example: Cannot deliver to "127.0.0.1:' +
+              `${server.port}": the relay does not offer SMTPUTF8, which an address that is ` +
+              "not ASCII needs",
+          );
+          assert.equal(server.messages.length, 0);
+        }
+      } finally {
+        await server.close();
+      }
+    });
+  }
+});
+
+Deno.test("confirmation: echoed values are one line in the text and the subject", async () => {
+  const server = await startSmtpServer({ mode: "off", username: "relay", password: "relay-pass" });
+  try {
+    await using h = await withRelay(server);
+    const form = await h.createForm({
+      confirmation: {
+        ...CONFIRMATION,
+        subject: "Thanks {{fields.name}}",
+        text: "Hello {{fields.name}},\nwe got it.",
+        echoFields: ["name"],
+      },
+    });
+    await submitAndSettle(h, form.publicKey, {
+      email: "bob@example.org",
+      name: "Bob\r\nBcc: evil@x\n\nReply here\u2028Line\u0085NEL",
+    });
+    assert.equal(server.messages.length, 1);
+    const { raw } = server.messages[0];
+    const split = raw.indexOf("\r\n\r\n");
+    const [head, body] = [raw.slice(0, split), raw.slice(split + 4)];
+    const one = "Bob Bcc: evil@x Reply here Line NEL";
+    assert.ok(head.split("\r\n").includes(`Subject: Thanks ${one}`));
+    const lines = decodeQuotedPrintable(body).split(/\r\n|\r|\n|\u2028|\u0085/);
+    assert.deepEqual(lines.filter((line) => line !== ""), [
+      `Hello ${one},`,
+      "we got it.",
+      `name: ${one}`,
+    ]);
   } finally {
     await server.close();
   }

@@ -131,6 +131,8 @@ const MAX_REPLY_BYTES = 64 * 1024;
 const READ_CHUNK = 16 * 1024;
 /** How long QUIT waits for its 221 before the socket is closed anyway. */
 const QUIT_WAIT_MS = 1000;
+/** Printable ASCII: an address that needs no SMTPUTF8. */
+const ASCII = /^[\x20-\x7e]*$/;
 /** SASL mechanisms spoken, in order of preference: LOGIN (the spec's), then PLAIN. */
 const AUTH_MECHANISMS = ["LOGIN", "PLAIN"] as const;
 
@@ -218,17 +220,28 @@ export class SmtpConnection {
    * Sends one message: MAIL FROM, one RCPT TO per recipient (pipelined when the
    * server offers PIPELINING), DATA, the dot-stuffed message and the final dot.
    * With `reset`, RSET goes first (a reused connection). Recipients the server
-   * refuses are reported; the message goes to the others. Throws when all are
-   * refused or any other step fails.
+   * refuses are reported; the message goes to the others. An address that is not ASCII
+   * goes with SMTPUTF8, and is a permanent error, nothing sent, when the server does not
+   * offer it. Throws when all are refused or any other step fails.
    */
   async send(mail: OutgoingMail, options: { reset?: boolean } = {}): Promise<SendResult> {
+    // An address that is not ASCII (a visitor's `josé@…`) needs SMTPUTF8 (RFC 6531): without
+    // it a relay would mangle or misroute it, so the message is refused here, unsent.
+    const utf8 = [mail.from, ...mail.recipients].some((address) => !ASCII.test(address));
+    if (utf8 && !this.#capabilities.has("SMTPUTF8")) {
+      throw new SmtpError(
+        "the relay does not offer SMTPUTF8, which an address that is not ASCII needs",
+        { kind: "policy", permanent: true, messageRefused: true },
+      );
+    }
     const data = encodeData(mail.data);
-    const size = this.#capabilities.has("SIZE") ? ` SIZE=${data.length}` : "";
+    const params = (this.#capabilities.has("SIZE") ? ` SIZE=${data.length}` : "") +
+      (utf8 ? " SMTPUTF8" : "");
     // With PIPELINING, DATA may end the batch (RFC 2920 3.1): one round trip fewer.
     const pipelining = this.#capabilities.has("PIPELINING");
     const commands = [
       ...(options.reset ? ["RSET"] : []),
-      `MAIL FROM:<${mail.from}>${size}`,
+      `MAIL FROM:<${mail.from}>${params}`,
       ...mail.recipients.map((address) => `RCPT TO:<${address}>`),
       ...(pipelining ? ["DATA"] : []),
     ];

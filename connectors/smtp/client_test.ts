@@ -318,3 +318,53 @@ Deno.test("SmtpConnection marks refusals of the recipients or of DATA as the mes
     }
   }
 });
+
+Deno.test("SmtpConnection sends a non-ASCII address with SMTPUTF8, and refuses it unsent where not offered", async (t) => {
+  const mail = { from: "a@example.org", recipients: ["josé@xn--bcher-kva.example"], data: "x" };
+  await t.step("offered: MAIL FROM carries SMTPUTF8, the address goes as UTF-8", async () => {
+    const server = scriptedServer(
+      "220 ready\r\n",
+      standardAnswers("250-mail.example\r\n250-SMTPUTF8\r\n250 AUTH LOGIN\r\n"),
+    );
+    try {
+      const connection = await openTo(server.port);
+      const result = await connection.send(mail);
+      assert.deepEqual(result.accepted, mail.recipients);
+      await connection.quit();
+      await server.finished;
+      assert.deepEqual(server.commands.slice(4, 6), [
+        "MAIL FROM:<a@example.org> SMTPUTF8",
+        "RCPT TO:<josé@xn--bcher-kva.example>",
+      ]);
+    } finally {
+      server.close();
+    }
+  });
+  await t.step("not offered: a permanent refusal of the message, no MAIL sent", async () => {
+    const server = scriptedServer(
+      "220 ready\r\n",
+      standardAnswers("250-mail.example\r\n250-SIZE 1000000\r\n250 AUTH LOGIN\r\n"),
+    );
+    try {
+      const connection = await openTo(server.port);
+      const error = await connection.send(mail).catch((e) => e);
+      assert.ok(error instanceof SmtpError);
+      assert.equal(error.permanent, true);
+      assert.equal(error.messageRefused, true);
+      assert.equal(
+        error.message,
+        "the relay does not offer SMTPUTF8, which an address that is not ASCII needs",
+      );
+      // ASCII mail still goes on the same session, without the parameter.
+      await connection.send({ ...mail, recipients: ["b@example.org"] });
+      await connection.quit();
+      await server.finished;
+      assert.deepEqual(server.commands.filter((c) => /^(MAIL|RCPT)/.test(c)), [
+        "MAIL FROM:<a@example.org> SIZE=6",
+        "RCPT TO:<b@example.org>",
+      ]);
+    } finally {
+      server.close();
+    }
+  });
+});

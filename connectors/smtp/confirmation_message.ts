@@ -2,7 +2,9 @@
  * The MIME message of a confirmation to a visitor (rules/confirmation.ts): plain text
  * only, so echoed visitor text can carry no markup; every header one line; and the
  * headers RFC 3834 asks of an automatic response, so that mail systems and
- * out-of-office responders do not answer it in turn.
+ * out-of-office responders do not answer it in turn. The `To` header is the one line
+ * that may not be ASCII: a visitor's local part such as `josé` (RFC 6532), which the
+ * SMTP client sends only with SMTPUTF8.
  *
  * @module
  */

@@ -295,11 +295,13 @@ function addressListHeader(name: string, addresses: string[]): string {
   return `${name}: ${addresses.map(oneLine).join("," + CRLF + " ")}`;
 }
 
-/** One line of text: CR, LF and other control characters become spaces. */
-/** A value with its control and line-break characters turned into spaces. */
+/**
+ * One line of text: control characters (C0, DEL and C1, whose NEL some readers break
+ * at) and the Unicode line and paragraph separators become spaces.
+ */
 export function oneLine(value: string): string {
   // deno-lint-ignore no-control-regex -- control characters are what is removed here
-  return value.replace(/[\x00-\x1f\x7f\u2028\u2029]+/g, " ");
+  return value.replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029]+/g, " ");
 }
 
 function domainOf(address: string): string {

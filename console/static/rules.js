@@ -176,8 +176,9 @@ export function confirmationFields(form, { destinations, platformRelay }) {
       "p",
       { class: "hint" },
       "An email to the address the visitor typed, saying their message arrived. At most one " +
-        "per address a day and your hourly cap, never for spam or a failed captcha: anyone " +
-        "can type anyone's address, so it must not be a way to mail strangers.",
+        "per mailbox a day (Ada+x@ and ada@ are one) and your hourly cap, never for spam or a " +
+        "failed captcha: anyone can type anyone's address, so it must not be a way to mail " +
+        "strangers.",
     ),
     field({ label: "Send a confirmation", path: "confirmation", input: on }),
     field({

@@ -26,6 +26,8 @@ export interface CapturedMessage {
   heloName: string;
   /** Epoch ms when the message's data had arrived (before the server's 250). */
   receivedAt: number;
+  /** True when MAIL FROM asked for SMTPUTF8 (RFC 6531). */
+  smtpUtf8: boolean;
 }
 
 /** Options of {@linkcode startSmtpServer}. */
@@ -44,6 +46,8 @@ export interface SmtpServerOptions {
   rejectRecipients?: Record<string, number>;
   /** Leave STARTTLS out of the EHLO reply (for the downgrade test). */
   hideStartTls?: boolean;
+  /** Leave SMTPUTF8 out of the EHLO reply (a relay that cannot take addresses that are not ASCII). */
+  hideSmtpUtf8?: boolean;
   /** Keep no messages (benchmarks). */
   discard?: boolean;
   /** Idle time after which the server says 421 and hangs up (smtp-server default 60 s). */
@@ -93,6 +97,7 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
     logger: false,
     secure: options.mode === "on",
     hideSTARTTLS: options.mode === "off" || options.hideStartTls === true,
+    hideSMTPUTF8: options.hideSmtpUtf8 === true,
     allowInsecureAuth: options.mode === "off" || options.hideStartTls === true,
     authMethods,
     size: 10 * 1024 * 1024,
@@ -144,6 +149,7 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
             secure: session.secure,
             heloName: session.hostNameAppearsAs,
             receivedAt: Date.now(),
+            smtpUtf8: session.envelope.smtpUtf8 === true,
           });
         }
         for (const wake of waiters) wake();
