@@ -578,3 +578,16 @@ Deno.test("confirmation: a refused address fails alone, masked, and pauses nothi
     await server.close();
   }
 });
+
+Deno.test("spam rules in observe mode drop nothing: a reused page token is delivered too, and no use is recorded", async () => {
+  await using h = await startHarness();
+  await using sink = startWebhookSink();
+  const form = await h.createForm({ spamRules: { minSeconds: 3, observe: true } });
+  await h.addDestination(form.id, webhook(sink.url));
+  const token = pageToken(h.service.db.sealer, form.publicKey, Date.now() - 9000);
+  await submitAndSettle(h, form.publicKey, { message: "first", [TIME_TRAP_FIELD]: token });
+  await submitAndSettle(h, form.publicKey, { message: "again", [TIME_TRAP_FIELD]: token });
+  assert.equal(sink.received.length, 2);
+  const uses = await Array.fromAsync(h.service.db.kv.list({ prefix: ["page_token_uses"] }));
+  assert.equal(uses.length, 0);
+});
