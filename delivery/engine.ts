@@ -140,7 +140,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   }
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const closing = new AbortController();
-  const attempts = createJobAttempts(deps);
+  const attempts = createJobAttempts({ ...deps, sendersOf: (id) => pace.senders(id) });
   const outcomes = createOutcomeStep({
     db,
     config,

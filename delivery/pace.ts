@@ -91,6 +91,8 @@ export interface Pace {
   view(destinationId: string): PaceView;
   /** The destinations paced here and their paces. */
   views(): IterableIterator<[string, PaceView]>;
+  /** Processes delivering to the destination, this one included, as last shared. */
+  senders(destinationId: string): number;
   /** What this process keeps to the destinations it delivered to lately, for the others. */
   shares(): Map<string, PaceShare>;
   /** Takes up the other processes' shares (by destination id): their number, holds, rates, cuts. */
@@ -453,6 +455,7 @@ export function createPace(options: PaceOptions): Pace {
       const now = clock();
       for (const [id, pace] of paces) yield [id, viewOf(pace, now)];
     },
+    senders: (destinationId) => 1 + (paces.get(destinationId)?.peers ?? 0),
     shares() {
       const now = clock();
       const shares = new Map<string, PaceShare>();
