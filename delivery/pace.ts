@@ -362,11 +362,12 @@ export function createPace(options: PaceOptions): Pace {
     pace.heldUntil = now + Math.min(hold, MAX_RETRY_AFTER_MS);
     // A receiver down for a while says nothing of the rate it takes: only the hold applies.
     if (!hint.unavailable) {
-      // Nothing accepted lately: the rate it was kept to (or a first guess) stands.
+      // Nothing accepted lately: the rate it was kept to (or a first guess, its part of
+      // it when other processes deliver there too) stands.
       const accepted = acceptedRate(pace, now);
       pace.rate = Math.max(
         MIN_RATE,
-        accepted !== null ? accepted * RATE_BACKOFF : pace.rate ?? FIRST_RATE,
+        accepted !== null ? accepted * RATE_BACKOFF : pace.rate ?? FIRST_RATE / (1 + pace.peers),
       );
       pace.lastRefusalAt = now;
       pace.nextStartAt = pace.heldUntil;
