@@ -10,6 +10,12 @@ export interface DeliveryRequest<C> {
   deliveryId: string;
   destinationId: string;
   signal: AbortSignal;
+  /**
+   * Processes delivering to this destination, this one included, as the shared pace
+   * knows (delivery/pace.ts); a connector that spaces its messages by time spaces them
+   * by that many gaps, so that together they keep the service's pace. Absent: one.
+   */
+  senders?: number;
 }
 
 /**

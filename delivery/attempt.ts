@@ -108,6 +108,8 @@ export function createJobAttempts(
     connectors: Record<DestinationType, Connector>;
     /** Without it nothing is deferred. */
     outbound?: OutboundBudget;
+    /** Processes delivering to a destination, this one included (DeliveryRequest.senders). */
+    sendersOf?: (destinationId: string) => number;
   },
 ): JobAttempts {
   const { db, connectors, outbound } = deps;
@@ -174,6 +176,7 @@ export function createJobAttempts(
       deliveryId: `${job.submissionId}.${job.destinationId}`,
       destinationId: job.destinationId,
       signal,
+      senders: deps.sendersOf?.(job.destinationId),
     });
   }
 

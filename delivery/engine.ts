@@ -140,7 +140,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   }
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const closing = new AbortController();
-  const attempts = createJobAttempts(deps);
+  const attempts = createJobAttempts({ ...deps, sendersOf: (id) => pace.senders(id) });
   const outcomes = createOutcomeStep({
     db,
     config,
@@ -166,12 +166,14 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     now,
   });
   let syncingPace: Promise<void> | null = null;
+  /** Until close(): after it, nothing more is shared. */
+  let sharing = true;
   /**
    * Shares this process's paces and budget usage and takes up the others' (one exchange
    * at a time).
    */
   function syncPace() {
-    if (closing.signal.aborted) return;
+    if (!sharing) return;
     syncingPace ??= shares.exchange({ paces: pace.shares(), usage: deps.outbound?.usage() ?? [] })
       .then((others) => {
         pace.merge(others.paces);
@@ -319,6 +321,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     async close() {
       const idle = dispatcher.close();
       clearInterval(sweeper);
+      sharing = false;
       clearInterval(paceSync);
       if (quickSyncs !== null) clearTimeout(quickSyncs);
       await syncingPace;

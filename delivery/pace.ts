@@ -91,6 +91,8 @@ export interface Pace {
   view(destinationId: string): PaceView;
   /** The destinations paced here and their paces. */
   views(): IterableIterator<[string, PaceView]>;
+  /** Processes delivering to the destination, this one included, as last shared. */
+  senders(destinationId: string): number;
   /** What this process keeps to the destinations it delivered to lately, for the others. */
   shares(): Map<string, PaceShare>;
   /** Takes up the other processes' shares (by destination id): their number, holds, rates, cuts. */
@@ -360,11 +362,12 @@ export function createPace(options: PaceOptions): Pace {
     pace.heldUntil = now + Math.min(hold, MAX_RETRY_AFTER_MS);
     // A receiver down for a while says nothing of the rate it takes: only the hold applies.
     if (!hint.unavailable) {
-      // Nothing accepted lately: the rate it was kept to (or a first guess) stands.
+      // Nothing accepted lately: the rate it was kept to (or a first guess, its part of
+      // it when other processes deliver there too) stands.
       const accepted = acceptedRate(pace, now);
       pace.rate = Math.max(
         MIN_RATE,
-        accepted !== null ? accepted * RATE_BACKOFF : pace.rate ?? FIRST_RATE,
+        accepted !== null ? accepted * RATE_BACKOFF : pace.rate ?? FIRST_RATE / (1 + pace.peers),
       );
       pace.lastRefusalAt = now;
       pace.nextStartAt = pace.heldUntil;
@@ -453,6 +456,7 @@ export function createPace(options: PaceOptions): Pace {
       const now = clock();
       for (const [id, pace] of paces) yield [id, viewOf(pace, now)];
     },
+    senders: (destinationId) => 1 + (paces.get(destinationId)?.peers ?? 0),
     shares() {
       const now = clock();
       const shares = new Map<string, PaceShare>();

@@ -366,6 +366,7 @@ Deno.test("processes sharing paces split a destination's cap and take up each ot
   assert.ok(b.limit("d") <= 64, `b keeps to its half too (${b.limit("d")})`);
   // b is refused for rate with Retry-After 30 s: a holds and keeps to b's rate after one exchange.
   b.record("d", { kind: "limited", hint: { limited: true, retryAfterMs: 30_000 } }, 1);
+  assert.equal(b.view("d").ratePerSecond, 0.5, "nothing accepted: its half of the first guess");
   assert.equal(a.waitMs("d"), 0);
   a.merge(share(b));
   assert.ok(a.waitMs("d") >= 29_000, `a holds with b (${a.waitMs("d")} ms)`);

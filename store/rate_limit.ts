@@ -8,10 +8,11 @@
  *
  * - A client's first submission in a window costs a process nothing in KV: one-off
  *   visitors, the great majority, are neither read nor written.
- * - From its second here on, every count is written to KV under the process's own key
- *   for the client (so processes never overwrite each other), group-committed and not
- *   waited for; a count of 2 or more is therefore never only in memory, and a counter
- *   is forgotten (past MAX_TRACKED) only once it is written.
+ * - From its second here on, every count is written to KV under the counter's own key
+ *   (so processes never overwrite each other), group-committed and not waited for: a
+ *   count of 2 or more is sent to KV as it is counted, and a counter is forgotten (past
+ *   MAX_TRACKED) only once its count has been sent, so a flood of other addresses costs
+ *   a client's count at most one submission (its next is a first one again).
  * - Before admitting a client it has seen before in the window, a process reads the
  *   client's counts (one listing: what every process wrote) and adds what it has not
  *   written yet. Past the limit it refuses without reading: counts only grow within a
@@ -20,10 +21,10 @@
  * So the only submissions no process can see are each process's first of a client:
  * N processes admit at most the limit + N − 1 (plus requests racing in the same
  * millisecond), and a restarted process at most one more. When more processes share
- * the KV than half the limit (counted from their process records, store/process_shares.ts),
+ * the KV than half the limit (counted from their process records: process_shares.ts),
  * a first submission is read and written too, so the bound stays within 2 × the limit
- * however many run. The client appears in KV only as a keyed hash (Sealer.pseudonym), never as an
- * address; counters expire after their window.
+ * however many run. The client appears in KV only as a keyed hash (Sealer.pseudonym),
+ * never as an address; counters expire after their window.
  *
  * @module
  */

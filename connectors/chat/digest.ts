@@ -6,7 +6,11 @@
  * outcome); they share the one answer. A `429` holds the destination for as long as the
  * service says, and the waiting deliveries join the next digest instead of going back
  * to the retry schedule, as long as they can wait (else they fail transient and are
- * retried). Per process, in memory: no KV.
+ * retried). Per process, in memory: no KV; processes sharing a KV space their messages
+ * by as many gaps as there are of them (DeliveryRequest.senders, from the shared pace),
+ * and a 429 one of them gets holds them all (through the pace).
+ * An idle line waits GATHER_MS before its first message, so that deliveries woken
+ * together (a burst, or a digest sent again after its process was killed) go as one.
  *
  * @module
  */
@@ -32,6 +36,8 @@ export interface DigestSpec {
   ): Promise<{ receipt: DeliveryReceipt; holdMs: number }>;
 }
 
+/** How long an idle line gathers the deliveries arriving together before its first message. */
+const GATHER_MS = 20;
 /** Destinations remembered before idle ones are forgotten. */
 const MAX_LINES = 10_000;
 
@@ -107,7 +113,8 @@ export function createDigestSender(spec: DigestSpec) {
     try {
       const envelopes = batch.map((w) => w.request.envelope);
       const { receipt, holdMs } = await spec.send(envelopes, batch[0].request.config, signal);
-      line.notBefore = Date.now() + Math.max(spec.minGapMs, holdMs);
+      const senders = Math.max(1, ...batch.map((w) => w.request.senders ?? 1));
+      line.notBefore = Date.now() + Math.max(spec.minGapMs * senders, holdMs);
       const detail = batch.length > 1
         ? `Sent in a digest of ${batch.length} submissions`
         : receipt.detail;
@@ -147,7 +154,11 @@ export function createDigestSender(spec: DigestSpec) {
       }
       const { promise, resolve, reject } = Promise.withResolvers<DeliveryReceipt>();
       line.queue.push({ request, deadline: Date.now() + spec.maxWaitMs, resolve, reject });
-      if (!line.running) drain(key, line);
+      if (!line.running) {
+        line.running = true;
+        line.notBefore = Math.max(line.notBefore, Date.now() + GATHER_MS);
+        drain(key, line);
+      }
       return promise;
     },
   };
