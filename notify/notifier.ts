@@ -76,12 +76,28 @@ const SUMMARY_CHECK_MS = 10 * 60_000;
 /** Destinations found with no told-failing mark lately: deliveries to them read nothing. */
 const CLEAR_RECHECK_MS = 10_000;
 const MAX_CLEAR_TRACKED = 50_000;
+/** How long a destination told failing is taken to be so without a KV read. */
+const TOLD_RECHECK_MS = 60_000;
+
+/** Events of one group as one: counts added, ids in order, the latest detail. */
+function merged(events: NewEvent[]): NewEvent {
+  const last = events.at(-1)!;
+  if (events.length === 1) return last;
+  return {
+    ...last,
+    count: events.reduce((sum, event) => sum + (event.count ?? 1), 0),
+    submissionIds: events.flatMap((event) => event.submissionIds ?? []),
+  };
+}
 
 /** Starts the notifier's background passes. */
 export function startNotifier(deps: NotifierDeps): Notifier {
   const { db, connectors, outbound, config, logger } = deps;
   const now = deps.now ?? Date.now;
   const clear = new Map<string, number>();
+  // Destinations this process told failing (or saw told), and when: their next failures
+  // within TOLD_RECHECK_MS read nothing (another process may have seen them recover).
+  const told = new Map<string, number>();
   let running: Promise<void> | null = null;
   let again = false;
   let closed = false;
@@ -191,8 +207,30 @@ export function startNotifier(deps: NotifierDeps): Notifier {
     }
   }
 
+  /**
+   * Events waiting for the write of their group under way in this process: many jobs
+   * failing at once make one commit per group at a time, not one each racing the others
+   * for the same key.
+   */
+  const queued = new Map<string, NewEvent[]>();
+
   async function record(event: NewEvent) {
-    await recordEvent(db, event, { now: now(), groupMs: config.notify.groupMs });
+    const key = JSON.stringify([event.orgId, event.type, event.subject]);
+    const waiting = queued.get(key);
+    if (waiting !== undefined) {
+      waiting.push(event); // written by the write under way, right after its commit
+      return;
+    }
+    queued.set(key, []);
+    try {
+      let batch = [event];
+      while (batch.length > 0) {
+        await recordEvent(db, merged(batch), { now: now(), groupMs: config.notify.groupMs });
+        batch = queued.get(key)!.splice(0);
+      }
+    } finally {
+      queued.delete(key);
+    }
     wake();
   }
 
@@ -215,6 +253,7 @@ export function startNotifier(deps: NotifierDeps): Notifier {
       if (result.delivered) {
         const seen = clear.get(subject);
         if (seen !== undefined && now() - seen < CLEAR_RECHECK_MS) return;
+        told.delete(subject);
         if (await clearToldFailing(db, subject)) {
           await recordQuietly({ ...about, type: "message.attempt.recovered", subject });
         }
@@ -232,10 +271,15 @@ export function startNotifier(deps: NotifierDeps): Notifier {
         await recordQuietly({ ...about, type: "endpoint.disabled", subject, detail, held });
         return;
       }
+      const toldAt = told.get(subject);
+      if (toldAt !== undefined && now() - toldAt < TOLD_RECHECK_MS) return;
       // Consecutive failures: the destination's failing record (kept when pausing is on), else this job's.
       const failures = Math.max(await destinationFailingCount(db, subject), job.attempts);
       if (failures < config.notify.failingAfterAttempts) return;
-      if (!await markToldFailing(db, subject)) return;
+      if (told.size >= MAX_CLEAR_TRACKED) told.clear();
+      const marked = await markToldFailing(db, subject);
+      told.set(subject, now());
+      if (!marked) return;
       await recordQuietly({
         ...about,
         type: "message.attempt.failing",
@@ -251,7 +295,7 @@ export function startNotifier(deps: NotifierDeps): Notifier {
         destinationId: job.destinationId,
         type: "message.attempt.exhausted",
         subject: job.destinationId,
-        submissionId: job.submissionId,
+        submissionIds: [job.submissionId],
         detail: job.lastError,
       });
     },

@@ -82,7 +82,7 @@ export interface PendingEvent {
 export type NewEvent =
   & Pick<PendingEvent, "orgId" | "type" | "subject">
   & Partial<Pick<PendingEvent, "formId" | "destinationId" | "detail" | "held" | "figures">>
-  & { submissionId?: string; count?: number };
+  & { submissionIds?: string[]; count?: number };
 
 /** A channel of an organization, as a job names it (its address or secret is read at send time). */
 export type ChannelRef = { kind: "email" } | { kind: "webhook" } | {
@@ -178,7 +178,7 @@ export async function recordEvent(
     const [pending, last] = await db.kv.getMany<[PendingEvent, number]>([key, lastKey]);
     const before = pending.value;
     const ids = [...(before?.submissionIds ?? [])];
-    if (event.submissionId !== undefined) ids.push(event.submissionId);
+    ids.push(...event.submissionIds ?? []);
     const next: PendingEvent = {
       orgId: event.orgId,
       type: event.type,

@@ -30,7 +30,7 @@ const failed = (submissionId: string) => ({
   subject: "dest",
   destinationId: "dest",
   formId: "form",
-  submissionId,
+  submissionIds: [submissionId],
   detail: "HTTP 500",
 });
 

@@ -154,7 +154,10 @@ Deno.test("a failing destination is told early (signed), failed submissions are 
   });
   assert.ok(!ops.received.some((r) => r.body.includes(PAYLOAD_MARKER)), "no payload field");
 
-  const sent = await (await h.admin("GET", "/notifications/sent")).json();
+  // The log entry is committed right after the receiver's answer.
+  const sentList = async () => (await (await h.admin("GET", "/notifications/sent")).json()).sent;
+  await waitFor(async () => (await sentList()).length === 3, { message: "three logged" });
+  const sent = { sent: await sentList() };
   assert.deepEqual(
     sent.sent.map((s: { type: string; delivered: boolean }) => [s.type, s.delivered]).sort(),
     [
