@@ -231,3 +231,34 @@ Deno.test("a daily summary is queued once per day with the day's figures", async
     "failed",
   ]);
 });
+
+Deno.test("email goes through the relay of one of the organization's SMTP destinations, to the notification addresses", async () => {
+  const server = await startSmtpServer({ mode: "off" });
+  try {
+    await using h = await startHarness();
+    const form = await h.createForm();
+    const smtpId = await h.addDestination(form.id, {
+      type: "smtp",
+      config: {
+        host: "127.0.0.1",
+        port: server.port,
+        secureTransport: "off",
+        username: "relay-user",
+        password: "relay-pässword",
+        from: "forms@tenant.example",
+        to: ["sales@tenant.example"],
+      },
+    });
+    const put = await putSettings(h, { email: { to: ["owner@tenant.example"], via: smtpId } });
+    assert.equal(put.status, 200);
+    assert.equal((await h.admin("POST", "/keys/rotate")).status, 200);
+    await server.waitForMessages(1);
+    const [message] = server.messages;
+    assert.deepEqual(message.to, ["owner@tenant.example"]);
+    assert.equal(message.from, "forms@tenant.example");
+    assert.equal(message.user, "relay-user");
+    assert.match(message.raw, /Subject: formrelay: A tenant key was rotated/);
+  } finally {
+    await server.close();
+  }
+});
