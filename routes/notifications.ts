@@ -11,6 +11,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { webhookConfigSchema } from "../connectors/webhook.ts";
 import { REDACTED } from "../connectors/types.ts";
+import { literalHostRefusal } from "../connectors/outbound_guard.ts";
 import { CHAT_TYPES, findOrgDestination } from "../notify/mod.ts";
 import {
   defaultSettings,
@@ -167,6 +168,10 @@ export function notificationRoutes({ db, config }: AppDeps) {
         for (const issue of checked.error.issues) {
           issues.push({ path: ["webhook", ...issue.path].join("."), message: issue.message });
         }
+      } else {
+        // As for destinations: a private address this deployment will not send to is said now.
+        const refusal = literalHostRefusal(new URL(url).hostname, config.allowPrivateDestinations);
+        if (refusal !== null) issues.push({ path: "webhook.url", message: refusal });
       }
       webhook = { url, secret };
     }

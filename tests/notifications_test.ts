@@ -80,6 +80,18 @@ Deno.test("PUT /notifications validates channels and keeps a webhook secret the 
     },
   );
   await t.step(
+    "a private webhook address is refused at save where the deployment forbids it",
+    async () => {
+      await using strict = await startHarness({ allowPrivateDestinations: false });
+      const response = await strict.admin("PUT", "/notifications", {
+        webhook: { url: "http://127.0.0.1:9/hook" },
+      });
+      assert.equal(response.status, 400);
+      const body = await response.json();
+      assert.deepEqual(body.issues.map((issue: { path: string }) => issue.path), ["webhook.url"]);
+    },
+  );
+  await t.step(
     "the URL path and secret are redacted, and kept when sent back redacted",
     async () => {
       const first = await putSettings(h, {
