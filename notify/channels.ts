@@ -37,9 +37,8 @@ export function channelsFor(
   event: PendingEvent,
 ): ChannelRef[] {
   if (settings === null) return [];
-  const wanted = event.type === "summary"
-    ? settings.summary !== "off"
-    : settings.events.includes(event.type);
+  const wanted = event.type === "test" ||
+    (event.type === "summary" ? settings.summary !== "off" : settings.events.includes(event.type));
   if (!wanted) return [];
   const about = event.destinationId;
   const channels: ChannelRef[] = [];

@@ -5,4 +5,4 @@
  * @module
  */
 export { type Notifier, startNotifier } from "./notifier.ts";
-export { CHAT_TYPES, findOrgDestination } from "./channels.ts";
+export { channelsFor, CHAT_TYPES, findOrgDestination } from "./channels.ts";

@@ -59,6 +59,8 @@ export interface NotifierDeps {
 export interface Notifier {
   /** Records an event in the outbox and wakes the notifier. */
   record(event: NewEvent): Promise<void>;
+  /** Wakes the notifier (a test was queued). */
+  wake(): void;
   /** Hears every recorded delivery attempt: tells "failing" and "recovered". */
   afterAttempt(job: JobRecord, result: SendResult, options: { paused: boolean }): Promise<void>;
   /** Hears a job failed for good (never awaited by delivery). */
@@ -247,6 +249,7 @@ export function startNotifier(deps: NotifierDeps): Notifier {
 
   return {
     record,
+    wake,
     async afterAttempt(job, result, { paused }) {
       const about = { orgId: job.orgId, formId: job.formId, destinationId: job.destinationId };
       const subject = job.destinationId;

@@ -18,6 +18,7 @@ const TITLES: Record<NotifyEventType, string> = {
   "message.attempt.exhausted": "Submissions failed for good",
   "tenant_key.rotated": "A tenant key was rotated",
   "summary": "Summary",
+  "test": "Test notification",
 };
 
 /** What the event names, for people: field name and value. */
@@ -47,6 +48,9 @@ export function eventLines(event: PendingEvent): Record<string, string> {
     case "tenant_key.rotated":
       lines.what = `${event.count} rotation(s), the last at ${at(event.lastAt)}; ` +
         "if that was not you, rotate again and check who holds the key";
+      break;
+    case "test":
+      lines.what = "A test from the notification settings: this channel works";
       break;
     case "summary":
       lines.what = `Summary of ${event.subject}`;

@@ -12,7 +12,7 @@ import { z } from "zod";
 import { webhookConfigSchema } from "../connectors/webhook.ts";
 import { REDACTED } from "../connectors/types.ts";
 import { literalHostRefusal } from "../connectors/outbound_guard.ts";
-import { CHAT_TYPES, findOrgDestination } from "../notify/mod.ts";
+import { channelsFor, CHAT_TYPES, findOrgDestination } from "../notify/mod.ts";
 import {
   defaultSettings,
   getNotificationSettings,
@@ -20,13 +20,17 @@ import {
   type NotificationSettings,
   NOTIFY_EVENTS,
   putNotificationSettings,
+  queueTest,
+  testEvent,
 } from "../store/notifications.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
-import { ApiError, readValidJson, refuseOtherMethods } from "./http.ts";
+import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
+import { tooManyRequests } from "./limits.ts";
+import { createTokenBuckets } from "../delivery/token_buckets.ts";
 import { ERRORS } from "./errors.ts";
 
 /** The events an organization may choose (the summary is chosen apart). */
-const CHOOSABLE = NOTIFY_EVENTS.filter((type) => type !== "summary") as [
+const CHOOSABLE = NOTIFY_EVENTS.filter((type) => type !== "summary" && type !== "test") as [
   NotificationSettings["events"][number],
   ...NotificationSettings["events"][number][],
 ];
@@ -97,8 +101,10 @@ function redactedUrl(url: string): string {
 }
 
 /** `/notifications` routes. */
-export function notificationRoutes({ db, config }: AppDeps) {
+export function notificationRoutes({ db, config, notifier }: AppDeps) {
   const router = new Hono<AdminEnv>();
+  // Tests are outbound traffic a tenant triggers at will: bounded like test sends.
+  const tests = createTokenBuckets({ capacity: config.testSendLimits.perOrg, windowMs: 60_000 });
 
   async function current(orgId: string): Promise<NotificationSettings> {
     return await getNotificationSettings(db, orgId) ?? defaultSettings(config.notify.summary);
@@ -188,11 +194,25 @@ export function notificationRoutes({ db, config }: AppDeps) {
     return c.json({ ok: true, notifications: settingsView(settings) });
   });
 
+  router.post("/notifications/test", async (c) => {
+    const orgId = c.get("orgId");
+    await readEmptyBody(c);
+    const settings = await getNotificationSettings(db, orgId);
+    const now = Date.now();
+    const waitMs = tests.waitMs(orgId, 1, now);
+    if (waitMs > 0) tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: waitMs });
+    tests.take(orgId, 1, now);
+    const channels = channelsFor(settings, testEvent(orgId, now));
+    const queued = await queueTest(db, { orgId, channels, now });
+    notifier?.wake();
+    return c.json({ ok: true, queued });
+  });
+
   router.get("/notifications/sent", async (c) => {
     const sent = await listNotifyLog(db, c.get("orgId"), SENT_LIMIT);
     return c.json({ ok: true, sent });
   });
 
-  refuseOtherMethods(router, "/notifications", "/notifications/sent");
+  refuseOtherMethods(router, "/notifications", "/notifications/test", "/notifications/sent");
   return router;
 }

@@ -676,6 +676,21 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       errors: jsonBodyErrors,
     },
     {
+      method: "post",
+      path: "/v1/admin/notifications/test",
+      summary: "Sends a test notification to every chosen channel now (TEST_SENDS_PER_ORG a " +
+        "minute); its result shows in /notifications/sent",
+      tag: "Admin: notifications",
+      admin: true,
+      answers: {
+        200: {
+          description: "How many channels it was queued to",
+          schema: z.strictObject({ ok, queued: z.number().int() }),
+        },
+      },
+      errors: [...jsonBodyErrors, ERRORS.tooManyTestSends],
+    },
+    {
       method: "get",
       path: "/v1/admin/notifications/sent",
       summary: "The last 50 notifications of the past 7 days, newest first, with their result",

@@ -37,6 +37,7 @@ export const NOTIFY_EVENTS = [
   "message.attempt.exhausted",
   "tenant_key.rotated",
   "summary",
+  "test",
 ] as const;
 /** One of NOTIFY_EVENTS. */
 export type NotifyEventType = typeof NOTIFY_EVENTS[number];
@@ -49,8 +50,8 @@ export interface NotificationSettings {
   chat: string[];
   /** An operational webhook, signed (Standard Webhooks) when `secret` is set. */
   webhook: { url: string; secret: string | null } | null;
-  /** The events told; the summary is chosen apart. */
-  events: Exclude<NotifyEventType, "summary">[];
+  /** The events told; the summary is chosen apart, a test is always sent. */
+  events: Exclude<NotifyEventType, "summary" | "test">[];
   summary: "off" | "daily" | "weekly";
 }
 
@@ -130,7 +131,11 @@ export function defaultSettings(summary: NotificationSettings["summary"]): Notif
     email: null,
     chat: [],
     webhook: null,
-    events: NOTIFY_EVENTS.filter((type) => type !== "summary") as NotificationSettings["events"],
+    events: NOTIFY_EVENTS.filter((type) =>
+      type !== "summary" && type !== "test"
+    ) as NotificationSettings[
+      "events"
+    ],
     summary,
   };
 }
@@ -239,6 +244,49 @@ export async function dispatchEvent(
     op.set(notifyJobKey(job.id), job, { expireIn: JOB_TTL_MS });
   }
   return (await retryWhileBusy(() => op.commit())).ok;
+}
+
+/** A test notification's event: told to every channel, outside the grouping. */
+export function testEvent(orgId: string, now: number): PendingEvent {
+  return {
+    orgId,
+    type: "test",
+    subject: "org",
+    formId: null,
+    destinationId: null,
+    count: 1,
+    firstAt: now,
+    lastAt: now,
+    submissionIds: [],
+    detail: null,
+    held: null,
+    dueAt: now,
+  };
+}
+
+/** Queues a test notification to each channel now; returns how many. */
+export async function queueTest(
+  db: Db,
+  options: { orgId: string; channels: ChannelRef[]; now: number },
+): Promise<number> {
+  const { orgId, channels, now } = options;
+  const event = testEvent(orgId, now);
+  const op = db.kv.atomic();
+  for (const channel of channels) {
+    const job: NotifyJob = {
+      id: crypto.randomUUID(),
+      orgId,
+      channel,
+      event,
+      attempts: 0,
+      dueAt: now,
+      createdAt: now,
+    };
+    op.set(notifyJobKey(job.id), job, { expireIn: JOB_TTL_MS });
+  }
+  const result = await retryWhileBusy(() => op.commit());
+  if (!result.ok) throw new Error("Cannot queue a test notification: KV commit failed");
+  return channels.length;
 }
 
 /** Notification jobs due by `now`, at most `limit`. */

@@ -76,6 +76,12 @@ Deno.test("the console's notifications page: channels, events and summary saved,
       },
     );
 
+    await t.step("a test goes to each saved channel", async () => {
+      await settings.getByRole("button", { name: "Send a test" }).click();
+      await settings.getByText(/A test was sent to 2 channel/).waitFor();
+      await waitFor(() => ops.received.some((r) => r.json?.type === "test"), { message: "test" });
+    });
+
     await t.step("saved again after a reload, the secret is kept without being shown", async () => {
       await page.reload();
       await settings.waitFor();
@@ -99,12 +105,12 @@ Deno.test("the console's notifications page: channels, events and summary saved,
         );
         await waitFor(async () => {
           const { sent } = await (await h.admin("GET", "/notifications/sent")).json();
-          return sent.length >= 4; // failing and exhausted, to the chat and the webhook
+          return sent.length >= 6; // the tests, failing and exhausted: to the chat and the webhook
         }, { message: "four sent" });
         await page.reload();
         const sent = page.getByRole("region", { name: "Sent notifications" });
         await sent.getByText("Submissions failed for good").first().waitFor();
-        assert.equal(await sent.locator(".badge.delivered").count(), 4);
+        assert.equal(await sent.locator(".badge.delivered").count(), 6);
         const violations = (await new AxeBuilder({ page }).include("main").analyze())
           .violations.filter((v) => v.impact === "serious" || v.impact === "critical");
         assert.deepEqual(violations.map((v) => v.id), []);

@@ -274,3 +274,23 @@ Deno.test("email goes through the relay of one of the organization's SMTP destin
     await server.close();
   }
 });
+
+Deno.test("POST /notifications/test sends one test to each channel at once, bounded per minute", async () => {
+  await using h = await startHarness({ testSendLimits: { perDestination: 6, perOrg: 1 } });
+  await using ops = startWebhookSink();
+  await using slack = startChatReceiver("slack");
+  const form = await h.createForm();
+  const chatId = await h.addDestination(form.id, { type: "slack", config: { url: slack.url } });
+  assert.equal((await putSettings(h, { chat: [chatId], webhook: { url: ops.url } })).status, 200);
+  const response = await h.admin("POST", "/notifications/test");
+  assert.equal(response.status, 200);
+  assert.deepEqual(await response.json(), { ok: true, queued: 2 });
+  await waitFor(() => eventsOf(ops, "test").length === 1 && slack.accepted.length === 1, {
+    message: "test on both channels",
+  });
+  assert.match(JSON.stringify(slack.accepted[0]), /Test notification/);
+  const again = await h.admin("POST", "/notifications/test");
+  assert.equal(again.status, 429);
+  assert.ok(again.headers.get("retry-after"));
+  await again.body?.cancel();
+});

@@ -222,6 +222,7 @@ Deno.test("the answers the app gives match the description", async () => {
 
   await admin("GET", "/notifications");
   await admin("PUT", "/notifications", { summary: "weekly" });
+  await admin("POST", "/notifications/test");
   await admin("GET", "/notifications/sent");
   // The rotation last: it ends the harness's key.
   await admin("POST", "/keys/rotate");

@@ -14,7 +14,7 @@ const EVENTS = [
   ["message.attempt.exhausted", "Submissions failed for good (ids and counts)"],
   ["tenant_key.rotated", "A tenant key is rotated"],
 ];
-const EVENT_NAMES = Object.fromEntries([...EVENTS, ["summary", "Summary"]]);
+const EVENT_NAMES = Object.fromEntries([...EVENTS, ["summary", "Summary"], ["test", "Test"]]);
 const CHAT_LABELS = { slack: "Slack", discord: "Discord", teams: "Teams", telegram: "Telegram" };
 const CHAT_TYPES = Object.keys(CHAT_LABELS);
 const REDACTED = "********";
@@ -165,6 +165,16 @@ export async function notificationsView() {
     ),
     formError(),
     h("button", { type: "submit", class: "primary" }, "Save"),
+    " ",
+    h("button", {
+      type: "button",
+      onclick: async () => {
+        const { status, body } = await api("POST", "/notifications/test");
+        saved.textContent = status === 200
+          ? `A test was sent to ${body.queued} channel(s) of the saved settings: see "Sent lately" after a reload.`
+          : `No test sent: ${body.error}`;
+      },
+    }, "Send a test"),
     saved,
   );
 

@@ -42,7 +42,7 @@ Deno.test("notifications that could not be sent before a SIGKILL are sent after 
   await probe.close();
   await using broken = startWebhookSink(() => new Response("down", { status: 500 }));
   const logs: string[] = [];
-  let first = await startServiceProcess(workspace.env, { stderr: "piped" });
+  const first = await startServiceProcess(workspace.env, { stderr: "piped" });
   let second: Awaited<ReturnType<typeof startServiceProcess>> | null = null;
   try {
     let origin = first.origin;
