@@ -1,3 +1,4 @@
+import { notificationRoutes } from "./routes/notifications.ts";
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { consoleRoutes } from "./console/serve.ts";
@@ -90,6 +91,7 @@ export function createApp(given: AppDeps): Hono {
   admin.route("/", deliveryRoutes(deps));
   admin.route("/", deploymentRoutes(deps));
   admin.route("/", refusalRoutes(deps, refusals));
+  admin.route("/", notificationRoutes(deps));
   app.route("/v1/admin", admin);
   app.route("/v1/f", pageTokenRoutes(deps.db));
   app.route("/v1/f", ingestRoutes(deps));

@@ -78,6 +78,12 @@ const envSchema = z.object({
   RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(600),
   /** Hours of failing (destination's fault, no delivery in between) before pausing; 0 never. */
   DESTINATION_PAUSE_AFTER_HOURS: z.coerce.number().min(0).default(24),
+  /** Owner notifications: consecutive failed attempts before "destination failing" is told. */
+  NOTIFY_FAILING_AFTER_ATTEMPTS: positiveInt.default(3),
+  /** Owner notifications: at most one message per event and destination per this many minutes. */
+  NOTIFY_GROUP_MINUTES: z.coerce.number().min(1).max(24 * 60).default(60),
+  /** Owner notifications: the summary an organization gets until it chooses one. */
+  NOTIFY_SUMMARY: z.enum(["off", "daily", "weekly"]).default("off"),
   /** Hours a failed submission's sealed data is kept for redelivery; 0 (default) not at all. */
   FAILED_RETENTION_HOURS: z.coerce.number().min(0).max(24 * 30).default(0),
   /** Test sends per destination per minute; 0: no limit. */
@@ -188,6 +194,8 @@ export interface Config {
   pauseAfterMs: number;
   /** How long a failed submission's sealed data is kept for redelivery; 0 not at all. */
   failedRetentionMs: number;
+  /** Owner notifications' host-wide defaults (notify/). */
+  notify: { failingAfterAttempts: number; groupMs: number; summary: "off" | "daily" | "weekly" };
   /** `/metrics`: bearer token (null: open) and whether labels carry form and destination ids. */
   metrics: { token: string | null; perForm: boolean };
   /** `/readyz` answers 503 once this many jobs are due and not yet delivered. */
@@ -285,6 +293,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     rateLimit: { max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000 },
     pauseAfterMs: Math.round(e.DESTINATION_PAUSE_AFTER_HOURS * 3600 * 1000),
     failedRetentionMs: Math.round(e.FAILED_RETENTION_HOURS * 3600 * 1000),
+    notify: {
+      failingAfterAttempts: e.NOTIFY_FAILING_AFTER_ATTEMPTS,
+      groupMs: Math.round(e.NOTIFY_GROUP_MINUTES * 60_000),
+      summary: e.NOTIFY_SUMMARY,
+    },
     metrics: { token: e.METRICS_TOKEN ?? null, perForm: e.METRICS_PER_FORM },
     readyMaxBacklog: e.READY_MAX_BACKLOG,
     logLevel: e.LOG_LEVEL,

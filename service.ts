@@ -23,6 +23,7 @@ import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
 import { createRefusalCounter } from "./store/refusals.ts";
+import { type Notifier, startNotifier } from "./notify/mod.ts";
 
 /** A running formrelay: its app, store and delivery engine. */
 export interface Service {
@@ -32,6 +33,8 @@ export interface Service {
   /** The budget of request bodies being read and processed. */
   bodyGate: BodyGate;
   logger: Logger;
+  /** Owner notifications of this process. */
+  notifier: Notifier;
   /** Stops delivering, closes connectors and the KV. */
   close(): Promise<void>;
 }
@@ -71,6 +74,15 @@ export async function startService(
   const ingestLoad = createIngestLoad();
   // Destinations this process found healthy: their deliveries skip the health read.
   const healthyDestinations = new Map<string, number>();
+  // Owner notifications: sent by the processes that deliver (their jobs are in KV).
+  const notifier = startNotifier({
+    db,
+    connectors,
+    outbound,
+    config,
+    logger,
+    background: options.deliver !== false,
+  });
   const engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
@@ -81,9 +93,10 @@ export async function startService(
     ingestBurstMs: ingestLoad.burstMs,
     // Failing by its own fault for DESTINATION_PAUSE_AFTER_HOURS pauses a destination (0:
     // never). The outcome is already recorded, so a failure here is logged, not the delivery's.
-    onAttempt: config.pauseAfterMs > 0
-      ? (job, result) =>
-        recordHealth(
+    // Owner notifications hear every attempt after it (failing, paused, recovered).
+    onAttempt: async (job, result) => {
+      const paused = config.pauseAfterMs > 0
+        ? await recordHealth(
           db,
           job,
           result.delivered ? { delivered: true } : {
@@ -94,27 +107,40 @@ export async function startService(
           },
           { pauseAfterMs: config.pauseAfterMs, now: Date.now(), clear: healthyDestinations },
         ).then((paused) => {
-          if (!paused || result.delivered) return;
-          logger.warn("destination paused", {
-            orgId: job.orgId,
-            formId: job.formId,
-            destinationId: job.destinationId,
-            // Cut down to scheme://host once more: a URL path may be the credential.
-            reason: result.failure.gone
-              ? `the service says it no longer exists: ${redactUrls(result.failure.message)}`
-              : `failing by its own fault for ${
-                config.pauseAfterMs / 3_600_000
-              } h; last error: ${result.failure.message}`,
-          });
-        }).catch((error) =>
+          if (paused && !result.delivered) {
+            logger.warn("destination paused", {
+              orgId: job.orgId,
+              formId: job.formId,
+              destinationId: job.destinationId,
+              // Cut down to scheme://host once more: a URL path may be the credential.
+              reason: result.failure.gone
+                ? `the service says it no longer exists: ${redactUrls(result.failure.message)}`
+                : `failing by its own fault for ${
+                  config.pauseAfterMs / 3_600_000
+                } h; last error: ${result.failure.message}`,
+            });
+          }
+          return paused;
+        }).catch((error) => {
           logger.error("destination health update failed", {
             orgId: job.orgId,
             formId: job.formId,
             destinationId: job.destinationId,
             error: describeError(error),
-          })
-        )
-      : undefined,
+          });
+          return false;
+        })
+        : false;
+      await notifier.afterAttempt(job, result, { paused }).catch((error) =>
+        logger.error("notification hook failed", {
+          orgId: job.orgId,
+          formId: job.formId,
+          destinationId: job.destinationId,
+          error: describeError(error),
+        })
+      );
+    },
+    onFailed: (job) => notifier.onFailed(job),
   });
   const writer = createSubmissionWriter(db, { retainMs: config.failedRetentionMs });
   const bodyGate = createBodyGate(config.http);
@@ -141,6 +167,7 @@ export async function startService(
     ingestLoad,
     bodyGate,
     outbound,
+    notifier,
     ...observed,
   });
   return {
@@ -149,10 +176,12 @@ export async function startService(
     engine,
     bodyGate,
     logger,
+    notifier,
     async close() {
       delivering = false;
       await refusals.flush();
       await engine?.close();
+      await notifier.close();
       connectors.close();
       closeDb(db);
       await engine?.listening;

@@ -53,6 +53,8 @@ export interface EngineDeps {
   outbound?: OutboundBudget;
   /** Called after every recorded delivery or failure (destination health hooks in here). */
   onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
+  /** Called once a job has failed for good (owner notifications). */
+  onFailed?: (job: JobRecord) => void;
 }
 
 /** The delivery engine of one process. */
@@ -149,6 +151,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     envelopeTtlMs: envelopeTtlMs(config.retryScheduleMs, config.leaseMs),
     retainMs: config.failedRetentionMs,
     onAttempt: deps.onAttempt,
+    onFailed: deps.onFailed,
     heldHere: (ref) => claims.get(refKey(ref)) ?? hints.versionstampOf(ref),
     committing: (ref) => committing.get(refKey(ref)),
     wakeLater(ref, delayMs) {

@@ -60,6 +60,8 @@ export interface OutcomeDeps {
    * health); not for refusals for rate, which say nothing of the destination's health.
    */
   onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
+  /** Called once a job has failed for good (owner notifications: notify/). */
+  onFailed?: (job: JobRecord) => void;
 }
 
 /** One log line's fields per attempt: result, status and error; never payload. */
@@ -125,6 +127,7 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
     if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
     recentlyDone.add(refKey(job));
     if (cleanup === "check") await deleteEnvelopeIfLast(db, job, { retained: retainMs > 0 });
+    if (status === "failed") deps.onFailed?.(job); // owner notifications
     return { result: status, statusCode: job.lastStatusCode, error: job.lastError };
   }
 

@@ -11,6 +11,7 @@ import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
 import type { OutboundBudget } from "../delivery/outbound_budget.ts";
 import type { Logger } from "../log.ts";
+import type { Notifier } from "../notify/mod.ts";
 import type { BacklogReader } from "../store/backlog.ts";
 import type { Db } from "../store/db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
@@ -36,6 +37,8 @@ export interface AppDeps {
   backlog?: BacklogReader;
   /** Refusals counted per form for the console (default: a counter of the routes' own). */
   refusals?: RefusalCounter;
+  /** Owner notifications (notify/); without it no event is recorded. */
+  notifier?: Notifier;
   /** Whether this process's delivery engine runs (default: whether it has one). */
   delivering?: () => boolean;
 }

@@ -20,6 +20,11 @@ import { destinationCreateSchema, destinationPatchSchema } from "./destinations.
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
 import { ERRORS, type ErrorSpec, submissionTypeError } from "./errors.ts";
 import { refusalsQuerySchema } from "./refusals.ts";
+import {
+  notificationSentSchema,
+  notificationSettingsSchema,
+  notificationSettingsView,
+} from "./notifications.ts";
 import { REFUSAL_REASONS } from "../store/refusals.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
 import { conditionsSchema } from "../rules/routing.ts";
@@ -207,11 +212,17 @@ function errorSchema(texts: [string, ...string[]]) {
 
 /** One operation of the document. */
 export interface OperationSpec {
-  method: "get" | "post" | "patch" | "delete" | "options";
+  method: "get" | "post" | "put" | "patch" | "delete" | "options";
   /** OpenAPI path (`{id}`), the Hono path with `:id` written as `{id}`. */
   path: string;
   summary: string;
-  tag: "Admin: keys" | "Admin: forms" | "Admin: destinations" | "Ingestion" | "Service";
+  tag:
+    | "Admin: keys"
+    | "Admin: forms"
+    | "Admin: destinations"
+    | "Admin: notifications"
+    | "Ingestion"
+    | "Service";
   /** Needs `x-tenant-key` (adds the 401s and the 500). */
   admin?: boolean;
   query?: z.ZodObject;
@@ -656,6 +667,67 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       },
       errors: [ERRORS.formEndpointNotFound],
     },
+    // Owner notifications (routes/notifications.ts).
+    {
+      method: "get",
+      path: "/v1/admin/notifications",
+      summary: "Where the organization is told of failing, paused and recovered destinations, " +
+        "submissions failed for good, key rotations and summaries (docs/notifications.md)",
+      tag: "Admin: notifications",
+      admin: true,
+      answers: {
+        200: {
+          description: "The settings; the webhook's URL path and secret redacted",
+          schema: z.strictObject({ ok, notifications: notificationSettingsView }),
+        },
+      },
+      errors: [],
+    },
+    {
+      method: "put",
+      path: "/v1/admin/notifications",
+      summary: "Replaces the notification settings; a left-out or redacted webhook secret " +
+        "and a redacted URL are kept, `secret: null` removes the secret",
+      tag: "Admin: notifications",
+      admin: true,
+      body: { schema: notificationSettingsSchema, required: true },
+      answers: {
+        200: {
+          description: "The settings as stored, redacted",
+          schema: z.strictObject({ ok, notifications: notificationSettingsView }),
+        },
+      },
+      errors: jsonBodyErrors,
+    },
+    {
+      method: "post",
+      path: "/v1/admin/notifications/test",
+      summary: "Sends a test notification to every chosen channel now (TEST_SENDS_PER_ORG a " +
+        "minute); its result shows in /notifications/sent",
+      tag: "Admin: notifications",
+      admin: true,
+      answers: {
+        200: {
+          description: "How many channels it was queued to",
+          schema: z.strictObject({ ok, queued: z.number().int() }),
+        },
+      },
+      errors: [...jsonBodyErrors, ERRORS.tooManyTestSends],
+    },
+    {
+      method: "get",
+      path: "/v1/admin/notifications/sent",
+      summary: "The last 50 notifications of the past 7 days, newest first, with their result",
+      tag: "Admin: notifications",
+      admin: true,
+      answers: {
+        200: {
+          description: "Sent and given-up notifications",
+          schema: z.strictObject({ ok, sent: z.array(notificationSentSchema) }),
+        },
+      },
+      errors: [],
+    },
     {
       method: "get",
       path: "/healthz",
@@ -819,6 +891,7 @@ export function openApiDocument(config: Pick<Config, "ingestContentTypes">) {
       { name: "Admin: keys" },
       { name: "Admin: forms" },
       { name: "Admin: destinations" },
+      { name: "Admin: notifications" },
       { name: "Ingestion" },
       { name: "Service" },
       { name: "Pages" },

@@ -322,3 +322,48 @@ export const pageTokenUseKey = (
   formId: string,
   signature: string,
 ): ["page_token_uses", string, string] => ["page_token_uses", formId, signature];
+// Owner notifications (store/notifications.ts).
+
+/** An organization's notification settings (sealed). */
+export const notifySettingsKey = (orgId: string): ["notify_settings", string] => [
+  "notify_settings",
+  orgId,
+];
+/** Prefix of every organization's notification settings. */
+export const notifySettingsPrefix = (): ["notify_settings"] => ["notify_settings"];
+/** Events of one type and subject waiting to be told, grouped. */
+export const notifyOutboxKey = (
+  orgId: string,
+  type: string,
+  subject: string,
+): ["notify_outbox", string, string, string] => ["notify_outbox", orgId, type, subject];
+/** Prefix of every organization's waiting events. */
+export const notifyOutboxPrefix = (): ["notify_outbox"] => ["notify_outbox"];
+/** When an event of this type and subject was last told (expires after the grouping window). */
+export const notifyLastKey = (
+  orgId: string,
+  type: string,
+  subject: string,
+): ["notify_last", string, string, string] => ["notify_last", orgId, type, subject];
+/** One notification to send to one channel. */
+export const notifyJobKey = (id: string): ["notify_jobs", string] => ["notify_jobs", id];
+/** Prefix of every notification job. */
+export const notifyJobsPrefix = (): ["notify_jobs"] => ["notify_jobs"];
+/** What was sent to an organization's channels, newest last. */
+export const notifyLogKey = (
+  orgId: string,
+  at: number,
+  id: string,
+): ["notify_log", string, number, string] => ["notify_log", orgId, at, id];
+/** Prefix of an organization's sent notifications. */
+export const notifyLogPrefix = (orgId: string): ["notify_log", string] => ["notify_log", orgId];
+/** A destination its owner was told is failing (cleared, and "recovered" told, on delivery). */
+export const notifyToldFailingKey = (destinationId: string): ["notify_told_failing", string] => [
+  "notify_told_failing",
+  destinationId,
+];
+/** A summary period (`daily:YYYY-MM-DD`, `weekly:YYYY-MM-DD`) already queued for an organization. */
+export const notifySummaryKey = (
+  orgId: string,
+  period: string,
+): ["notify_summaries", string, string] => ["notify_summaries", orgId, period];

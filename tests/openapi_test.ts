@@ -220,6 +220,10 @@ Deno.test("the answers the app gives match the description", async () => {
   await described("GET", "/healthz", await h.request("/healthz"));
   await described("GET", "/readyz", await h.request("/readyz"));
 
+  await admin("GET", "/notifications");
+  await admin("PUT", "/notifications", { summary: "weekly" });
+  await admin("POST", "/notifications/test");
+  await admin("GET", "/notifications/sent");
   // The rotation last: it ends the harness's key.
   await admin("POST", "/keys/rotate");
   await admin("POST", "/keys/rotate");

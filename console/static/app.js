@@ -1,6 +1,7 @@
 /**
  * The tenant console: a hash router over views that call the admin API (api.js).
- * Routes: #/forms, #/forms/new, #/forms/<id>/(settings|snippet|destinations|deliveries), #/key.
+ * Routes: #/forms, #/forms/new, #/forms/<id>/(settings|snippet|destinations|deliveries), #/key,
+ * #/notifications.
  */
 import { api, SignedOut, signIn, signOut, tenantKey } from "./api.js";
 import { deliveriesView } from "./deliveries.js";
@@ -8,6 +9,7 @@ import { destinationsView } from "./destinations.js";
 import { clearErrors, field, formError, h, showErrors } from "./dom.js";
 import { formSettingsView, formsView } from "./forms.js";
 import { keyView } from "./key.js";
+import { notificationsView } from "./notifications.js";
 import { snippetView } from "./snippet.js";
 
 const main = document.getElementById("main");
@@ -75,6 +77,7 @@ export async function route() {
   const [, section, id, tab] = location.hash.split("/");
   try {
     if (section === "key") return show("Tenant key", keyView());
+    if (section === "notifications") return show("Notifications", await notificationsView());
     if (section === "forms" && id === "new") return show("New form", await formSettingsView(null));
     if (section === "forms" && id) {
       const views = {

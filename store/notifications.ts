@@ -1,0 +1,460 @@
+/**
+ * Owner notifications in KV: an organization's settings (sealed: they hold addresses,
+ * a webhook URL and its secret), the outbox of events waiting to be told (one entry
+ * per organization, event type and subject, so events of the same kind group into
+ * one message), when each was last told (so each is told at most once per grouping
+ * window), the notification jobs (one per channel, retried with backoff: a restart
+ * loses none) and the log of what was sent. No submission payload and no secret is
+ * written here in plaintext: events carry ids, counts and redacted error texts.
+ *
+ * @module
+ */
+import { type Db, retryAtomic } from "./db.ts";
+import {
+  destinationFailingKey,
+  jobsByDestinationPrefix,
+  notifyJobKey,
+  notifyJobsPrefix,
+  notifyLastKey,
+  notifyLogKey,
+  notifyLogPrefix,
+  notifyOutboxKey,
+  notifyOutboxPrefix,
+  notifySettingsKey,
+  notifySettingsPrefix,
+  notifySummaryKey,
+  notifyToldFailingKey,
+  outcomesOfFormPrefix,
+} from "./keys.ts";
+import type { DeliveryOutcome } from "./outcomes.ts";
+import { retryWhileBusy } from "./kv_busy.ts";
+
+/** The events an owner can be told of (names in the spirit of Svix's). */
+export const NOTIFY_EVENTS = [
+  "message.attempt.failing",
+  "endpoint.disabled",
+  "message.attempt.recovered",
+  "message.attempt.exhausted",
+  "tenant_key.rotated",
+  "summary",
+  "test",
+] as const;
+/** One of NOTIFY_EVENTS. */
+export type NotifyEventType = typeof NOTIFY_EVENTS[number];
+
+/** Where an organization is told. */
+export interface NotificationSettings {
+  /** Addresses, through the platform relay or one of the organization's SMTP destinations. */
+  email: { to: string[]; via: "platform" | string } | null;
+  /** Ids of the organization's chat destinations. */
+  chat: string[];
+  /** An operational webhook, signed (Standard Webhooks) when `secret` is set. */
+  webhook: { url: string; secret: string | null } | null;
+  /** The events told; the summary is chosen apart, a test is always sent. */
+  events: Exclude<NotifyEventType, "summary" | "test">[];
+  summary: "off" | "daily" | "weekly";
+}
+
+/** Events of one type and subject, grouped until they are told. */
+export interface PendingEvent {
+  orgId: string;
+  type: NotifyEventType;
+  /** What it is about: a destination id, or "org". */
+  subject: string;
+  formId: string | null;
+  destinationId: string | null;
+  /** How many events were grouped (failed attempts, failed submissions, rotations). */
+  count: number;
+  firstAt: number;
+  lastAt: number;
+  /** The latest failed submissions' ids (at most MAX_IDS); never their content. */
+  submissionIds: string[];
+  /** The last error (already redacted by the connector), the pause reason, or null. */
+  detail: string | null;
+  /** Submissions held by a paused destination, when known. */
+  held: number | null;
+  /** Summary figures, for the summary event only. */
+  figures?: Record<string, number>;
+  /** When it may be told: at once, or when the grouping window since the last one ends. */
+  dueAt: number;
+}
+
+/** An event as it is recorded; grouping fills in the rest. */
+export type NewEvent =
+  & Pick<PendingEvent, "orgId" | "type" | "subject">
+  & Partial<Pick<PendingEvent, "formId" | "destinationId" | "detail" | "held" | "figures">>
+  & { submissionIds?: string[]; count?: number };
+
+/** A channel of an organization, as a job names it (its address or secret is read at send time). */
+export type ChannelRef = { kind: "email" } | { kind: "webhook" } | {
+  kind: "chat";
+  destinationId: string;
+};
+
+/** One notification to send to one channel. */
+export interface NotifyJob {
+  id: string;
+  orgId: string;
+  channel: ChannelRef;
+  event: PendingEvent;
+  attempts: number;
+  dueAt: number;
+  createdAt: number;
+}
+
+/** A sent (or given up) notification, as the API lists it. */
+export interface NotifyLogEntry {
+  id: string;
+  at: string;
+  type: NotifyEventType;
+  channel: ChannelRef;
+  subject: string;
+  count: number;
+  delivered: boolean;
+  attempts: number;
+  error: string | null;
+}
+
+/** Most submission ids one grouped event names. */
+export const MAX_IDS = 20;
+/** How long sent notifications are listed. */
+const LOG_TTL_MS = 7 * 24 * 3600 * 1000;
+/** How long a job or outbox entry lives at most (a channel failing for days gives up). */
+const JOB_TTL_MS = 3 * 24 * 3600 * 1000;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** The settings of an organization that chose none. */
+export function defaultSettings(summary: NotificationSettings["summary"]): NotificationSettings {
+  return {
+    email: null,
+    chat: [],
+    webhook: null,
+    events: NOTIFY_EVENTS.filter((type) =>
+      type !== "summary" && type !== "test"
+    ) as NotificationSettings[
+      "events"
+    ],
+    summary,
+  };
+}
+
+/** An organization's settings, or null when it chose none. */
+export async function getNotificationSettings(
+  db: Db,
+  orgId: string,
+): Promise<NotificationSettings | null> {
+  const entry = await db.kv.get<Uint8Array<ArrayBuffer>>(notifySettingsKey(orgId));
+  if (entry.value === null) return null;
+  const plain = await db.sealer.open(entry.value, `notify_settings:${orgId}`);
+  return JSON.parse(decoder.decode(plain)) as NotificationSettings;
+}
+
+/** Stores an organization's settings, sealed. */
+export async function putNotificationSettings(
+  db: Db,
+  orgId: string,
+  settings: NotificationSettings,
+): Promise<void> {
+  const sealed = await db.sealer.seal(
+    encoder.encode(JSON.stringify(settings)),
+    `notify_settings:${orgId}`,
+  );
+  const result = await retryWhileBusy(() =>
+    db.kv.atomic().set(notifySettingsKey(orgId), sealed).commit()
+  );
+  if (!result.ok) throw new Error("Cannot store notification settings: KV commit failed");
+}
+
+/**
+ * Adds an event to its group in the outbox: due at once when none of its type and
+ * subject was told within `groupMs`, else when that window ends.
+ */
+export async function recordEvent(
+  db: Db,
+  event: NewEvent,
+  options: { now: number; groupMs: number },
+): Promise<void> {
+  const { now, groupMs } = options;
+  const key = notifyOutboxKey(event.orgId, event.type, event.subject);
+  const lastKey = notifyLastKey(event.orgId, event.type, event.subject);
+  await retryAtomic(async () => {
+    const [pending, last] = await db.kv.getMany<[PendingEvent, number]>([key, lastKey]);
+    const before = pending.value;
+    const ids = [...(before?.submissionIds ?? [])];
+    ids.push(...event.submissionIds ?? []);
+    const next: PendingEvent = {
+      orgId: event.orgId,
+      type: event.type,
+      subject: event.subject,
+      formId: event.formId ?? before?.formId ?? null,
+      destinationId: event.destinationId ?? before?.destinationId ?? null,
+      count: (before?.count ?? 0) + (event.count ?? 1),
+      firstAt: before?.firstAt ?? now,
+      lastAt: now,
+      submissionIds: ids.slice(-MAX_IDS),
+      detail: event.detail ?? before?.detail ?? null,
+      held: event.held ?? before?.held ?? null,
+      figures: event.figures ?? before?.figures,
+      dueAt: before?.dueAt ?? Math.max(now, (last.value ?? -Infinity) + groupMs),
+    };
+    const op = db.kv.atomic().check(pending).set(key, next, { expireIn: JOB_TTL_MS });
+    return { op, result: undefined };
+  });
+}
+
+/** Outbox entries due by `now`, at most `limit`. */
+export async function dueEvents(
+  db: Db,
+  options: { now: number; limit: number },
+): Promise<Deno.KvEntry<PendingEvent>[]> {
+  const due: Deno.KvEntry<PendingEvent>[] = [];
+  for await (const entry of db.kv.list<PendingEvent>({ prefix: notifyOutboxPrefix() })) {
+    if (entry.value.dueAt <= options.now) due.push(entry);
+    if (due.length >= options.limit) break;
+  }
+  return due;
+}
+
+/**
+ * Turns an outbox entry into one job per channel in one commit, and remembers when
+ * it was told; false when another process did it first.
+ */
+export async function dispatchEvent(
+  db: Db,
+  entry: Deno.KvEntry<PendingEvent>,
+  options: { channels: ChannelRef[]; now: number; groupMs: number },
+): Promise<boolean> {
+  const { value: event } = entry;
+  const op = db.kv.atomic().check(entry).delete(entry.key)
+    .set(notifyLastKey(event.orgId, event.type, event.subject), options.now, {
+      expireIn: options.groupMs,
+    });
+  for (const channel of options.channels) {
+    const job: NotifyJob = {
+      id: crypto.randomUUID(),
+      orgId: event.orgId,
+      channel,
+      event,
+      attempts: 0,
+      dueAt: options.now,
+      createdAt: options.now,
+    };
+    op.set(notifyJobKey(job.id), job, { expireIn: JOB_TTL_MS });
+  }
+  return (await retryWhileBusy(() => op.commit())).ok;
+}
+
+/** A test notification's event: told to every channel, outside the grouping. */
+export function testEvent(orgId: string, now: number): PendingEvent {
+  return {
+    orgId,
+    type: "test",
+    subject: "org",
+    formId: null,
+    destinationId: null,
+    count: 1,
+    firstAt: now,
+    lastAt: now,
+    submissionIds: [],
+    detail: null,
+    held: null,
+    dueAt: now,
+  };
+}
+
+/** Queues a test notification to each channel now; returns how many. */
+export async function queueTest(
+  db: Db,
+  options: { orgId: string; channels: ChannelRef[]; now: number },
+): Promise<number> {
+  const { orgId, channels, now } = options;
+  const event = testEvent(orgId, now);
+  const op = db.kv.atomic();
+  for (const channel of channels) {
+    const job: NotifyJob = {
+      id: crypto.randomUUID(),
+      orgId,
+      channel,
+      event,
+      attempts: 0,
+      dueAt: now,
+      createdAt: now,
+    };
+    op.set(notifyJobKey(job.id), job, { expireIn: JOB_TTL_MS });
+  }
+  const result = await retryWhileBusy(() => op.commit());
+  if (!result.ok) throw new Error("Cannot queue a test notification: KV commit failed");
+  return channels.length;
+}
+
+/** Notification jobs due by `now`, at most `limit`. */
+export async function dueJobs(
+  db: Db,
+  options: { now: number; limit: number },
+): Promise<Deno.KvEntry<NotifyJob>[]> {
+  const due: Deno.KvEntry<NotifyJob>[] = [];
+  for await (const entry of db.kv.list<NotifyJob>({ prefix: notifyJobsPrefix() })) {
+    if (entry.value.dueAt <= options.now) due.push(entry);
+    if (due.length >= options.limit) break;
+  }
+  return due;
+}
+
+/** Claims a job for `leaseMs` (an attempt counted); null when another process has it. */
+export async function claimJob(
+  db: Db,
+  entry: Deno.KvEntry<NotifyJob>,
+  options: { now: number; leaseMs: number },
+): Promise<Deno.KvEntry<NotifyJob> | null> {
+  const claimed = {
+    ...entry.value,
+    attempts: entry.value.attempts + 1,
+    dueAt: options.now + options.leaseMs,
+  };
+  const result = await retryWhileBusy(() =>
+    db.kv.atomic().check(entry).set(entry.key, claimed, { expireIn: JOB_TTL_MS }).commit()
+  );
+  return result.ok ? { ...entry, value: claimed, versionstamp: result.versionstamp } : null;
+}
+
+/** Ends a claimed job and logs what came of it. */
+export async function finishJob(
+  db: Db,
+  claimed: Deno.KvEntry<NotifyJob>,
+  outcome: { delivered: boolean; error: string | null; now: number },
+): Promise<void> {
+  const job = claimed.value;
+  const log: NotifyLogEntry = {
+    id: job.id,
+    at: new Date(outcome.now).toISOString(),
+    type: job.event.type,
+    channel: job.channel,
+    subject: job.event.subject,
+    count: job.event.count,
+    delivered: outcome.delivered,
+    attempts: job.attempts,
+    error: outcome.error,
+  };
+  await retryWhileBusy(() =>
+    db.kv.atomic().check(claimed).delete(claimed.key)
+      .set(notifyLogKey(job.orgId, outcome.now, job.id), log, { expireIn: LOG_TTL_MS })
+      .commit()
+  );
+}
+
+/** Puts a claimed job back, due at `dueAt` (its attempt kept counted unless `uncounted`). */
+export async function retryJob(
+  db: Db,
+  claimed: Deno.KvEntry<NotifyJob>,
+  options: { dueAt: number; uncounted?: boolean },
+): Promise<void> {
+  const attempts = claimed.value.attempts - (options.uncounted ? 1 : 0);
+  const next = { ...claimed.value, attempts, dueAt: options.dueAt };
+  await retryWhileBusy(() =>
+    db.kv.atomic().check(claimed).set(claimed.key, next, { expireIn: JOB_TTL_MS }).commit()
+  );
+}
+
+/** An organization's sent notifications, newest first, at most `limit`. */
+export async function listNotifyLog(
+  db: Db,
+  orgId: string,
+  limit: number,
+): Promise<NotifyLogEntry[]> {
+  const entries: NotifyLogEntry[] = [];
+  const iter = db.kv.list<NotifyLogEntry>({ prefix: notifyLogPrefix(orgId) }, {
+    reverse: true,
+    limit,
+  });
+  for await (const entry of iter) entries.push(entry.value);
+  return entries;
+}
+
+/** Marks a destination as told failing; false when it already was. */
+export async function markToldFailing(db: Db, destinationId: string): Promise<boolean> {
+  const key = notifyToldFailingKey(destinationId);
+  const result = await retryWhileBusy(() =>
+    db.kv.atomic().check({ key, versionstamp: null }).set(key, Date.now(), {
+      expireIn: JOB_TTL_MS * 10,
+    }).commit()
+  );
+  return result.ok;
+}
+
+/** Clears a destination's told-failing mark; true when there was one (then "recovered" is told). */
+export async function clearToldFailing(db: Db, destinationId: string): Promise<boolean> {
+  const key = notifyToldFailingKey(destinationId);
+  const entry = await db.kv.get(key);
+  if (entry.value === null) return false;
+  const result = await retryWhileBusy(() => db.kv.atomic().check(entry).delete(key).commit());
+  return result.ok;
+}
+
+/** Claims a summary period for an organization; false when it was already queued. */
+export async function claimSummary(db: Db, orgId: string, period: string): Promise<boolean> {
+  const key = notifySummaryKey(orgId, period);
+  const result = await retryWhileBusy(() =>
+    db.kv.atomic().check({ key, versionstamp: null }).set(key, true, {
+      expireIn: 9 * 24 * 3600 * 1000,
+    }).commit()
+  );
+  return result.ok;
+}
+
+/** How many unfinished jobs a destination has (held ones when it is paused), up to `max`. */
+export async function countDestinationJobs(
+  db: Db,
+  destinationId: string,
+  max = 10_000,
+): Promise<number> {
+  let count = 0;
+  const iter = db.kv.list({ prefix: jobsByDestinationPrefix(destinationId) }, { limit: max });
+  for await (const _ of iter) count++;
+  return count;
+}
+
+/**
+ * A form's recorded delivery outcomes for submissions accepted in [from, to): the
+ * submissions, and the deliveries by final status (summaries; never a payload).
+ */
+export async function countOutcomes(
+  db: Db,
+  formId: string,
+  range: { from: number; to: number },
+): Promise<{ submissions: number; delivered: number; failed: number }> {
+  const prefix = outcomesOfFormPrefix(formId);
+  const submissions = new Set<string>();
+  let delivered = 0;
+  let failed = 0;
+  const iter = db.kv.list<DeliveryOutcome>({
+    start: [...prefix, range.from],
+    end: [...prefix, range.to],
+  });
+  for await (const entry of iter) {
+    submissions.add(entry.value.submissionId);
+    if (entry.value.status === "delivered") delivered++;
+    if (entry.value.status === "failed") failed++;
+  }
+  return { submissions: submissions.size, delivered, failed };
+}
+
+/** Every organization's settings (for the summaries). */
+export async function listNotificationSettings(
+  db: Db,
+): Promise<{ orgId: string; settings: NotificationSettings }[]> {
+  const all: { orgId: string; settings: NotificationSettings }[] = [];
+  for await (const entry of db.kv.list({ prefix: notifySettingsPrefix() })) {
+    const orgId = String(entry.key[1]);
+    const settings = await getNotificationSettings(db, orgId);
+    if (settings !== null) all.push({ orgId, settings });
+  }
+  return all;
+}
+
+/** How many failed attempts in a row a destination's failing record counts (0 without one). */
+export async function destinationFailingCount(db: Db, destinationId: string): Promise<number> {
+  const entry = await db.kv.get<{ failures: number }>(destinationFailingKey(destinationId));
+  return entry.value?.failures ?? 0;
+}

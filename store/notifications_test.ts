@@ -1,0 +1,83 @@
+import assert from "node:assert/strict";
+import { createDb, type Db } from "./db.ts";
+import { notifySettingsKey } from "./keys.ts";
+import {
+  clearToldFailing,
+  defaultSettings,
+  dispatchEvent,
+  dueEvents,
+  getNotificationSettings,
+  markToldFailing,
+  putNotificationSettings,
+  recordEvent,
+} from "./notifications.ts";
+import { createSealer } from "./sealing.ts";
+
+const HOUR = 3_600_000;
+
+async function withDb(run: (db: Db) => Promise<void>) {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    await run(createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32)))));
+  } finally {
+    kv.close();
+  }
+}
+
+const failed = (submissionId: string) => ({
+  orgId: "org",
+  type: "message.attempt.exhausted" as const,
+  subject: "dest",
+  destinationId: "dest",
+  formId: "form",
+  submissionIds: [submissionId],
+  detail: "HTTP 500",
+});
+
+Deno.test("events group per type and subject: the first due at once, the rest when the hour since the last one told ends", async () => {
+  await withDb(async (db) => {
+    const t0 = 1_000_000;
+    await recordEvent(db, failed("s1"), { now: t0, groupMs: HOUR });
+    const [first] = await dueEvents(db, { now: t0, limit: 10 });
+    assert.equal(first.value.dueAt, t0);
+    assert.ok(
+      await dispatchEvent(db, first, { channels: [{ kind: "webhook" }], now: t0, groupMs: HOUR }),
+    );
+    // Another process that read the same entry finds it gone: one dispatch only.
+    assert.equal(
+      await dispatchEvent(db, first, { channels: [{ kind: "webhook" }], now: t0, groupMs: HOUR }),
+      false,
+    );
+
+    await recordEvent(db, failed("s2"), { now: t0 + 1000, groupMs: HOUR });
+    await recordEvent(db, failed("s3"), { now: t0 + 2000, groupMs: HOUR });
+    assert.deepEqual(await dueEvents(db, { now: t0 + 2000, limit: 10 }), []);
+    const [grouped] = await dueEvents(db, { now: t0 + HOUR, limit: 10 });
+    assert.equal(grouped.value.count, 2);
+    assert.deepEqual(grouped.value.submissionIds, ["s2", "s3"]);
+    assert.equal(grouped.value.dueAt, t0 + HOUR);
+  });
+});
+
+Deno.test("settings are sealed in KV and read back", async () => {
+  await withDb(async (db) => {
+    const settings = {
+      ...defaultSettings("off"),
+      webhook: { url: "https://ops.example.com/PATHSECRET", secret: null },
+    };
+    await putNotificationSettings(db, "org", settings);
+    const raw = await db.kv.get<Uint8Array>(notifySettingsKey("org"));
+    assert.ok(!new TextDecoder().decode(raw.value!).includes("PATHSECRET"));
+    assert.deepEqual(await getNotificationSettings(db, "org"), settings);
+    assert.equal(await getNotificationSettings(db, "other"), null);
+  });
+});
+
+Deno.test("a destination is marked told-failing once, and the mark clears once", async () => {
+  await withDb(async (db) => {
+    assert.equal(await markToldFailing(db, "dest"), true);
+    assert.equal(await markToldFailing(db, "dest"), false);
+    assert.equal(await clearToldFailing(db, "dest"), true);
+    assert.equal(await clearToldFailing(db, "dest"), false);
+  });
+});
