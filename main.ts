@@ -79,14 +79,22 @@ if (onDeploy || !canGuardConnections()) {
  */
 const underWatcher = Deno.args.includes("--dev-watch");
 
+/** The shutdown under way: a second stop signal (a second Ctrl-C) waits for the first. */
+let stopping: Promise<void> | null = null;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  const stop = async () => {
-    await shutdown();
-    await service.close();
-    if (!underWatcher) Deno.exit(0);
-    // Without a listener the signal's default action ends the whole process.
-    Deno.removeSignalListener(signal, stop);
-    Deno.kill(Deno.pid, signal);
+  const stop = () => {
+    if (stopping !== null) {
+      logger.info("stopping already: waiting for requests under way to finish", { signal });
+      return;
+    }
+    stopping = (async () => {
+      await shutdown();
+      await service.close();
+      if (!underWatcher) Deno.exit(0);
+      // Without a listener the signal's default action ends the whole process.
+      Deno.removeSignalListener(signal, stop);
+      Deno.kill(Deno.pid, signal);
+    })();
   };
   Deno.addSignalListener(signal, stop);
 }
