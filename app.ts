@@ -12,14 +12,13 @@ import { destinationPreviewRoutes } from "./routes/destination_preview.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
 import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
-import { ingestRoutes } from "./routes/ingest.ts";
+import { countIngestAnswer, ingestRoutes } from "./routes/ingest.ts";
 import { pageTokenRoutes } from "./ingest/form_rules.ts";
 import { ERRORS } from "./routes/errors.ts";
 import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { organizationOperationLimit } from "./routes/limits.ts";
 import { openApiRoutes } from "./routes/openapi.ts";
-import { countIngestAnswer } from "./metrics.ts";
 import { observeRoutes } from "./routes/observe.ts";
 import { testSendRoutes } from "./routes/test_send.ts";
 
