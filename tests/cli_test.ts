@@ -23,6 +23,21 @@ async function task(kvPath: string, ...args: string[]) {
   return { code: output.code, stdout: decode(output.stdout), stderr: decode(output.stderr) };
 }
 
+/** Creates a form named "Contact" through the admin API of a service on the KV file; its public key. */
+async function createForm(config: ReturnType<typeof loadConfig>, tenantKey: string) {
+  const service = await startService(config, { deliver: false });
+  try {
+    const created = await service.app.request("/v1/admin/forms", {
+      method: "POST",
+      headers: { "x-tenant-key": tenantKey, "content-type": "application/json" },
+      body: JSON.stringify({ name: "Contact" }),
+    });
+    return (await created.json()).form.publicKey as string;
+  } finally {
+    await service.close();
+  }
+}
+
 // Secret values given to destinations; none may appear in the listing.
 const SECRETS = {
   header: "hdr-secret-3f9a1c",
@@ -258,18 +273,7 @@ Deno.test("orgs lists the organizations; issue-key gives a lost organization a n
         await service.close();
       }
     };
-    const service = await startService(config, { deliver: false });
-    let publicKey: string;
-    try {
-      const created = await service.app.request("/v1/admin/forms", {
-        method: "POST",
-        headers: { "x-tenant-key": acme.tenantKey, "content-type": "application/json" },
-        body: JSON.stringify({ name: "Contact" }),
-      });
-      publicKey = (await created.json()).form.publicKey;
-    } finally {
-      await service.close();
-    }
+    const publicKey = await createForm(config, acme.tenantKey);
 
     const issued = await task(kvPath, "issue-key", acme.orgId);
     assert.equal(issued.code, 0, issued.stderr);
@@ -326,18 +330,7 @@ Deno.test("disable-org refuses an organization's keys and forms until enable-org
         await service.close();
       }
     };
-    const service = await startService(config, { deliver: false });
-    let publicKey: string;
-    try {
-      const created = await service.app.request("/v1/admin/forms", {
-        method: "POST",
-        headers: { "x-tenant-key": acme.tenantKey, "content-type": "application/json" },
-        body: JSON.stringify({ name: "Contact" }),
-      });
-      publicKey = (await created.json()).form.publicKey;
-    } finally {
-      await service.close();
-    }
+    const publicKey = await createForm(config, acme.tenantKey);
     assert.deepEqual(await answers(publicKey), { acme: 200, other: 200, submit: 202 });
 
     const disabled = await task(kvPath, "disable-org", acme.orgId);
