@@ -12,7 +12,6 @@ import { bodyTimingOf } from "../routes/env.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter } from "../store/rate_limit.ts";
-import { createRefusalCounter } from "../store/refusals.ts";
 import { submissionIdAt } from "../store/submission_id.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import { createFormRules } from "./form_rules.ts";
@@ -75,7 +74,7 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
     logger: deps.logger,
     engine: deps.engine,
     ingestLoad: deps.ingestLoad,
-    refusals: deps.refusals ?? createRefusalCounter(db),
+    refusals: deps.refusals,
     rateLimiter: createRateLimiter(db, config.rateLimit),
     formRules: createFormRules(db),
     addressRule: { header: config.clientIpHeader, trustedProxyHops: config.trustedProxyHops },
