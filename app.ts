@@ -8,19 +8,17 @@ import { tenantAuth } from "./routes/auth.ts";
 import { deliveryRoutes } from "./routes/deliveries.ts";
 import { deploymentRoutes } from "./routes/deployment.ts";
 import { refusalRoutes } from "./routes/refusals.ts";
-import { createRefusalCounter } from "./store/refusals.ts";
 import { destinationPreviewRoutes } from "./routes/destination_preview.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
 import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/env.ts";
 import { formRoutes } from "./routes/forms.ts";
-import { ingestRoutes } from "./routes/ingest.ts";
+import { countIngestAnswer, ingestRoutes } from "./routes/ingest.ts";
 import { pageTokenRoutes } from "./ingest/form_rules.ts";
 import { ERRORS } from "./routes/errors.ts";
 import { ApiError, errorBody } from "./routes/http.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { organizationOperationLimit } from "./routes/limits.ts";
 import { openApiRoutes } from "./routes/openapi.ts";
-import { countIngestAnswer } from "./metrics.ts";
 import { observeRoutes } from "./routes/observe.ts";
 import { testSendRoutes } from "./routes/test_send.ts";
 
@@ -41,10 +39,7 @@ function loggedPath(path: string): string {
  * The HTTP application: health, admin API, ingestion, the API description and the
  * console, with one error handler.
  */
-export function createApp(given: AppDeps): Hono {
-  // One refusal counter for ingestion (which counts) and the admin route (which reads).
-  const refusals = given.refusals ?? createRefusalCounter(given.db);
-  const deps = { ...given, refusals };
+export function createApp(deps: AppDeps): Hono {
   const { db, logger } = deps;
   const app = new Hono();
 
@@ -90,7 +85,7 @@ export function createApp(given: AppDeps): Hono {
   admin.route("/", testSendRoutes(deps));
   admin.route("/", deliveryRoutes(deps));
   admin.route("/", deploymentRoutes(deps));
-  admin.route("/", refusalRoutes(deps, refusals));
+  admin.route("/", refusalRoutes(deps));
   admin.route("/", notificationRoutes(deps));
   app.route("/v1/admin", admin);
   app.route("/v1/f", pageTokenRoutes(deps.db));

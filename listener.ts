@@ -330,6 +330,7 @@ export function serveGuarded(
     }
   })();
 
+  let stopped: Promise<void> | null = null;
   return {
     addr: listener.addr as Deno.NetAddr,
     stats() {
@@ -337,22 +338,29 @@ export function serveGuarded(
       for (const c of connections) if (c.busy === 0) waiting++;
       return { connections: connections.size, waiting };
     },
-    async shutdown() {
-      closing = true;
-      listener.close();
-      clearInterval(deadlines);
-      // Connections waiting for a head have nothing under way: close them now; the
-      // others get a grace period to finish their requests.
-      for (const c of connections) if (c.busy === 0) close(c);
-      const grace = setTimeout(() => connections.forEach(close), SHUTDOWN_GRACE_MS);
-      // Whatever the runtime does with a connection closed mid-shutdown, shutdown ends.
-      let giveUp: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        Promise.allSettled([...servers].map((s) => s.shutdown())),
-        new Promise((resolve) => giveUp = setTimeout(resolve, SHUTDOWN_GRACE_MS + 1000)),
-      ]);
-      clearTimeout(grace);
-      clearTimeout(giveUp);
+    shutdown() {
+      // A second stop signal during shutdown waits for the same one (the listener is
+      // closed once: closing it again throws BadResource).
+      return stopped ??= stop();
     },
   };
+
+  /** Stops accepting, lets requests under way finish, then closes every connection. */
+  async function stop() {
+    closing = true;
+    listener.close();
+    clearInterval(deadlines);
+    // Connections waiting for a head have nothing under way: close them now; the
+    // others get a grace period to finish their requests.
+    for (const c of connections) if (c.busy === 0) close(c);
+    const grace = setTimeout(() => connections.forEach(close), SHUTDOWN_GRACE_MS);
+    // Whatever the runtime does with a connection closed mid-shutdown, shutdown ends.
+    let giveUp: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.allSettled([...servers].map((s) => s.shutdown())),
+      new Promise((resolve) => giveUp = setTimeout(resolve, SHUTDOWN_GRACE_MS + 1000)),
+    ]);
+    clearTimeout(grace);
+    clearTimeout(giveUp);
+  }
 }

@@ -52,8 +52,10 @@ if (onDeploy || !canGuardConnections()) {
   const descriptors = config.http.maxConnections === null ? descriptorLimit() : null;
   if (config.http.maxConnections === null && descriptors === null) {
     const assumed = maxConnectionsFor(ASSUMED_DESCRIPTOR_LIMIT);
-    logger.warn(
-      `cannot read the descriptor limit (it needs --allow-all): at most ${assumed} connections, ` +
+    // Said at info level: this is how `deno task start` runs, and the listener lowers its
+    // bound by itself should descriptors run out (listener.ts).
+    logger.info(
+      `descriptor limit not readable (it needs --allow-all): at most ${assumed} connections, ` +
         "as for 4 096 descriptors, Linux's default hard limit, to which Deno raises its own " +
         "(and a fifth of them for deliveries in flight); if `ulimit -Hn` is another, set " +
         "HTTP_MAX_CONNECTIONS to three quarters of it and DELIVERY_CONCURRENCY to a fifth",
@@ -79,14 +81,22 @@ if (onDeploy || !canGuardConnections()) {
  */
 const underWatcher = Deno.args.includes("--dev-watch");
 
+/** The shutdown under way: a second stop signal (a second Ctrl-C) waits for the first. */
+let stopping: Promise<void> | null = null;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  const stop = async () => {
-    await shutdown();
-    await service.close();
-    if (!underWatcher) Deno.exit(0);
-    // Without a listener the signal's default action ends the whole process.
-    Deno.removeSignalListener(signal, stop);
-    Deno.kill(Deno.pid, signal);
+  const stop = () => {
+    if (stopping !== null) {
+      logger.info("stopping already: waiting for requests under way to finish", { signal });
+      return;
+    }
+    stopping = (async () => {
+      await shutdown();
+      await service.close();
+      if (!underWatcher) Deno.exit(0);
+      // Without a listener the signal's default action ends the whole process.
+      Deno.removeSignalListener(signal, stop);
+      Deno.kill(Deno.pid, signal);
+    })();
   };
   Deno.addSignalListener(signal, stop);
 }

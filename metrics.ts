@@ -18,25 +18,10 @@
  */
 import { trace } from "@opentelemetry/api";
 import client from "prom-client";
-import type { Context } from "hono";
 import { DESTINATION_TYPES } from "./connectors/registry.ts";
-import { ERRORS, type ErrorSpec } from "./routes/errors.ts";
-import { ApiError } from "./routes/http.ts";
 
 /** The registry `/metrics` shows. */
 export const registry = new client.Registry();
-
-/**
- * The refusal reason of an answer that carries no catalogued error (a browser form post
- * answered with a page, an unknown path): the first reason of its status in the
- * catalogue, so a page's 400 counts as "invalid" and its 503 as "busy".
- */
-const REASON_BY_STATUS = new Map<number, string>();
-for (const error of Object.values(ERRORS) as ErrorSpec[]) {
-  if (error.reason !== undefined && !REASON_BY_STATUS.has(error.status)) {
-    REASON_BY_STATUS.set(error.status, error.reason);
-  }
-}
 
 /**
  * Delivery attempt outcomes as labelled ("held" is a job kept back while its destination is
@@ -286,17 +271,11 @@ gauge(
 );
 
 /**
- * Counts a refusal of `POST /v1/f/:publicKey` (called for every request; anything else,
- * and every answer below 400, returns at once: acceptances are counted by
- * countAccepted). The reason is the catalogue's (routes/errors.ts) for the error the
- * route threw; an answer without one (a browser form post's error page, an unknown
- * path) takes the first reason of its status.
+ * Counts a refusal of `POST /v1/f/:publicKey` by its answer's status and reason
+ * (routes/ingest.ts's countIngestAnswer; acceptances are counted by countAccepted).
  */
-export function countIngestAnswer(c: Context): void {
-  const status = c.res.status;
-  if (status < 400 || c.req.method !== "POST" || !c.req.path.startsWith("/v1/f/")) return;
-  const reason = c.error instanceof ApiError ? c.error.reason : undefined;
-  refused(String(status), reason ?? REASON_BY_STATUS.get(status) ?? "other");
+export function countRefused(status: number, reason: string): void {
+  refused(String(status), reason);
 }
 
 /** Counts a submission answered 202 (a honeypot one as refused with 202). */
@@ -322,11 +301,14 @@ function refused(status: string, reason: string, by = 1) {
   child.inc(by);
 }
 
-// The refusals of the catalogue start at 0, so rate() and alerts see their series before
-// the first one (the 405 and 500 of any route only when they happen).
-for (const error of Object.values(ERRORS) as ErrorSpec[]) {
-  if (error.reason !== undefined && error.status !== 405 && error.status !== 500) {
-    refused(String(error.status), error.reason, 0);
+/**
+ * Makes the series of the refusals ingestion can give (the error catalogue's) exist at
+ * 0, so rate() and alerts see them before the first one (the 405 and 500 of any route
+ * only when they happen).
+ */
+export function openRefusalSeries(refusals: { status: number; reason: string }[]): void {
+  for (const { status, reason } of refusals) {
+    if (status !== 405 && status !== 500) refused(String(status), reason, 0);
   }
 }
 refused("202", "honeypot", 0);

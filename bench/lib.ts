@@ -203,6 +203,8 @@ export async function startBenchService(
     otherTenant?: string;
     processes?: number;
     destinations?: number;
+    /** The form's destinations as the admin API takes them, instead of the webhooks. */
+    destinationConfigs?: Record<string, unknown>[];
     /** Where the processes write a CPU profile when they stop (default BENCH_PROFILE_DIR). */
     profileDir?: string;
   } = {},
@@ -281,7 +283,8 @@ export async function startBenchService(
   const { formId, publicKey, destinationIds } = await createFormWith(
     admin,
     "Bench",
-    paths.map((path) => ({ type: "webhook", config: { url: sinkUrl + path } })),
+    options.destinationConfigs ??
+      paths.map((path) => ({ type: "webhook", config: { url: sinkUrl + path } })),
   );
   const other = otherKey === null ? null : await createFormWith(
     adminClient(() => origin, otherKey),

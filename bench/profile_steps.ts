@@ -62,7 +62,9 @@ function matcherOf(functions: string[]) {
  */
 function placeOf(url: string): string | null {
   if (!url.startsWith("file:") || url.includes("/node_modules/")) return null;
-  const match = /\/(ingest|routes|store|delivery|connectors|rules|console|cli)\/[^/]+$/.exec(url);
+  const match =
+    /\/(ingest|routes|store|delivery|connectors|rules|console|cli)\/(?!.*\/(ingest|routes|store|delivery|connectors|rules|console|cli)\/)/
+      .exec(url);
   return match ? `${match[1]}/` : url.slice(url.lastIndexOf("/") + 1);
 }
 

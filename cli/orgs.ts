@@ -1,6 +1,7 @@
 /**
  * Lists the organizations of this deployment for the host: id, name, creation time and
- * how many active tenant keys each has (never a key). Usage: deno task orgs [--json]
+ * how many active tenant keys each has (never a key), and when it was disabled if it is.
+ * Usage: deno task orgs [--json]
  */
 import { listOrgs } from "../store/orgs.ts";
 import { printable, withService } from "./_open.ts";
@@ -12,17 +13,21 @@ if (Deno.args.some((arg) => arg !== "--json")) {
 }
 const orgs = await withService((service) => listOrgs(service.db));
 if (json) {
-  console.log(JSON.stringify(orgs.map(({ id, name, createdAt, activeKeys }) => ({
+  console.log(JSON.stringify(orgs.map(({ id, name, createdAt, activeKeys, disabledAt }) => ({
     orgId: id,
     name,
     createdAt,
     activeKeys,
+    disabledAt: disabledAt ?? null,
   }))));
 } else if (orgs.length === 0) {
   console.log('No organizations yet: deno task create-org "<name>" makes one.');
 } else {
   for (const org of orgs) {
     const keys = `${org.activeKeys} active key${org.activeKeys === 1 ? "" : "s"}`;
-    console.log(`${org.id}  ${printable(org.name)}  (created ${org.createdAt}, ${keys})`);
+    const disabled = org.disabledAt ? `, disabled ${org.disabledAt}` : "";
+    console.log(
+      `${org.id}  ${printable(org.name)}  (created ${org.createdAt}, ${keys}${disabled})`,
+    );
   }
 }

@@ -17,9 +17,8 @@ import { cut, fieldText, renderPlaceholders } from "../rules/render.ts";
 import type { Db } from "../store/db.ts";
 import { getDestination } from "../store/destinations.ts";
 import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
-import type { FormRecord } from "../store/forms.ts";
+import { type FormRecord, getFormById } from "../store/forms.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
-import { formKey } from "../store/keys.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
 
 /** What an attempt at a confirmation came to (one of attempt.ts's AttemptResults). */
@@ -51,7 +50,7 @@ export function createConfirmationAttempt(
 
   return async function attempt(claimed, signal) {
     const { job } = claimed;
-    const form = (await db.kv.get<FormRecord>(formKey(job.formId))).value;
+    const form = await getFormById(db, job.formId);
     const settings = form?.confirmation;
     if (!form || !settings) throw refused("The confirmation was turned off before delivery");
     const sealed = await readSealedEnvelope(db, claimed);

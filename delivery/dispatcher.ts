@@ -37,6 +37,14 @@ export interface DispatcherOptions {
    */
   burstMs?: (orgId: string) => number | null;
   /**
+   * An organization's backlog (jobs waiting or in progress here) from which its burst
+   * no longer holds its deliveries back: near the backlog bound they run, so that room
+   * frees up and the burst is absorbed rather than refused (default: no limit).
+   */
+  pauseBelow?: number;
+  /** A job left the backlog (its run ended): admission may have room again. */
+  onLeft?(): void;
+  /**
    * Each destination's pace, within its share; without it a destination may use all of
    * its share at once.
    */
@@ -154,6 +162,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const known = createJobSet();
   // Jobs waiting or in progress per organization (the backlog; `known` holds them all).
   const knownByOrg = new Map<string, number>();
+  const pauseBelow = options.pauseBelow ?? Infinity;
   let recheck: ReturnType<typeof setTimeout> | null = null;
   let recheckAt = Infinity;
   // Slots held by jobs being claimed and delivered; `recording` counts every job in
@@ -242,6 +251,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
 
   /** Whether an organization's deliveries wait for the first moments of its burst to pass. */
   function inBurstPause(orgId: string): boolean {
+    if ((knownByOrg.get(orgId) ?? 0) >= pauseBelow) return false;
     const burstMs = options.burstMs?.(orgId) ?? null;
     return burstMs !== null && burstMs < BURST_PAUSE_MS;
   }
@@ -297,6 +307,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         recording--;
         known.delete(ref);
         count(knownByOrg, ref.orgId, -1);
+        options.onLeft?.();
         if (active === 0 && recording === 0 && idle) idle.resolve();
         pump();
       });

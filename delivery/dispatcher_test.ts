@@ -168,6 +168,24 @@ Deno.test("a burst holds back its organization's deliveries for the pause, then 
   await h.dispatcher.close();
 });
 
+Deno.test("near its backlog's pause limit a burst no longer holds its organization's deliveries back, and each job leaving is told", async () => {
+  let left = 0;
+  let burst: number | null = 0;
+  const h = harness({ burstMs: () => burst, pauseBelow: 5, onLeft: () => left++ });
+  h.dispatcher.wake(jobs("x1", 4, "X"));
+  assert.equal(h.started.length, 0, "4 waiting: under the limit, the burst holds them back");
+  h.dispatcher.wake(jobs("x2", 1, "X"));
+  // 2 slots of 4 for a destination (half its organization's): x1 takes 2, x2 1.
+  assert.equal(h.started.length, 3, "5 waiting: the limit reached, deliveries run");
+  await h.end(h.started[0].submissionId);
+  assert.equal(left, 1);
+  burst = null;
+  await h.drain();
+  assert.equal(h.started.length, 5);
+  assert.equal(left, 5);
+  await h.dispatcher.close();
+});
+
 Deno.test("backlog counts the jobs waiting or in progress, in all and per organization", async () => {
   const h = harness({ concurrency: 1 });
   h.dispatcher.wake([...jobs("a", 3, "A"), ...jobs("b", 2, "B")]);

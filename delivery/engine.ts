@@ -18,7 +18,7 @@ import { sweepEnvelopeMarkers } from "../store/envelope_cleanup.ts";
 import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
 import { claimJob, claimKnownJob } from "../store/jobs.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
-import { type Admission, createAdmission } from "./admission.ts";
+import { type Admission, createAdmission, orgBacklogShare } from "./admission.ts";
 import { createClaimHints } from "./claim_hints.ts";
 import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
@@ -207,12 +207,18 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     orgShare: config.deliveryOrgShare,
     maxWaiting,
     burstMs: deps.ingestBurstMs,
+    // Half an organization's share of the backlog: a burst still has its first answers
+    // fast, and its deliveries make room before admission would have to refuse.
+    pauseBelow: Math.floor(orgBacklogShare(config.backlog) / 2),
+    onLeft: () => admission.freed(),
     pace,
     run,
     onError: (ref, error) =>
       logger.error("delivery run failed", { ...ref, error: describeError(error) }),
     onRoom: sweepInBackground,
   });
+
+  const admission = createAdmission(dispatcher.backlog, config.backlog);
 
   /** Claims a woken job: without a read when it has a hint; null when it is not there to claim. */
   async function claim(ref: JobRef): Promise<ClaimedJob | null> {
@@ -309,7 +315,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       dispatcher.wake(jobs.map((known) => known.job));
     },
     sweep,
-    admission: createAdmission(dispatcher.backlog, config.backlog),
+    admission,
     stats: dispatcher.stats,
     pace: (destinationId) => ({
       ...pace.view(destinationId),

@@ -12,7 +12,6 @@ import { bodyTimingOf } from "../routes/env.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter } from "../store/rate_limit.ts";
-import { createRefusalCounter } from "../store/refusals.ts";
 import { submissionIdAt } from "../store/submission_id.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import { createFormRules } from "./form_rules.ts";
@@ -68,7 +67,7 @@ export interface IngestPipeline {
 /** The ingestion pipeline of a service. */
 export function createIngestPipeline(deps: AppDeps): IngestPipeline {
   const { config, db } = deps;
-  const refusals = deps.refusals ?? createRefusalCounter(db);
+  const refusals = deps.refusals;
   const parts: IngestParts = {
     config,
     db,

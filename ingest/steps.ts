@@ -51,12 +51,13 @@ export const MAX_METADATA_CHARS = 1024;
 /** Seconds a form whose organization's backlog is full is asked to wait. */
 const BACKLOG_RETRY_AFTER_SECONDS = 10;
 /**
- * How long a refusal for a full backlog is held before it is sent. A flood meets a full
- * backlog at once, and answered at once it is answered again and again: 26 000 refusals
- * a second from 50 connections took the thread deliveries need (they fell to 160/s).
- * Held, each connection gets one refusal a second.
+ * How long a submission that finds the backlog full waits for room before it is
+ * refused. A spike is absorbed at the pace deliveries free room; and a flood that
+ * outlasts it gets one refusal a second per connection: answered at once, 50
+ * connections drew 26 000 refusals a second, which took the thread deliveries need
+ * (they fell to 160/s).
  */
-const BACKLOG_REFUSAL_DELAY_MS = 1_000;
+const BACKLOG_WAIT_MS = 1_000;
 
 /** What the steps are built from: the parts of the service ingestion uses, made once. */
 export interface IngestParts {
@@ -232,8 +233,8 @@ export async function routeSubmission(
  * only while the backlog of its organization and of this process is under its bound.
  * Reserved only once the body is complete, so bodies still arriving (slow ones too)
  * hold no room another organization's submissions need. Returns its release, or null
- * when the submission makes no jobs here; throws `503` with `retryAfter`, held a while
- * (BACKLOG_REFUSAL_DELAY_MS), when the backlog is full.
+ * when the submission makes no jobs here. A full backlog is waited on for room a moment
+ * (BACKLOG_WAIT_MS); throws `503` with `retryAfter` when none came.
  */
 export async function admitJobs(
   parts: Pick<IngestParts, "engine">,
@@ -243,9 +244,8 @@ export async function admitJobs(
   let jobs = 0;
   for (const destination of destinations) if (!destination.held) jobs++;
   if (jobs === 0 || parts.engine === null) return null;
-  const room = parts.engine.admission.admit(orgId, jobs);
+  const room = await parts.engine.admission.waitForRoom(orgId, jobs, BACKLOG_WAIT_MS);
   if (room !== null) return room;
-  await new Promise((resolve) => setTimeout(resolve, BACKLOG_REFUSAL_DELAY_MS));
   throw new ApiError(ERRORS.backlogFull, { retryAfter: BACKLOG_RETRY_AFTER_SECONDS });
 }
 

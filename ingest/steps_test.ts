@@ -147,9 +147,9 @@ Deno.test("admitJobs asks room for the jobs not held, and none without an engine
   let released = 0;
   const engine = {
     admission: {
-      admit(_orgId: string, jobs: number) {
+      waitForRoom(_orgId: string, jobs: number) {
         asked.push(jobs);
-        return () => released++;
+        return Promise.resolve(() => released++);
       },
     },
   } as unknown as DeliveryEngine;

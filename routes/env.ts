@@ -31,16 +31,16 @@ export interface AppDeps {
   ingestLoad: IngestLoad;
   /** The budget of request bodies being read and processed at once. */
   bodyGate: BodyGate;
-  /** Organizations' outbound budgets, shared with the delivery engine (default: one of its own). */
-  outbound?: OutboundBudget;
-  /** The backlog `/metrics` and `/readyz` read (default: a reader of their own). */
-  backlog?: BacklogReader;
-  /** Refusals counted per form for the console (default: a counter of the routes' own). */
-  refusals?: RefusalCounter;
+  /** Organizations' outbound budgets, shared with the delivery engine. */
+  outbound: OutboundBudget;
+  /** The backlog `/metrics` and `/readyz` read. */
+  backlog: BacklogReader;
+  /** Refusals counted per form: by ingestion, for the console. */
+  refusals: RefusalCounter;
   /** Owner notifications (notify/); without it no event is recorded. */
   notifier?: Notifier;
-  /** Whether this process's delivery engine runs (default: whether it has one). */
-  delivering?: () => boolean;
+  /** Whether this process's delivery engine runs (it stops before the process does). */
+  delivering: () => boolean;
 }
 
 /** Hono environment of the admin routes: the caller's organization. */

@@ -4,7 +4,7 @@
  * submission, the reason metrics count it under.
  *
  * Routes throw these (`new ApiError(ERRORS.formNotFound)`), routes/openapi.ts lists
- * them per operation, and metrics.ts reads the reason from the error thrown, so the
+ * them per operation, and routes/ingest.ts counts a refusal by the error thrown, so the
  * three cannot drift apart. A new error answer is added here first.
  *
  * @module
@@ -140,4 +140,20 @@ export const ERRORS = {
 /** The 415 of ingestion, whose text names the types this deployment takes. */
 export function submissionTypeError(variant: "any" | "json"): ErrorSpec {
   return variant === "json" ? ERRORS.submissionTypeJson : ERRORS.submissionTypeAny;
+}
+
+/** The refusals of a submission in the catalogue: each status with its reason. */
+export const INGEST_REFUSALS: { status: number; reason: RefusalReason }[] = (
+  Object.values(ERRORS) as ErrorSpec[]
+).flatMap((error) =>
+  error.reason === undefined ? [] : [{ status: error.status, reason: error.reason }]
+);
+
+/**
+ * The refusal reason of an answer that carries no catalogued error (a browser form post
+ * answered with a page, an unknown path): the first reason of its status in the
+ * catalogue, so a page's 400 counts as "invalid" and its 503 as "busy".
+ */
+export function refusalReasonOfStatus(status: number): RefusalReason | undefined {
+  return INGEST_REFUSALS.find((refusal) => refusal.status === status)?.reason;
 }

@@ -14,7 +14,8 @@ import { bodyKind } from "../ingest/parse.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "../ingest/pages.ts";
 import { createIngestPipeline } from "../ingest/pipeline.ts";
 import { MAX_SUBMISSION_BYTES } from "../ingest/steps.ts";
-import { ERRORS, submissionTypeError } from "./errors.ts";
+import { ERRORS, INGEST_REFUSALS, refusalReasonOfStatus, submissionTypeError } from "./errors.ts";
+import { countRefused, openRefusalSeries } from "../metrics.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
@@ -68,10 +69,25 @@ export const NO_DESTINATION_WARNING =
 export const UNROUTED_WARNING =
   "This submission matched no destination's conditions: it was accepted but sent nowhere";
 
+/**
+ * Counts a refusal of `POST /v1/f/:publicKey` in the metrics (called by the app for every
+ * request; anything else, and every answer below 400, returns at once: acceptances are
+ * counted by the pipeline). The reason is the catalogue's (routes/errors.ts) for the
+ * error thrown; an answer without one (a browser form post's error page, an unknown
+ * path) takes the first reason of its status.
+ */
+export function countIngestAnswer(c: Context): void {
+  const status = c.res.status;
+  if (status < 400 || c.req.method !== "POST" || !c.req.path.startsWith("/v1/f/")) return;
+  const reason = c.error instanceof ApiError ? c.error.reason : undefined;
+  countRefused(status, reason ?? refusalReasonOfStatus(status) ?? "other");
+}
+
 /** `POST /v1/f/:publicKey` and its CORS preflight (spec 4.1, CONTRACT "Ingestion"). */
 export function ingestRoutes(deps: AppDeps) {
   const { config } = deps;
   const pipeline = createIngestPipeline(deps);
+  openRefusalSeries(INGEST_REFUSALS);
   const router = new Hono<IngestEnv>();
 
   router.options("/:publicKey", async (c) => {

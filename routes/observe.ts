@@ -10,7 +10,6 @@ import { timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import { describeError } from "../log.ts";
 import { registry } from "../metrics.ts";
-import { createBacklogReader } from "../store/backlog.ts";
 import { probeKvWrite } from "../store/db.ts";
 import type { AppDeps } from "./env.ts";
 import { ApiError, errorBody } from "./http.ts";
@@ -55,8 +54,7 @@ export function cachedCheck(
 /** `GET /metrics` and `GET /readyz`. */
 export function observeRoutes(deps: AppDeps) {
   const { config, db, logger } = deps;
-  const backlog = deps.backlog ?? createBacklogReader(db, { limit: config.readyMaxBacklog });
-  const delivering = deps.delivering ?? (() => deps.engine !== null);
+  const { backlog, delivering } = deps;
   const token = config.metrics.token === null ? null : digest(config.metrics.token);
   const router = new Hono();
 

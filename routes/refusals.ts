@@ -6,7 +6,7 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { readRefusals, type RefusalCounter } from "../store/refusals.ts";
+import { readRefusals } from "../store/refusals.ts";
 import type { AdminEnv, AppDeps } from "./env.ts";
 import { requireForm } from "./forms.ts";
 import { refuseOtherMethods, validate } from "./http.ts";
@@ -17,7 +17,7 @@ export const refusalsQuerySchema = z.strictObject({
 });
 
 /** `GET /forms/:id/refusals?days=` (1 to 30 UTC days, today last). */
-export function refusalRoutes({ db }: AppDeps, counter: RefusalCounter) {
+export function refusalRoutes({ db, refusals: counter }: AppDeps) {
   const router = new Hono<AdminEnv>();
   router.get("/forms/:id/refusals", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));

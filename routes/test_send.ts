@@ -11,7 +11,6 @@ import { type Context, Hono } from "hono";
 import { checkConfig, sendEnvelope } from "../delivery/attempt.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import { describeError } from "../log.ts";
-import { createOutboundBudget } from "../delivery/outbound_budget.ts";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";
 import { claimTestSend } from "../store/test_sends.ts";
 import { type Destination, getDestination } from "../store/destinations.ts";
@@ -72,7 +71,7 @@ function testEnvelope(form: Pick<FormRecord, "id" | "name">): SubmissionEnvelope
 export function testSendRoutes(deps: AppDeps) {
   const { db, connectors, logger, config } = deps;
   const router = new Hono<AdminEnv>();
-  const outbound = deps.outbound ?? createOutboundBudget(db, config);
+  const { outbound } = deps;
   const perMinute = (capacity: number) => createTokenBuckets({ capacity, windowMs: 60_000 });
   const perDestination = perMinute(config.testSendLimits.perDestination);
   const perOrg = perMinute(config.testSendLimits.perOrg);

@@ -15,6 +15,7 @@ import {
 } from "./destinations.ts";
 import { destinationKey } from "./keys.ts";
 import { type FormRecord, getFormByPublicKey } from "./forms.ts";
+import { getOrg } from "./orgs.ts";
 import type { Condition } from "../rules/routing.ts";
 
 /**
@@ -63,6 +64,9 @@ export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () =
   const get = createTtlCache(db.formVersion, async (publicKey): Promise<IngestTarget | null> => {
     const form = await getFormByPublicKey(db, publicKey);
     if (form === null) return null;
+    // A disabled (or deleted) organization's forms accept nothing.
+    const org = await getOrg(db, form.orgId);
+    if (org === null || org.disabledAt) return null;
     const destinations = (await listDestinationRecords(db, form.id))
       .filter((d) => d.isEnabled)
       .map((d) => ({
@@ -73,7 +77,7 @@ export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () =
       }));
     return { form, destinations, routed: destinations.some((d) => d.conditions !== undefined) };
   }, options);
-  /** The target of a public key (enabled or not), or null when no form has it. */
+  /** The target of a public key (enabled or not), or null when no form of an active organization has it. */
   return { get };
 }
 

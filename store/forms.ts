@@ -86,6 +86,11 @@ export async function createForm(
   return form;
 }
 
+/** A form by its id whichever its organization, or null (for the delivery engine). */
+export async function getFormById(db: Db, formId: string): Promise<FormRecord | null> {
+  return (await db.kv.get<FormRecord>(formKey(formId))).value;
+}
+
 /** A form of the given organization, or null (another org's form is not found either). */
 export async function getForm(db: Db, orgId: string, formId: string): Promise<FormRecord | null> {
   const form = (await db.kv.get<FormRecord>(formKey(formId))).value;

@@ -33,6 +33,9 @@
  *   through, kept while the token could still be good (rules/spam.ts).
  * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
  *   went nowhere) on a UTC day, by reason (refusals.ts); never the submission.
+ * - `confirmation_sent/<formId>/<address hash>` a confirmation sent to a visitor's address
+ *   in the last 24 hours (a keyed hash, never the address); `confirmation_hour/<formId>/<epoch
+ *   hour>` a form's confirmations in one hour (confirmations.ts).
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
  * new entries append at the end of the KV's B-tree instead of landing on random pages,

@@ -1,7 +1,7 @@
 /**
  * Organizations and tenant keys: creating an organization with its first key, looking
- * a key up by its hash, atomic key rotation, and the host's listing of organizations and
- * issue of a new key for one.
+ * a key up by its hash, atomic key rotation, and the host's commands: listing the
+ * organizations, issuing a new key for one, disabling, enabling and deleting one.
  *
  * @module
  */
@@ -15,6 +15,7 @@ import {
   tenantKeysByOrgPrefix,
 } from "./keys.ts";
 import { newKey, sha256Hex } from "./sealing.ts";
+import { deleteForm, listForms } from "./forms.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
 
 /** An organization: the owner of forms and tenant keys. */
@@ -22,6 +23,8 @@ export interface OrgRecord {
   id: string;
   name: string;
   createdAt: string;
+  /** When the host disabled it (its keys refused, its forms accepting nothing); absent or null: active. */
+  disabledAt?: string | null;
 }
 
 /** A tenant key, stored by the SHA-256 of its plaintext. */
@@ -56,11 +59,58 @@ export async function getOrg(db: Db, orgId: string): Promise<OrgRecord | null> {
   return (await db.kv.get<OrgRecord>(orgKey(orgId))).value;
 }
 
-/** The org id of an active tenant key, or null when the key is unknown or revoked. */
+/**
+ * The org id of an active tenant key, or null when the key is unknown or revoked, or its
+ * organization disabled or deleted.
+ */
 export async function authenticateTenantKey(db: Db, tenantKey: string): Promise<string | null> {
   const entry = await db.kv.get<TenantKeyRecord>(tenantKeyKey(await sha256Hex(tenantKey)));
   if (entry.value === null || entry.value.revokedAt !== null) return null;
-  return entry.value.orgId;
+  const org = await getOrg(db, entry.value.orgId);
+  return org !== null && !org.disabledAt ? org.id : null;
+}
+
+/**
+ * Disables an organization, or enables it again: while disabled its tenant keys are
+ * refused (401) and its forms accept nothing (404, as for a disabled form); what it
+ * accepted before is still delivered. Returns the record, or null for no such org.
+ */
+export async function setOrgDisabled(
+  db: Db,
+  orgId: string,
+  disabled: boolean,
+): Promise<OrgRecord | null> {
+  const result = await retryAtomic(async () => {
+    const entry = await db.kv.get<OrgRecord>(orgKey(orgId));
+    if (entry.value === null) return { op: null, result: null };
+    const disabledAt = disabled ? entry.value.disabledAt ?? new Date().toISOString() : null;
+    const org: OrgRecord = { ...entry.value, disabledAt };
+    return { op: db.kv.atomic().check(entry).set(orgKey(orgId), org), result: org };
+  });
+  // Ingestion's cached forms read their organization again.
+  db.formVersion.bump();
+  return result;
+}
+
+/**
+ * Deletes an organization: its forms with their destinations (as the API's form
+ * deletion does: jobs still waiting find their destination gone), its active tenant
+ * keys and its record. False for no such org.
+ */
+export async function deleteOrg(db: Db, orgId: string): Promise<boolean> {
+  if (await getOrg(db, orgId) === null) return false;
+  // Disabled first, so that no form is created or submission accepted meanwhile.
+  await setOrgDisabled(db, orgId, true);
+  for (const form of await listForms(db, orgId)) await deleteForm(db, orgId, form.id);
+  await retryAtomic(async () => {
+    const op = db.kv.atomic();
+    for await (const index of db.kv.list({ prefix: tenantKeysByOrgPrefix(orgId) })) {
+      op.delete(index.key).delete(tenantKeyKey(hashOfTenantKeyByOrgKey(index.key)));
+    }
+    return { op: op.delete(orgKey(orgId)), result: true };
+  });
+  db.formVersion.bump();
+  return true;
 }
 
 /**

@@ -23,6 +23,21 @@ async function task(kvPath: string, ...args: string[]) {
   return { code: output.code, stdout: decode(output.stdout), stderr: decode(output.stderr) };
 }
 
+/** Creates a form named "Contact" through the admin API of a service on the KV file; its public key. */
+async function createForm(config: ReturnType<typeof loadConfig>, tenantKey: string) {
+  const service = await startService(config, { deliver: false });
+  try {
+    const created = await service.app.request("/v1/admin/forms", {
+      method: "POST",
+      headers: { "x-tenant-key": tenantKey, "content-type": "application/json" },
+      body: JSON.stringify({ name: "Contact" }),
+    });
+    return (await created.json()).form.publicKey as string;
+  } finally {
+    await service.close();
+  }
+}
+
 // Secret values given to destinations; none may appear in the listing.
 const SECRETS = {
   header: "hdr-secret-3f9a1c",
@@ -258,18 +273,7 @@ Deno.test("orgs lists the organizations; issue-key gives a lost organization a n
         await service.close();
       }
     };
-    const service = await startService(config, { deliver: false });
-    let publicKey: string;
-    try {
-      const created = await service.app.request("/v1/admin/forms", {
-        method: "POST",
-        headers: { "x-tenant-key": acme.tenantKey, "content-type": "application/json" },
-        body: JSON.stringify({ name: "Contact" }),
-      });
-      publicKey = (await created.json()).form.publicKey;
-    } finally {
-      await service.close();
-    }
+    const publicKey = await createForm(config, acme.tenantKey);
 
     const issued = await task(kvPath, "issue-key", acme.orgId);
     assert.equal(issued.code, 0, issued.stderr);
@@ -292,6 +296,65 @@ Deno.test("orgs lists the organizations; issue-key gives a lost organization a n
     const missing = await task(kvPath, "issue-key");
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /Usage: deno task issue-key <orgId>/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("disable-org refuses an organization's keys and forms until enable-org; delete-org --yes removes it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-cli-" });
+  const kvPath = `${dir}/formrelay.kv`;
+  try {
+    const acme = JSON.parse((await task(kvPath, "create-org", "Acme")).stdout);
+    const other = JSON.parse((await task(kvPath, "create-org", "Other")).stdout);
+    const config = loadConfig({ ...Deno.env.toObject(), KV_PATH: kvPath, LOG_LEVEL: "silent" });
+    /** The answers of a fresh service: the admin API with each key, and a submission. */
+    const answers = async (publicKey: string) => {
+      const service = await startService(config, { deliver: false });
+      try {
+        const admin = async (tenantKey: string) =>
+          (await service.app.request("/v1/admin/forms", {
+            headers: { "x-tenant-key": tenantKey },
+          })).status;
+        const submitted = await service.app.request(`/v1/f/${publicKey}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ message: "hello" }),
+        });
+        return {
+          acme: await admin(acme.tenantKey),
+          other: await admin(other.tenantKey),
+          submit: submitted.status,
+        };
+      } finally {
+        await service.close();
+      }
+    };
+    const publicKey = await createForm(config, acme.tenantKey);
+    assert.deepEqual(await answers(publicKey), { acme: 200, other: 200, submit: 202 });
+
+    const disabled = await task(kvPath, "disable-org", acme.orgId);
+    assert.equal(disabled.code, 0, disabled.stderr);
+    assert.equal(disabled.stdout.trim(), `${acme.orgId} disabled "Acme"`);
+    assert.deepEqual(await answers(publicKey), { acme: 401, other: 200, submit: 404 });
+    const listed = JSON.parse((await task(kvPath, "orgs", "--json")).stdout);
+    assert.ok(listed.find((o: { orgId: string }) => o.orgId === acme.orgId).disabledAt);
+
+    const enabled = await task(kvPath, "enable-org", acme.orgId);
+    assert.equal(enabled.code, 0, enabled.stderr);
+    assert.deepEqual(await answers(publicKey), { acme: 200, other: 200, submit: 202 });
+
+    const unconfirmed = await task(kvPath, "delete-org", acme.orgId);
+    assert.equal(unconfirmed.code, 2);
+    assert.match(unconfirmed.stderr, /--yes/);
+    const deleted = await task(kvPath, "delete-org", acme.orgId, "--yes");
+    assert.equal(deleted.code, 0, deleted.stderr);
+    assert.deepEqual(await answers(publicKey), { acme: 401, other: 200, submit: 404 });
+    const left = JSON.parse((await task(kvPath, "orgs", "--json")).stdout);
+    assert.deepEqual(left.map((o: { orgId: string }) => o.orgId), [other.orgId]);
+    const unknown = await task(kvPath, "disable-org", acme.orgId);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /no organization "/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -3,6 +3,9 @@ import { expectError } from "./helpers/assert.ts";
 import { createApp } from "../app.ts";
 import { MAX_JSON_DEPTH } from "../ingest/parse.ts";
 import { createBodyGate } from "../ingest/body_gate.ts";
+import { createOutboundBudget } from "../delivery/outbound_budget.ts";
+import { createBacklogReader } from "../store/backlog.ts";
+import { createRefusalCounter } from "../store/refusals.ts";
 import { MAX_METADATA_CHARS } from "../ingest/steps.ts";
 import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";
@@ -546,6 +549,10 @@ Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
     engine: null,
     ingestLoad: createIngestLoad(),
     bodyGate: createBodyGate(h.config.http),
+    outbound: createOutboundBudget(h.service.db, h.config),
+    backlog: createBacklogReader(h.service.db, { limit: h.config.readyMaxBacklog }),
+    refusals: createRefusalCounter(h.service.db),
+    delivering: () => false,
   });
   const response = await app.request(`/v1/f/${form.publicKey}`, {
     method: "POST",

@@ -127,7 +127,7 @@ function cyclePath(graph: ModuleGraph, component: Set<string>): string[] {
 const SKIPPED_DIRS = new Set(["node_modules", "data", ".git", "artifacts"]);
 
 /** Every .ts file under `dir`, outside dependency, data and artifact folders. */
-async function tsFiles(dir: string): Promise<string[]> {
+export async function tsFiles(dir: string): Promise<string[]> {
   const files: string[] = [];
   for await (const entry of Deno.readDir(dir)) {
     const path = `${dir}/${entry.name}`;

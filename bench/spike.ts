@@ -1,0 +1,110 @@
+/**
+ * bench:spike — a spike of form posts to one form with one SMTP destination, with the
+ * default backlog bound: how many are refused, how fast the accepted ones are answered,
+ * and how fast their emails go out.
+ *
+ * The workload of the side-by-side runs against mailform: 50 connections posting
+ * urlencoded forms as fast as they are answered for BENCH_SECONDS (10 s), the
+ * destination an SMTP relay on a local smtp-server (plaintext, AUTH, messages counted
+ * and discarded). formrelay runs as `deno task start` does with its defaults (the
+ * backlog bound too) but the rate limit off (all posts come from loopback). The client
+ * is 50 fetch loops in this process (so each answer's status and time are known), on
+ * the same two cores as the service and the SMTP server.
+ *
+ * Prints the answers by status, the share of 503s, accepted answers' p50/p99, emails
+ * received during the load, and emails per second from the first post until the last
+ * accepted submission's email arrived (waiting up to BENCH_DRAIN_SECONDS, 120).
+ * BACKLOG_MAX_JOBS, when set, is passed on: a machine too slow to fill the default
+ * bound in a spike can be given one in proportion.
+ */
+import { startSmtpServer } from "../tests/helpers/smtp_server.ts";
+import { peakRssMb, startBenchService } from "./lib.ts";
+
+const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
+const DRAIN_SECONDS = Number(Deno.env.get("BENCH_DRAIN_SECONDS") ?? "120");
+const CONNECTIONS = 50;
+
+const smtp = await startSmtpServer({
+  mode: "off",
+  username: "bench-user",
+  password: "bench-password",
+  discard: true,
+});
+const backlog = Deno.env.get("BACKLOG_MAX_JOBS");
+const service = await startBenchService("http://127.0.0.1:9/unused", {
+  ...(backlog ? { BACKLOG_MAX_JOBS: backlog } : {}),
+}, {
+  destinationConfigs: [{
+    type: "smtp",
+    config: {
+      host: "127.0.0.1",
+      port: smtp.port,
+      secureTransport: "off",
+      username: "bench-user",
+      password: "bench-password",
+      from: "forms@tenant.example",
+      to: ["owner@tenant.example"],
+    },
+  }],
+});
+
+const url = `${service.origin}/v1/f/${service.publicKey}`;
+const statuses = new Map<number, number>();
+const acceptedMs: number[] = [];
+const start = performance.now();
+const end = start + SECONDS * 1000;
+let sent = 0;
+async function connection() {
+  while (performance.now() < end) {
+    const n = ++sent;
+    const began = performance.now();
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: `name=Visitor+${n}&email=visitor${n}%40example.org&message=Hello+there`,
+    });
+    await response.body?.cancel();
+    const ms = performance.now() - began;
+    statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+    if (response.status === 202) acceptedMs.push(ms);
+  }
+}
+await Promise.all(Array.from({ length: CONNECTIONS }, connection));
+const loadSeconds = (performance.now() - start) / 1000;
+const emailsDuringLoad = smtp.received;
+const accepted = acceptedMs.length;
+let drained = true;
+await smtp.waitForMessages(accepted, DRAIN_SECONDS * 1000).catch(() => drained = false);
+const allSeconds = (performance.now() - start) / 1000;
+const rss = await peakRssMb(service.child.pid);
+await service.stop();
+await smtp.close();
+
+const answers = [...statuses.values()].reduce((a, b) => a + b, 0);
+const refused = statuses.get(503) ?? 0;
+const sorted = acceptedMs.toSorted((a, b) => a - b);
+const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+console.log(
+  `bench:spike — ${CONNECTIONS} connections, urlencoded posts for ${SECONDS} s, one SMTP ` +
+    `destination, backlog bound ${backlog ?? "default"} (${
+      new Date().toISOString().slice(0, 10)
+    }, ` +
+    `${navigator.hardwareConcurrency} cores)`,
+);
+console.log(
+  `answers ${answers} (${(answers / loadSeconds).toFixed(0)}/s): ${
+    [...statuses].sort().map(([status, count]) => `${status} × ${count}`).join(", ")
+  }; 503s ${(100 * refused / answers).toFixed(2)} % (target ≤ 1 %)`,
+);
+console.log(
+  `accepted ${accepted} (${(accepted / loadSeconds).toFixed(0)}/s), answered in p50 ${
+    at(0.5).toFixed(1)
+  } ms, p99 ${at(0.99).toFixed(1)} ms, max ${at(1).toFixed(0)} ms (target p99 < 100 ms)`,
+);
+console.log(
+  `emails: ${emailsDuringLoad} during the load (${
+    (emailsDuringLoad / loadSeconds).toFixed(0)
+  }/s); ${smtp.received} of ${accepted} after ${allSeconds.toFixed(1)} s: ${
+    (smtp.received / allSeconds).toFixed(0)
+  } emails/s end to end${drained ? "" : " (not all arrived in time)"}; peak RSS ${rss} MB`,
+);
