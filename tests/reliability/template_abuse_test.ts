@@ -2,14 +2,13 @@
  * One tenant's template costs no other tenant: organization A's Slack destination has the
  * worst template it can save (one field named 341 times) and receives 20 submissions
  * whose field is 120 000 `&` (the escape that grows most); organization B's form,
- * probed meanwhile, answers with a p99 within 100 ms of its own before, and the
- * service's RSS stays within 100 MB of where it was.
+ * probed meanwhile, answers with a p99 within 100 ms of its own before and after (the
+ * worse of the two), and the service's RSS stays within 100 MB of where it was.
  */
 import assert from "node:assert/strict";
 import { startChatReceiver } from "../helpers/chat_receivers.ts";
 import { deliveredBy, startServiceProcess } from "../helpers/process.ts";
 import { startWebhookSink } from "../helpers/sink.ts";
-import { waitFor } from "../helpers/wait.ts";
 import { rssMb, watchRss } from "./helpers/attackers.ts";
 import {
   adminClient,
@@ -19,8 +18,29 @@ import {
   submit,
 } from "./helpers/cluster.ts";
 
-/** Organization B's probes in each phase (p99 of 100 is the second slowest). */
-const PROBES = 100;
+/** Organization B's probes in each phase at least (p99 of 200 is the third slowest). */
+const PROBES = 200;
+/** Milliseconds between two of B's probes. */
+const PROBE_EVERY_MS = 25;
+
+/**
+ * Latencies of probes started every PROBE_EVERY_MS whatever the earlier ones are doing (so a stall
+ * delays every probe started meanwhile, as it does a form's visitors), at least `count`
+ * of them and as long as `more()` says.
+ */
+async function probeWhile(
+  probe: () => Promise<number>,
+  more: () => boolean,
+  count: number,
+): Promise<number[]> {
+  const started: Promise<number>[] = [];
+  while (started.length < count || more()) {
+    started.push(probe());
+    // The probes' pace (not synchronisation: nothing waits on a state here).
+    await new Promise((resolve) => setTimeout(resolve, PROBE_EVERY_MS));
+  }
+  return await Promise.all(started);
+}
 
 Deno.test("20 posts through the worst template leave another organization's p99 and RSS where they were", async () => {
   await using slack = startChatReceiver("slack");
@@ -36,61 +56,57 @@ Deno.test("20 posts through the worst template leave another organization's p99 
     const formB = await createFormWith(adminClient(() => service.origin, orgB.tenantKey), "B", [
       { type: "webhook", config: { url: sink.url } },
     ]);
-    /** One of B's submissions, timed. */
+    /** One of B's submissions, timed; any answer but 202 is kept. */
+    const notAccepted: number[] = [];
     const probe = async () => {
       const started = performance.now();
       const { status } = await submit(service.origin, formB.publicKey, { name: "Ada" });
-      assert.equal(status, 202);
+      if (status !== 202) notAccepted.push(status);
       return performance.now() - started;
     };
 
     for (let i = 0; i < 20; i++) await probe();
-    const before: number[] = [];
-    for (let i = 0; i < PROBES; i++) before.push(await probe());
+    const before = await probeWhile(probe, () => false, PROBES);
     const rssBefore = await rssMb(service.child.pid);
     peak = watchRss(service.child.pid);
 
-    // A's 20 posts one after another (the door takes a few 120 KB bodies at a time), each a
-    // field of 120 000 `&`, while B keeps probing.
-    const posts = (async () => {
-      const statuses: number[] = [];
-      for (let i = 0; i < 20; i++) {
-        statuses.push(
-          (await submit(service.origin, formA.publicKey, { x: "&".repeat(120_000) })).status,
-        );
-      }
-      return statuses;
-    })();
+    // A's 20 posts, each a field of 120 000 `&`, one every 200 ms (spread as a tenant's
+    // visitors would send them, not a flood: the ingest tests cover floods), while B probes.
+    const posts = Promise.all(Array.from({ length: 20 }, async (_, i) => {
+      // Spreading the load (not synchronisation: nothing waits on it).
+      await new Promise((resolve) => setTimeout(resolve, i * 200));
+      return (await submit(service.origin, formA.publicKey, { x: "&".repeat(120_000) })).status;
+    }));
     const delivered = () =>
       [...deliveredBy(service)].filter((id) => id.endsWith(`.${formA.destinationIds[0]}`)).length;
-    const during: number[] = [];
-    while (during.length < PROBES || delivered() < 20) {
-      during.push(await probe());
-      if (during.length > 20 * PROBES) break;
-    }
-    assert.deepEqual(await posts, Array(20).fill(202));
-    await waitFor(() => delivered() === 20, {
-      message: () => `${delivered()} of A's 20 delivered`,
-      timeoutMs: 60_000,
-    });
+    // B probes until A's 20 are delivered (at least PROBES times), for at most a minute.
+    const deadline = Date.now() + 60_000;
+    const during = await probeWhile(probe, () => delivered() < 20 && Date.now() < deadline, PROBES);
+    const statuses = await posts;
     const rssPeak = await peak.stop();
-
+    // Where B was: the worse of before and after, since the machine this runs on is shared
+    // and its own latency moves by hundreds of milliseconds from one minute to the next.
+    const after = await probeWhile(probe, () => false, PROBES);
+    const p99Before = Math.max(percentile(before, 99), percentile(after, 99));
+    const p99During = percentile(during, 99);
+    console.log(
+      `worst template: B's p99 ${percentile(before, 99).toFixed(0)} ms before, ` +
+        `${percentile(after, 99).toFixed(0)} ms after, ${p99During.toFixed(0)} ms ` +
+        `during A's 20 posts (${during.length} probes, slowest ${
+          Math.max(...during).toFixed(0)
+        } ms); RSS ${rssBefore.toFixed(0)} MB before, peak ${rssPeak.toFixed(0)} MB; ` +
+        `A: ${statuses.filter((s) => s === 202).length} of 20 accepted, ${delivered()} ` +
+        `delivered in ${slack.accepted.length} Slack messages`,
+    );
+    assert.deepEqual(notAccepted, [], "B's submissions all accepted");
+    assert.deepEqual(statuses, Array(20).fill(202));
+    assert.equal(delivered(), 20, "A's 20 delivered within the minute");
     assert.deepEqual(slack.refused, []);
     for (const message of slack.accepted) {
       const text = JSON.stringify(message);
       assert.ok(text.includes("&amp;".repeat(100)) && text.includes("…"), "the value, cut");
       assert.ok(text.length < 40_000, `a Slack message of ${text.length} characters`);
     }
-    const p99Before = percentile(before, 99);
-    const p99During = percentile(during, 99);
-    console.log(
-      `worst template: B's p99 ${p99Before.toFixed(0)} ms before, ${p99During.toFixed(0)} ms ` +
-        `during A's 20 posts (${during.length} probes, max ${
-          Math.max(...during).toFixed(0)
-        } ms); ` +
-        `RSS ${rssBefore.toFixed(0)} MB before, peak ${rssPeak.toFixed(0)} MB; ` +
-        `${slack.accepted.length} Slack messages`,
-    );
     assert.ok(p99During <= p99Before + 100, `p99 ${p99During} ms against ${p99Before} ms`);
     assert.ok(rssPeak <= rssBefore + 100, `RSS peak ${rssPeak} MB against ${rssBefore} MB`);
   } finally {
