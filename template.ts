@@ -9,6 +9,9 @@
  * own escaping (Slack's `&<>`, Telegram's HTML, an email header's encoding…), so a
  * visitor's `<!channel>` stays text while the tenant's own markup works.
  *
+ * Rendering costs what the destination can show, however often a template names a value:
+ * values are cut before escaping, worked out once, and rendering stops at the limit.
+ *
  * @module
  */
 import { z } from "zod";
