@@ -9,6 +9,9 @@
  * own escaping (Slack's `&<>`, Telegram's HTML, an email header's encoding…), so a
  * visitor's `<!channel>` stays text while the tenant's own markup works.
  *
+ * Rendering costs what the destination can show, however often a template names a value:
+ * values are cut before escaping, worked out once, and rendering stops at the limit.
+ *
  * @module
  */
 import { z } from "zod";
@@ -73,9 +76,10 @@ export function parseTemplate(
     text += template.slice(i, open);
     PLACEHOLDER.lastIndex = open;
     const match = PLACEHOLDER.exec(template);
-    const at = positionOf(template, open);
     if (match === null) {
-      if (!options.lenient) return { message: 'A "{{" is not closed by "}}"', ...at };
+      if (!options.lenient) {
+        return { message: 'A "{{" is not closed by "}}"', ...positionOf(template, open) };
+      }
       text += template.slice(open);
       break;
     }
@@ -93,7 +97,7 @@ export function parseTemplate(
       return {
         message: `Unknown placeholder "{{${inner}}}": use {{formName}}, {{submissionId}}, ` +
           "{{submittedAt}}, {{origin}}, {{fields}} or {{fields.NAME}}",
-        ...at,
+        ...positionOf(template, open),
       };
     }
     if (text !== "") parts.push({ text });
@@ -201,6 +205,22 @@ export function renderTemplate(
   return pieces.join("");
 }
 
+/** Characters escaped at a time by escapeWithin. */
+const ESCAPE_SLICE = 1024;
+
+/**
+ * `escape(text)`, or only as much of it as takes it past `max` characters: escaping grows
+ * text (`&` → `&amp;`), and what lies past the limit is never shown.
+ */
+function escapeWithin(text: string, max: number, escape: (text: string) => string): string {
+  if (text.length <= ESCAPE_SLICE) return escape(text);
+  let escaped = "";
+  for (let at = 0; at < text.length && escaped.length <= max; at += ESCAPE_SLICE) {
+    escaped += escape(text.slice(at, at + ESCAPE_SLICE));
+  }
+  return escaped;
+}
+
 /** One placeholder's value, escaped for the destination (fields cut first). */
 function renderValue(
   part: Exclude<TemplatePart, { text: string }>,
@@ -210,7 +230,8 @@ function renderValue(
 ): string {
   if ("field" in part) {
     if (!Object.hasOwn(payload, part.field)) return "";
-    return style.escape(cutValue(valueText(payload[part.field]), style.maxFieldChars));
+    const text = cutValue(valueText(payload[part.field]), style.maxFieldChars);
+    return escapeWithin(text, style.maxChars, style.escape);
   }
   switch (part.name) {
     case "formName":

@@ -70,6 +70,25 @@ Deno.test("the worst template renders no more than its limit: values cut before 
   assert.equal(lists, 0);
 });
 
+Deno.test("a value longer than the limit is escaped only as far as the limit needs", () => {
+  const parts = parseTemplate("{{fields.x}}".repeat(341));
+  assert.ok(!isTemplateFault(parts));
+  const envelope = { ...ENVELOPE, payload: { x: "&".repeat(128 * 1024) } };
+  let escapedChars = 0;
+  const rendered = renderTemplate(parts, envelope, {
+    escape: (value) => {
+      escapedChars += value.length;
+      return value.replaceAll("&", "&amp;");
+    },
+    fieldList: () => "",
+    maxFieldChars: 100_000,
+    maxChars: 4000,
+  });
+  // Slices of the 100 000 characters kept, escaped until they pass the limit: one here.
+  assert.equal(escapedChars, 1024);
+  assert.equal(rendered, "&amp;".repeat(1024));
+});
+
 Deno.test("{{fields}} is worked out once however often the template names it", () => {
   const parts = parseTemplate("{{fields}} {{fields}} {{formName}} {{fields}}");
   assert.ok(!isTemplateFault(parts));

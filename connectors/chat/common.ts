@@ -59,11 +59,17 @@ export function presentation(config: Record<string, unknown>) {
   return { template: text(config.template), username: text(config.username), chatId };
 }
 
+/** The last template parsed, kept: a digest renders one template for each submission. */
+let lastParsed: { template: string; parts: TemplatePart[] } | null = null;
+
 /** The parts of a valid template (the config was validated before delivery). */
 export function templateParts(template: string | undefined): TemplatePart[] | null {
   if (template === undefined) return null;
-  const parsed = parseTemplate(template);
-  return isTemplateFault(parsed) ? [{ text: template }] : parsed;
+  if (lastParsed?.template !== template) {
+    const parsed = parseTemplate(template);
+    lastParsed = { template, parts: isTemplateFault(parsed) ? [{ text: template }] : parsed };
+  }
+  return lastParsed.parts;
 }
 
 /**

@@ -3,7 +3,7 @@
  * section per group of `name: value` lines, the small print as context) with a `text`
  * fallback, every value escaped (`&`, `<`, `>`), so `<!channel>` or `<@U123>` in a
  * payload is text, not a mention. Within Slack's limits whatever was sent: at most 50
- * blocks, sections of at most 3 000 characters.
+ * blocks, sections of at most 3 000 characters; a template's text at most 12 000.
  *
  * @module
  */
