@@ -39,16 +39,24 @@ export interface SpamCheck {
 
 /** Seconds a submission refused for its organization's full matching lane is asked to wait. */
 const LANE_RETRY_AFTER_SECONDS = 1;
+/**
+ * How long that refusal is held before it is sent. Answered at once, a flood's clients
+ * post again at once, and the thread goes to reading and parsing their bodies only to
+ * refuse them (another organization's p99 went to 0.9–1.5 s in bench:rules-flood). Held,
+ * each connection gets one refusal a second, as for a full backlog.
+ */
+const LANE_REFUSAL_DELAY_MS = 1_000;
 
 /**
  * `503 Server busy` (with `retryAfter`; the route sets the header) when the organization's
- * matching lane is full (rules/patterns.ts): its flood is refused, not held.
+ * matching lane is full (rules/patterns.ts): its flood is refused, not held in the lane.
  */
 async function busyWhenLaneFull<T>(matching: Promise<T>): Promise<T> {
   try {
     return await matching;
   } catch (error) {
     if (!(error instanceof LaneFullError)) throw error;
+    await new Promise((resolve) => setTimeout(resolve, LANE_REFUSAL_DELAY_MS));
     throw new ApiError(ERRORS.serverBusy, { retryAfter: LANE_RETRY_AFTER_SECONDS });
   }
 }

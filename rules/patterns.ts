@@ -180,11 +180,17 @@ export class LaneFullError extends Error {
   }
 }
 
-/** An organization's lane: the tail of its matching, and its share of the current second. */
+/**
+ * An organization's lane: the tail of its matching, its share of the current second, and
+ * when its current slice began. The slice is the lane's, not one step's: the steps of a
+ * lane follow one another without a pause, so a slice spans them (a flood's many short
+ * steps would otherwise hold the thread end to end).
+ */
 interface Lane {
   tail: Promise<unknown>;
   windowStart: number;
   used: number;
+  sliceStart: number;
   /** Steps queued or running. */
   waiting: number;
 }
@@ -202,7 +208,7 @@ function forgetIdleLanes(at: number) {
 function inLane<T>(name: string, now: () => number, work: (lane: Lane) => Promise<T>): Promise<T> {
   if (!lanes.has(name) && lanes.size >= 10_000) forgetIdleLanes(now());
   const lane = lanes.get(name) ??
-    { tail: Promise.resolve(), windowStart: now(), used: 0, waiting: 0 };
+    { tail: Promise.resolve(), windowStart: now(), used: 0, sliceStart: now(), waiting: 0 };
   if (lane.waiting >= MAX_LANE_WAITING) return Promise.reject(new LaneFullError());
   lanes.set(name, lane);
   lane.waiting++;
@@ -217,7 +223,7 @@ function inLane<T>(name: string, now: () => number, work: (lane: Lane) => Promis
 
 /**
  * Between two slices: gives the thread to other requests, and when the lane has used its
- * share of this second, waits for the next.
+ * share of this second, waits for the next. Starts the lane's next slice.
  */
 async function betweenSlices(lane: Lane, now: () => number): Promise<void> {
   let at = now();
@@ -229,6 +235,7 @@ async function betweenSlices(lane: Lane, now: () => number): Promise<void> {
   } else {
     await new Promise((resolve) => setTimeout(resolve, 0));
   }
+  lane.sliceStart = now();
 }
 
 /**
@@ -246,26 +253,21 @@ export function matchBudget(
   return {
     anyMatches: (pattern, values) =>
       inLane(name, now, async (lane) => {
-        let sliceStart = now();
-        const endSlice = () => {
-          const elapsed = now() - sliceStart;
-          spent += elapsed;
-          lane.used += elapsed;
-        };
-        try {
-          for (const value of values) {
-            if (spent + now() - sliceStart > ms) return false;
-            if (now() - sliceStart >= SLICE_MS) {
-              endSlice();
-              await betweenSlices(lane, now);
-              sliceStart = now();
-            }
-            if (matchesBounded(pattern, value)) return true;
+        let last = now();
+        for (const value of values) {
+          if (spent > ms) return false;
+          if (last - lane.sliceStart >= SLICE_MS) {
+            await betweenSlices(lane, now);
+            last = now();
           }
-          return false;
-        } finally {
-          endSlice();
+          const hit = matchesBounded(pattern, value);
+          const at = now();
+          spent += at - last;
+          lane.used += at - last;
+          last = at;
+          if (hit) return true;
         }
+        return false;
       }),
   };
 }

@@ -143,8 +143,9 @@ Deno.test("tenant patterns: matching yields to other requests and one organizati
   setTimeout(() => order.push("another request"), 0);
   await Promise.all([first, second, other]);
   // The flood spends its 30 ms in slices: the other organization's matching and another
-  // request ran in between; its own second step waited for the first.
-  assert.deepEqual(order, ["other organization", "another request", "flood 1", "flood 2"]);
+  // request ran in between (in either order); its own second step waited for the first.
+  assert.deepEqual(order.slice(2), ["flood 1", "flood 2"]);
+  assert.deepEqual(order.slice(0, 2).sort(), ["another request", "other organization"]);
 });
 
 Deno.test("tenant patterns: a full lane refuses further steps of its organization, not others'", async () => {
