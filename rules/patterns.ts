@@ -15,10 +15,11 @@
  *
  * Budgets: the matching for one submission step (its spam patterns, or its routing)
  * may spend PATTERN_BUDGET_MS of matching time; past it, the remaining tests count as
- * no match. Matching runs in slices of SLICE_MS that yield to other requests, and one
- * organization's matching runs one submission at a time (its lane): a flood of the
- * costliest submissions aimed at one form holds the thread a slice at a time and waits
- * in its own lane, while other organizations' requests go on between slices.
+ * no match. One organization's matching runs one step at a time (its lane), in slices
+ * of SLICE_MS that yield to other requests, and at most ORG_SHARE_MS in a second: a
+ * flood of the costliest submissions aimed at one form holds the thread a slice at a
+ * time and waits in its own lane, while other organizations' requests go on between
+ * slices (bench:rules-flood).
  *
  * @module
  */
