@@ -90,12 +90,16 @@ async function openAsVisitor(site: Page, url: string) {
   }`);
 }
 
-/** Presses the console's Refresh until `ready` holds (the list does not poll by itself). */
+/**
+ * Presses the console's Refresh until `ready` holds (the list does not poll by itself).
+ * Its deadline is generous: a paced, failing receiver's attempt sent now, its failure
+ * recorded and the destination paused took over 10 s now and then in a full run.
+ */
 async function refreshUntil(page: Page, ready: () => Promise<boolean>, message: string) {
   await waitFor(async () => {
     await page.getByRole("button", { name: "Refresh" }).click();
     return await ready();
-  }, { message });
+  }, { message, timeoutMs: 30_000 });
 }
 
 Deno.test("a newcomer's journey: the README's commands, the console, the example page, a failing receiver", async (t) => {
