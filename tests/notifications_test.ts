@@ -2,6 +2,7 @@
  * Owner notifications end to end, against real local peers: an operational webhook
  * (signed), a Slack-like chat receiver and an SMTP server as the platform relay.
  */
+import { standardWebhookSignature } from "./helpers/signature.ts";
 import assert from "node:assert/strict";
 import { REDACTED } from "../connectors/types.ts";
 import { notifyOutboxPrefix } from "../store/keys.ts";
@@ -18,19 +19,9 @@ const SECRET = `whsec_${btoa("0123456789abcdef0123456789abcdef")}`;
 /** A payload value that must never reach a notification. */
 const PAYLOAD_MARKER = "Ada-Lovelace-private-4417";
 
-/** The Standard Webhooks signature a receiver checks. */
-async function expectedSignature(received: Received): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    Uint8Array.fromBase64(SECRET.slice("whsec_".length)),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
-  const id = received.headers.get("webhook-id");
-  const timestamp = received.headers.get("webhook-timestamp");
-  const content = new TextEncoder().encode(`${id}.${timestamp}.${received.body}`);
-  return `v1,${new Uint8Array(await crypto.subtle.sign("HMAC", key, content)).toBase64()}`;
+/** The signature of what a receiver got, as it checks it. */
+function expectedSignature(received: Received): Promise<string> {
+  return standardWebhookSignature(SECRET, received);
 }
 
 async function putSettings(h: Harness, body: unknown) {

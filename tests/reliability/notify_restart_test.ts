@@ -5,6 +5,7 @@
  * (same KV file) sends both, signed. The webhook's URL path and secret are never in the
  * KV file or the logs in plaintext.
  */
+import { standardWebhookSignature } from "../helpers/signature.ts";
 import assert from "node:assert/strict";
 import { startServiceProcess } from "../helpers/process.ts";
 import { type Received, startWebhookSink } from "../helpers/sink.ts";
@@ -19,18 +20,9 @@ import {
 
 const SECRET = `whsec_${btoa("restart-secret-0123456789abcdef")}`;
 
-async function signatureOf(received: Received): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    Uint8Array.fromBase64(SECRET.slice("whsec_".length)),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
-  const id = received.headers.get("webhook-id");
-  const timestamp = received.headers.get("webhook-timestamp");
-  const content = new TextEncoder().encode(`${id}.${timestamp}.${received.body}`);
-  return `v1,${new Uint8Array(await crypto.subtle.sign("HMAC", key, content)).toBase64()}`;
+/** The signature of what a receiver got, as it checks it. */
+function signatureOf(received: Received): Promise<string> {
+  return standardWebhookSignature(SECRET, received);
 }
 
 Deno.test("notifications that could not be sent before a SIGKILL are sent after the restart", async () => {
