@@ -142,6 +142,8 @@ export async function startService(
     },
     onFailed: (job) => notifier.onFailed(job),
   });
+  // Counted by the other processes before admitting anything (store/rate_limit.ts).
+  await engine?.registered;
   const writer = createSubmissionWriter(db, { retainMs: config.failedRetentionMs });
   const bodyGate = createBodyGate(config.http);
   let delivering = engine !== null;

@@ -80,6 +80,11 @@ export interface DeliveryEngine {
   paces(): IterableIterator<[string, DestinationPace]>;
   /** Settles once the queue listener has stopped (after kv.close()). */
   listening: Promise<void>;
+  /**
+   * Settles once this process's record is in KV for the others to count (its first share
+   * exchange; a failure is logged and settles it too): the service admits nothing before.
+   */
+  registered: Promise<void>;
 }
 
 /** A destination's pace in one process (pace.ts), with its deliveries in flight there. */
@@ -185,6 +190,9 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       .catch((error) => logger.warn("share exchange failed", { error: describeError(error) }))
       .finally(() => syncingPace = null);
   }
+  // The first exchange at once: it writes the record that counts this process as live.
+  syncPace();
+  const registered = syncingPace ?? Promise.resolve();
   const paceSync = setInterval(syncPace, PACE_SYNC_MS);
   let quickSyncs: ReturnType<typeof setTimeout> | null = null;
   /**
@@ -327,6 +335,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       }
     },
     listening: listener ?? Promise.resolve(),
+    registered,
     async close() {
       const idle = dispatcher.close();
       clearInterval(sweeper);

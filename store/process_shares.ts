@@ -7,7 +7,9 @@
  * lists everyone's: a few mutations a second in all, whatever the number of deliveries.
  * Records carry their time and expire soon after; a reader skips those older than
  * `freshMs`. Usage is sent with a sequence number and kept for USAGE_KEPT exchanges, so
- * a reader that missed one still charges it, and charges it once.
+ * a reader that missed one still charges it, and charges it once. A process with nothing
+ * to share still writes an empty record every HEARTBEAT_MS, so that the others count it
+ * (countLiveProcesses: the visitor rate limit reads how many processes accept submissions).
  *
  * @module
  */
@@ -63,13 +65,15 @@ const ROWS_PER_CHUNK = 400;
 /** Exchanges a process's usage is kept in its record for. */
 const USAGE_KEPT = 3;
 /** How recent a record must be for its process to count as live (countLiveProcesses). */
-const LIVE_MS = 10_000;
+export const LIVE_MS = 10_000;
+/** How often an idle process writes its empty record: twice within LIVE_MS. */
+const HEARTBEAT_MS = LIVE_MS / 2;
 
 /** Exchanges one process's shares with every other process's. */
 export interface ShareExchange {
   /**
    * Writes `mine` and returns the others'; a process with nothing to share, now or at the
-   * last exchange, neither writes nor reads.
+   * last exchange, reads nothing and writes an empty record only every HEARTBEAT_MS.
    */
   exchange(mine: Shares): Promise<OthersShares>;
   /** Removes this process's record (on shutdown). */
@@ -85,6 +89,9 @@ export function createShareExchange(
   const now = options.now ?? Date.now;
   /** Chunks written last time, so that fewer this time delete the rest. */
   let written = 0;
+  /** Whether the last record had rows, and when it was written. */
+  let sharedLastTime = false;
+  let writtenAt = -Infinity;
   let seq = 0;
   /** This process's usage of its last USAGE_KEPT exchanges, as rows. */
   let usageKept: Row[] = [];
@@ -92,19 +99,23 @@ export function createShareExchange(
   const seen = new Map<string, number>();
 
   async function write(rows: Row[]) {
-    const chunks = Math.ceil(rows.length / ROWS_PER_CHUNK);
+    // At least one chunk, empty when there is nothing to share: the process is live.
+    const chunks = Math.max(1, Math.ceil(rows.length / ROWS_PER_CHUNK));
     const at = now();
     const op = db.kv.atomic();
     for (let i = 0; i < chunks; i++) {
       const chunk = rows.slice(i * ROWS_PER_CHUNK, (i + 1) * ROWS_PER_CHUNK);
+      // Kept past LIVE_MS, for countLiveProcesses (readers of shares skip stale ones by `at`).
       op.set(processSharesKey(processId, i), { at, rows: chunk } satisfies StoredChunk, {
-        expireIn: 2 * freshMs,
+        expireIn: 2 * Math.max(freshMs, LIVE_MS),
       });
     }
     for (let i = chunks; i < written; i++) op.delete(processSharesKey(processId, i));
     const result = await retryWhileBusy(() => op.commit());
     if (!result.ok) throw new Error("Cannot write the process's shares: commit refused");
     written = chunks;
+    writtenAt = at;
+    sharedLastTime = rows.length > 0;
   }
 
   return {
@@ -124,8 +135,12 @@ export function createShareExchange(
       ]);
       rows.push(...usageKept);
       const others: OthersShares = { paces: new Map(), usage: [] };
-      // Idle (nothing to share now or last time): no need of the others' either, and no KV.
-      if (rows.length === 0 && written === 0) return others;
+      // Idle (nothing to share now or last time): no need of the others', and only the
+      // heartbeat written.
+      if (rows.length === 0 && !sharedLastTime) {
+        if (now() - writtenAt >= HEARTBEAT_MS) await write(rows);
+        return others;
+      }
       await write(rows);
       const fresh = now() - freshMs;
       const newest = new Map<string, number>();
@@ -159,8 +174,8 @@ export function createShareExchange(
 }
 
 /**
- * How many processes share the KV, as far as their records tell (a process writes one
- * while it delivers, as every accepting process soon does): one listing.
+ * How many processes share the KV, as far as their records tell (every running service
+ * writes one at least every HEARTBEAT_MS): one listing.
  */
 export async function countLiveProcesses(db: Db, now = Date.now()): Promise<number> {
   const live = new Set<string>();

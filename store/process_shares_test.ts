@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { createDb } from "./db.ts";
-import { createShareExchange, type PaceShare, type Shares } from "./process_shares.ts";
+import {
+  countLiveProcesses,
+  createShareExchange,
+  LIVE_MS,
+  type PaceShare,
+  type Shares,
+} from "./process_shares.ts";
+import { processSharesKey } from "./keys.ts";
 import { createSealer } from "./sealing.ts";
 
 const share = (limit: number): PaceShare => ({
@@ -62,6 +69,37 @@ Deno.test("a process's budget usage reaches each other process once, even past a
     await a.exchange(used(3)); // b misses the exchange in between
     const seen = (await b.exchange(none)).usage.map((row) => row.amount).sort();
     assert.deepEqual(seen, [2, 3]);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("an idle process is counted live: an empty record at once, then within every LIVE_MS", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    let now = 1_000_000;
+    const idle = createShareExchange(db, { processId: "idle", freshMs: 3000, now: () => now });
+    const nothing: Shares = { paces: new Map(), usage: [] };
+    assert.equal(await countLiveProcesses(db, now), 0);
+    await idle.exchange(nothing);
+    assert.equal(await countLiveProcesses(db, now), 1, "written at its first exchange");
+    // Exchanged every second for a minute, as the engine does: never missing from a count.
+    for (let second = 1; second <= 60; second++) {
+      now += 1000;
+      await idle.exchange(nothing);
+      assert.equal(await countLiveProcesses(db, now), 1, `live ${second} s on`);
+    }
+    // Writes about one record in LIVE_MS / 2, not one an exchange.
+    const versions = new Set<string>();
+    for (let second = 0; second < 20; second++) {
+      now += 1000;
+      await idle.exchange(nothing);
+      versions.add((await kv.get(processSharesKey("idle", 0))).versionstamp ?? "none");
+    }
+    assert.ok(versions.size <= 20_000 / (LIVE_MS / 2) + 1, `${versions.size} writes in 20 s`);
+    await idle.withdraw();
+    assert.equal(await countLiveProcesses(db, now), 0, "withdrawn on shutdown");
   } finally {
     kv.close();
   }

@@ -17,7 +17,7 @@ async function withDb(test: (db: Db) => Promise<void>) {
 }
 
 /** Posts as `client` to `limiters` in turn until each has refused it; how many were let through. */
-async function admitted(limiters: RateLimiter[], client: string, attempts: number) {
+async function admitted(limiters: RateLimiter[], client: string, attempts: number, db: Db) {
   let passed = 0;
   for (let i = 0; i < attempts; i++) {
     const slot = await limiters[i % limiters.length].reserve("f", client);
@@ -25,7 +25,7 @@ async function admitted(limiters: RateLimiter[], client: string, attempts: numbe
     slot.count();
     passed++;
     // A submission takes at least its acceptance commit: the count's write goes with it.
-    //YIELD
+    await db.batcher.commit({ apply() {}, mutations: 0 });
   }
   return passed;
 }
@@ -33,14 +33,14 @@ async function admitted(limiters: RateLimiter[], client: string, attempts: numbe
 Deno.test("rate limit: a flood of other addresses does not reset a client's count", async () => {
   await withDb(async (db) => {
     const limiter = createRateLimiter(db, { max: 60, windowMs: 600_000, now: midWindow });
-    assert.equal(await admitted([limiter], "203.0.113.7", 20), 20);
+    assert.equal(await admitted([limiter], "203.0.113.7", 20, db), 20);
     // 60 000 one-off addresses (an IPv6 /48 behind a trusted header), more than the
     // limiter keeps in memory.
     for (let i = 0; i < 60_000; i++) {
       const slot = await limiter.reserve("f", `2001:db8:1::${i.toString(16)}`);
       if (!("retryAfter" in slot)) slot.count();
     }
-    const more = await admitted([limiter], "203.0.113.7", 100);
+    const more = await admitted([limiter], "203.0.113.7", 100, db);
     assert.ok(more <= 41, `${more} more let through after the flood: at most 40 + 1`);
     assert.ok(more >= 40, `${more}: the client still gets what it had left`);
   });
@@ -53,7 +53,7 @@ Deno.test("rate limit: N processes on one KV let a client through at most the li
         { length: processes },
         () => createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow }),
       );
-      const passed = await admitted(limiters, `198.51.100.${processes}`, 100);
+      const passed = await admitted(limiters, `198.51.100.${processes}`, 100, db);
       assert.ok(passed >= 10, `${processes} processes: ${passed}, at least the limit`);
       assert.ok(passed <= 10 + processes - 1, `${processes} processes: ${passed} let through`);
     }
@@ -73,7 +73,28 @@ Deno.test("rate limit: with more processes than half the limit, first submission
       { length: 12 },
       () => createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow }),
     );
-    const passed = await admitted(limiters, "198.51.100.99", 100);
+    const passed = await admitted(limiters, "198.51.100.99", 100, db);
     assert.ok(passed <= 11, `${passed} let through by 12 processes (a free first each: 21)`);
+  });
+});
+
+Deno.test("rate limit: processes starting one after another, each counted before it admits anything, stay within 2 × the limit", async () => {
+  await withDb(async (db) => {
+    // Twelve processes start in turn: each writes its record (as the service does before
+    // it admits anything), then counts the others at its first request. The first five
+    // see at most half the limit (10) and let a client's first submission through unseen;
+    // the others read and write firsts too.
+    const limiters: RateLimiter[] = [];
+    for (let i = 0; i < 12; i++) {
+      await createShareExchange(db, { processId: `p${i}`, freshMs: 3000 })
+        .exchange({ paces: new Map(), usage: [] });
+      const limiter = createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow });
+      const first = await limiter.reserve("f", `192.0.2.${i}`);
+      if (!("retryAfter" in first)) first.release();
+      limiters.push(limiter);
+    }
+    const passed = await admitted(limiters, "198.51.100.98", 100, db);
+    assert.ok(passed >= 10, `${passed}: at least the limit`);
+    assert.ok(passed <= 10 + 5, `${passed} let through (unregistered, each a free first: 21)`);
   });
 });

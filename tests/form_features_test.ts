@@ -230,3 +230,10 @@ Deno.test("rate limit: one-off visitors cost no KV write; a client's second subm
   third.count();
   assert.ok("retryAfter" in await restarted.reserve("f", "203.0.113.1"), "2 stored + 2 here");
 });
+
+Deno.test("rate limit: a service is counted by the other processes before it admits anything", async () => {
+  const { countLiveProcesses } = await import("../store/process_shares.ts");
+  await using h = await startHarness({});
+  // Read straight after start, before any request: its record is already there.
+  assert.equal(await countLiveProcesses(h.service.db), 1);
+});
