@@ -71,14 +71,18 @@ interface Counter {
   reserved: number;
   /** Counted by other processes (and by this one before it forgot the counter), as last read. */
   others: number;
-  /** Its own key's last part: a counter forgotten and made again writes under a new one. */
-  id: string;
+  /**
+   * Its own key's last part: a counter forgotten and made again writes under a new one.
+   * Made at its first write (null until then): most counters never reach KV.
+   */
+  id: string | null;
 }
 
-/** A form and a client's keyed hash: where its counts are in KV. */
+/** A form and the client, whose keyed hash (made when KV is first needed) keys its counts. */
 interface ClientRef {
   formId: string;
-  hash: string;
+  clientKey: string;
+  hash?: string;
 }
 
 const UNLIMITED: RateSlot = { count() {}, release() {} };
@@ -127,11 +131,14 @@ export function createRateLimiter(
     let counter = counters.get(mapKey);
     if (counter?.window !== window) {
       if (counters.size >= MAX_TRACKED) forget(window);
-      counter = { window, counted: 0, written: 0, reserved: 0, others: 0, id: crypto.randomUUID() };
+      counter = { window, counted: 0, written: 0, reserved: 0, others: 0, id: null };
       counters.set(mapKey, counter);
     }
     return counter;
   }
+
+  /** The client's keyed hash, made once and only for a read or a write (it costs a hash). */
+  const hashOf = (client: ClientRef) => client.hash ??= db.sealer.pseudonym(client.clientKey);
 
   /** What the client has used in the window, as far as this process knows. */
   const used = (c: Counter) => c.others + c.counted + c.reserved;
@@ -139,7 +146,7 @@ export function createRateLimiter(
   /** Reads what the other processes wrote for the client (the counter's own key aside). */
   async function read(counter: Counter, client: ClientRef) {
     let others = 0;
-    const prefix = rateCountsPrefix(client.formId, client.hash, counter.window);
+    const prefix = rateCountsPrefix(client.formId, hashOf(client), counter.window);
     for await (const entry of db.kv.list<number>({ prefix })) {
       if (entry.key.at(-1) !== counter.id) others += entry.value;
     }
@@ -150,7 +157,8 @@ export function createRateLimiter(
   function write(counter: Counter, client: ClientRef) {
     if (counter.written === counter.counted) return;
     const count = counter.written = counter.counted;
-    const key = rateKey(client.formId, client.hash, counter.window, counter.id);
+    counter.id ??= crypto.randomUUID();
+    const key = rateKey(client.formId, hashOf(client), counter.window, counter.id);
     db.batcher.commit({
       apply: (op) => op.set(key, count, { expireIn: options.windowMs * 2 }),
       mutations: 1,
@@ -163,7 +171,7 @@ export function createRateLimiter(
       await recountProcesses();
       const window = Math.floor(now() / options.windowMs);
       const counter = counterOf(formId, clientKey, window);
-      const client = { formId, hash: db.sealer.pseudonym(clientKey) };
+      const client: ClientRef = { formId, clientKey };
       const retryAfter = () => {
         const end = (counter.window + 1) * options.windowMs;
         return { retryAfter: Math.max(1, Math.ceil((end - now()) / 1000)) };
