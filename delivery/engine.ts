@@ -1,7 +1,7 @@
 /**
  * The delivery engine of one process: the wiring of the queue, the sweep and the
  * timers to the dispatcher (which job runs next), the claim (a versionstamp check, with
- * or without a read), the attempt (attempt.ts) and the outcome step (outcome.ts).
+ * or without a read), the attempt (attempt.ts) and the outcome step (apply_result.ts).
  * Queue messages and the sweep only wake jobs; the job in KV is the truth, so a lost
  * or duplicate wake-up does no harm.
  *
@@ -23,7 +23,7 @@ import { createClaimHints } from "./claim_hints.ts";
 import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
-import { createOutcomeStep } from "./outcome.ts";
+import { createOutcomeStep } from "./apply_result.ts";
 import { createPace, type PaceSignal, type PaceView, signalOf } from "./pace.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createShareExchange } from "../store/process_shares.ts";

@@ -11,7 +11,7 @@ import { z } from "zod";
 import { DESCRIPTORS, DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import { templateSchema } from "../template.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { readValidJson, refuseOtherMethods, validate } from "./http.ts";
 

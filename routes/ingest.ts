@@ -6,7 +6,7 @@
  * @module
  */
 import { type Context, Hono } from "hono";
-import type { AppDeps } from "./env.ts";
+import type { AppDeps } from "./app_deps.ts";
 import type { FormRecord } from "../store/forms.ts";
 import type { RefusalReason } from "../store/refusals.ts";
 import { ApiError, declaredLength, refuseOtherMethods } from "./http.ts";

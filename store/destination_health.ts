@@ -5,7 +5,7 @@
  * count: ten refused posts in ten seconds pause nothing. Failures that are one
  * submission's fault (DeliveryError.blame "submission": HTTP 422, an SMTP recipient
  * refused) neither count nor clear. Pausing sets the destination's `health`, apart from
- * the tenant's `isEnabled`; its jobs are then held, not dropped (outcome.ts).
+ * the tenant's `isEnabled`; its jobs are then held, not dropped (apply_result.ts).
  *
  * @module
  */
