@@ -34,12 +34,12 @@ import { CONFIRMATION_DESTINATION_ID, confirmationSchema } from "../rules/confir
 /** The destination create body: the route's schema with `config` per type. */
 const destinationCreateBody = z.discriminatedUnion(
   "type",
-  DESTINATION_TYPES.map((type) =>
-    destinationCreateSchema.extend({ type: z.literal(type), config: DESCRIPTORS[type].docSchema })
+  DESCRIPTORS.map(({ type, docSchema }) =>
+    destinationCreateSchema.extend({ type: z.literal(type), config: docSchema })
   ) as unknown as [z.ZodObject, ...z.ZodObject[]],
 );
 
-const anyConfig = z.union(DESTINATION_TYPES.map((type) => DESCRIPTORS[type].docSchema));
+const anyConfig = z.union(DESCRIPTORS.map(({ docSchema }) => docSchema));
 
 const destinationPatchBody = destinationPatchSchema.extend({
   config: anyConfig.optional().meta({
