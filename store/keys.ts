@@ -36,6 +36,13 @@
  * - `confirmation_sent/<formId>/<address hash>` a confirmation sent to a visitor's address
  *   in the last 24 hours (a keyed hash, never the address); `confirmation_hour/<formId>/<epoch
  *   hour>` a form's confirmations in one hour (confirmations.ts).
+ * - Owner notifications (notifications.ts): `notify_settings/<orgId>` an organization's
+ *   settings (sealed); `notify_outbox/<orgId>/<type>/<subject>` events waiting to be told,
+ *   grouped; `notify_last/<orgId>/<type>/<subject>` when such an event was last told;
+ *   `notify_jobs/<id>` one notification to send to one channel;
+ *   `notify_log/<orgId>/<at>/<id>` what was sent; `notify_told_failing/<destinationId>` a
+ *   destination its owner was told is failing; `notify_summaries/<orgId>/<period>` a
+ *   summary period already queued.
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
  * new entries append at the end of the KV's B-tree instead of landing on random pages,
@@ -325,6 +332,7 @@ export const pageTokenUseKey = (
   formId: string,
   signature: string,
 ): ["page_token_uses", string, string] => ["page_token_uses", formId, signature];
+
 // Owner notifications (store/notifications.ts).
 
 /** An organization's notification settings (sealed). */
