@@ -22,7 +22,6 @@
  *   put-back (retrying or held; held from the start when stored held). A job's own key
  *   is found from its delivery id, whose submission id holds `submittedAt`
  *   (submission_id.ts).
- *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>/<counterId>` rate-limit counts, one per process
  *   (and per counter it made); `health` the /healthz probe.
@@ -216,12 +215,6 @@ export const retainedByDestinationKey = (
 export const retainedByDestinationPrefix = (
   destinationId: string,
 ): ["retained_by_destination", string] => ["retained_by_destination", destinationId];
-
-/** Set once the by-destination indexes cover records of earlier versions (destination_index.ts). */
-export const indexMarkerKey = (): ["index_versions", "by_destination"] => [
-  "index_versions",
-  "by_destination",
-];
 
 /** The job identity a by-destination index key (jobs or retained) names. */
 export function jobKeyPartsOfIndexKey(key: Deno.KvKey): JobKeyParts {
