@@ -10,7 +10,7 @@ import { deploymentRoutes } from "./routes/deployment.ts";
 import { refusalRoutes } from "./routes/refusals.ts";
 import { destinationPreviewRoutes } from "./routes/destination_preview.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
-import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/env.ts";
+import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/app_deps.ts";
 import { formRoutes } from "./routes/forms.ts";
 import { countIngestAnswer, ingestRoutes } from "./routes/ingest.ts";
 import { pageTokenRoutes } from "./ingest/form_rules.ts";

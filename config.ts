@@ -306,7 +306,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
 
 /**
  * Deliveries in flight by default: enough for receivers that take their time (an
- * in-flight request costs about 60 KB and one descriptor: bench:in-flight), within a
+ * in-flight request costs some 60 KB and a descriptor: docs/configuration.md), within a
  * fifth of the descriptor limit, since the listener may take three quarters
  * (listener.ts); where the limit cannot be read, a fifth of ASSUMED_DESCRIPTOR_LIMIT.
  */

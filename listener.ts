@@ -81,9 +81,9 @@ const ACCEPT_WARN_EVERY_MS = 5000;
 /**
  * How long an address that lost a connection for room is refused room in turn. Without
  * it, addresses holding a connection each took them from one another as fast as they
- * could reconnect (about 2 300 a second with 200 attacking addresses), so every
- * connection, a visitor's too, lived only a few milliseconds; barred, a newcomer's
- * address that has just lost one waits (503) instead.
+ * could reconnect, so every connection, a visitor's too, lived only a few milliseconds
+ * (docs/design.md, "Figures behind the code's limits"); barred, a newcomer's address
+ * that has just lost one waits (503) instead.
  */
 const EVICTED_BAR_MS = 2000;
 /** Barred addresses remembered at most (beyond it, an evicted address is not barred). */

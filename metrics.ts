@@ -19,6 +19,7 @@
 import { trace } from "@opentelemetry/api";
 import client from "prom-client";
 import { DESTINATION_TYPES } from "./connectors/registry.ts";
+import type { RefusalReason } from "./refusal_reasons.ts";
 
 /** The registry `/metrics` shows. */
 export const registry = new client.Registry();
@@ -56,7 +57,8 @@ let acceptedCount = 0;
 let acceptedReported = 0;
 const submissionsRefused = new client.Counter({
   name: "formrelay_submissions_refused_total",
-  help: "Submissions refused, by answer status and reason; honeypot ones were answered 202",
+  help:
+    "Submissions refused, by answer status and reason (refusal_reasons.ts); spam ones were answered 202",
   labelNames: ["status", "reason"],
   registers: [registry],
 });
@@ -274,13 +276,13 @@ gauge(
  * Counts a refusal of `POST /v1/f/:publicKey` by its answer's status and reason
  * (routes/ingest.ts's countIngestAnswer; acceptances are counted by countAccepted).
  */
-export function countRefused(status: number, reason: string): void {
+export function countRefused(status: number, reason: RefusalReason): void {
   refused(String(status), reason);
 }
 
-/** Counts a submission answered 202 (a honeypot one as refused with 202). */
+/** Counts a submission answered 202 (one caught as spam as refused with 202). */
 export function countAccepted(formId: string, spam: boolean): void {
-  if (spam) refused("202", "honeypot");
+  if (spam) refused("202", "spam");
   else if (perForm) submissionsAccepted.labels(formId).inc();
   else acceptedCount++;
 }
@@ -292,7 +294,7 @@ function reportAccepted() {
 }
 
 /** Counts a refusal (`by` 0: only makes its series exist). */
-function refused(status: string, reason: string, by = 1) {
+function refused(status: string, reason: RefusalReason, by = 1) {
   const key = `${status} ${reason}`;
   let child = refusedChildren.get(key);
   if (child === undefined) {
@@ -306,12 +308,12 @@ function refused(status: string, reason: string, by = 1) {
  * 0, so rate() and alerts see them before the first one (the 405 and 500 of any route
  * only when they happen).
  */
-export function openRefusalSeries(refusals: { status: number; reason: string }[]): void {
+export function openRefusalSeries(refusals: { status: number; reason: RefusalReason }[]): void {
   for (const { status, reason } of refusals) {
     if (status !== 405 && status !== 500) refused(String(status), reason, 0);
   }
 }
-refused("202", "honeypot", 0);
+refused("202", "spam", 0);
 
 /** Puts a submission's id on the request's span (the runtime's, with OTEL_DENO=true). */
 export function traceSubmission(submissionId: string): void {

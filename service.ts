@@ -17,7 +17,6 @@ import { type BodyGate, createBodyGate } from "./ingest/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
 import { recordHealth } from "./store/destination_health.ts";
-import { indexUnindexedRecords } from "./store/destination_index.ts";
 import { observeService } from "./metrics.ts";
 import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
@@ -65,9 +64,6 @@ export async function startService(
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
   const queues = options.queues ?? (config.kvQueues && kvHasQueues(config.kvPath));
   const db = await openDb(config.kvPath, await createSealer(sealingKey), { queues });
-  // Once per KV: jobs stored by versions before the by-destination indexes get theirs.
-  const indexed = await indexUnindexedRecords(db);
-  if (indexed > 0) logger.info("indexed earlier jobs by destination", { count: indexed });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
   // One budget for deliveries and test sends alike.
   const outbound = createOutboundBudget(db, config);

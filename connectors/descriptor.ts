@@ -1,7 +1,8 @@
 /**
  * What a destination type is, in one descriptor (modelled on Hookdeck Outpost's
  * destregistry): the schema its API documentation shows, where a config delivers
- * (without secrets), which of its fields are secrets, how its connector is built, and
+ * (without secrets) and which hosts it names, which of its fields are secrets, how its
+ * connector is built (with what it can do besides delivering: mail sending), and
  * what the console needs to render its editor (labels, kinds of input, a "where do I
  * get this" line), served to the console by `GET /deployment`. Each connector module
  * exports its descriptor; connectors/registry.ts lists them.
@@ -84,16 +85,38 @@ export interface ConsoleEditor {
   requires?: "platformRelay";
 }
 
+/**
+ * What kind of service a type reaches, which the console groups its types by: HTTP
+ * receivers, then email, then the chat services (DESTINATION_GROUPS' order).
+ */
+export type DestinationGroup = "http" | "email" | "chat";
+
+/** The groups in the order a person picks types in. */
+export const DESTINATION_GROUPS: readonly DestinationGroup[] = ["http", "email", "chat"];
+
+/** A host a config connects to, and the config field that names it. */
+export interface ConfigHost {
+  /** The field, as a validation issue's path (`config.url`). */
+  path: string;
+  host: string;
+}
+
 /** A destination type in one place. */
-export interface DestinationDescriptor<C = unknown> {
+export interface DestinationDescriptor<C = unknown, T extends string = string> {
   /** The name the API's `type` takes. */
-  type: string;
+  type: T;
   /** The type's name as people know it ("Slack"). */
   label: string;
+  group: DestinationGroup;
   /** The config as the API documentation shows it (usually the validating schema). */
   docSchema: z.ZodType;
   /** Where a stored config delivers, for the CLI, the outbound budget and logs. */
   target(config: Record<string, unknown>): DestinationTarget;
+  /**
+   * The hosts a config names that the service connects to, for the private-address check
+   * when it is saved (a host the deployment sets, such as Telegram's API, is not one).
+   */
+  hosts(config: Record<string, unknown>): ConfigHost[];
   /** Config fields that are secrets, and how admin answers show them. */
   secrets: Record<string, SecretKind>;
   /** The console's editors of this type. */
@@ -131,6 +154,14 @@ const text = (value: unknown) => typeof value === "string" ? value : String(valu
 /** An HTTP destination's method and `scheme://host[:port]` (its path and query may hold secrets). */
 export function httpTarget(config: Record<string, unknown>): DestinationTarget {
   return { method: text(config.method ?? "POST"), url: urlOrigin(text(config.url)) };
+}
+
+/** An HTTP destination's host: its `url`'s, when it parses. */
+export function urlHosts(config: Record<string, unknown>): ConfigHost[] {
+  const { url } = config;
+  return typeof url === "string" && URL.canParse(url)
+    ? [{ path: "config.url", host: new URL(url).hostname }]
+    : [];
 }
 
 /** Why an edit's secret could not be kept: the field and a message for the caller. */

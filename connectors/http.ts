@@ -36,8 +36,8 @@ type SendRequest = (url: URL, init: HttpRequestInit) => Promise<Response>;
 /**
  * Request headers for a JSON delivery: `extra` first, then Content-Type and User-Agent over
  * them. A plain record with lower-case names (two names differing only in case are
- * joined, as in a `Headers`): `fetch` takes it in a few µs less than a `Headers` object,
- * which it converts field by field.
+ * joined, as in a `Headers`): `fetch` takes it as it is, where it converts a `Headers`
+ * object field by field.
  */
 export function jsonRequestHeaders(extra: Record<string, string> = {}): Record<string, string> {
   // No prototype: a header may be named "toString" or "__proto__".

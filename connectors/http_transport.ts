@@ -9,16 +9,10 @@
  *   address it answered; TLS still verifies the certificate against the name (SNI too).
  *   A pooled connection is reused without a look-up, so there is no DNS query per delivery.
  *
- * Why this way, measured on Deno 2.9.6: `Deno.createHttpClient` has no resolver option;
- * its `proxy: { transport: "tcp" }` pins plain HTTP (Host kept, keep-alive) but speaks
- * no TLS to https URLs ("invalid HTTP version parsed"). An IP-literal URL with a Host
- * header (`allowHost`) verifies the certificate against the IP, not the name. The npm
- * `request-filtering-agent@3.2.0` pins through the socket's look-up too, but throws
- * outside the request (uncaught) for a private IP literal, has its own address list and
- * no injectable resolver. `node:https` honours a `lookup` (per agent or request), verifies
- * the name ("Hostname/IP does not match certificate's altnames"), keeps connections alive
- * (3 requests, 1 connection) and ran at about fetch's speed on loopback (HTTP 25 k vs
- * 23 k req/s, HTTPS 17.5 k vs 15-16 k; 32 concurrent, noisy shared machine).
+ * Why `node:https`: of the ways weighed on Deno 2.9.6, it alone connects to an address
+ * of our choosing and still verifies the certificate against the name, keeping
+ * connections alive at about `fetch`'s speed (the others, and the figures, in
+ * docs/design.md, "HTTP deliveries connect to the approved address").
  * One difference: `node:https` trusts the bundled roots (`tls.rootCertificates`) and not
  * `DENO_CERT`, which `fetch` honours; a private CA matters for private destinations, and
  * those need ALLOW_PRIVATE_DESTINATIONS=true, which keeps them on `fetch`.

@@ -8,7 +8,7 @@
 import type { Config } from "../config.ts";
 import { createHttpTransport } from "./http_transport.ts";
 import { createOutboundGuard } from "./outbound_guard.ts";
-import { DESCRIPTORS, DESTINATION_TYPES, type DestinationType } from "./registry.ts";
+import { DESCRIPTORS, type DestinationType } from "./registry.ts";
 import type { Connector } from "./types.ts";
 
 /** The connectors of every destination type, closable as a whole. */
@@ -22,9 +22,9 @@ export function createConnectors(config: Config, options: { caCerts?: string[] }
   const deps = { config, http, guard, caCerts: options.caCerts };
   const closers: (() => void)[] = [() => transport.close()];
   const connectors = Object.fromEntries(
-    DESTINATION_TYPES.map((
-      type,
-    ) => [type, DESCRIPTORS[type].create(deps, (close) => closers.unshift(close))]),
+    DESCRIPTORS.map((
+      descriptor,
+    ) => [descriptor.type, descriptor.create(deps, (close) => closers.unshift(close))]),
   ) as Record<DestinationType, Connector>;
   return {
     ...connectors,

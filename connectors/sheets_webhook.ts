@@ -11,6 +11,7 @@ import {
   httpTarget,
   redactSecrets,
   type SecretKind,
+  urlHosts,
 } from "./descriptor.ts";
 import type { Connector } from "./types.ts";
 
@@ -31,11 +32,16 @@ const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 const SHEETS_SECRETS: Record<string, SecretKind> = { url: "url", authHeader: "value" };
 
 /** The spreadsheet script web app destination type. */
-export const sheetsWebhookDestination: DestinationDescriptor<SheetsWebhookConfig> = {
+export const sheetsWebhookDestination: DestinationDescriptor<
+  SheetsWebhookConfig,
+  "sheets_webhook"
+> = {
   type: "sheets_webhook",
   label: "Spreadsheet app",
+  group: "http",
   docSchema: sheetsWebhookConfigSchema,
   target: httpTarget,
+  hosts: urlHosts,
   preview: (envelope) => envelope,
   secrets: SHEETS_SECRETS,
   editors: [{

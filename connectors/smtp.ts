@@ -3,16 +3,16 @@ import { humanMessages } from "../validation_messages.ts";
 import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
 import { buildMessage, type MailMessage, renderSubject } from "./smtp/message.ts";
-import {
-  describeRejected,
-  type SendResult,
-  SmtpConnection,
-  SmtpError,
-  type SmtpRelay,
-} from "./smtp/client.ts";
+import { describeRejected, type SendResult, SmtpConnection, SmtpError } from "./smtp/client.ts";
 import type { OutboundGuard } from "./outbound_guard.ts";
 import { RelayGate, SmtpPool } from "./smtp/pool.ts";
-import { type Connector, DeliveryError, type DeliveryReceipt } from "./types.ts";
+import {
+  type Connector,
+  DeliveryError,
+  type DeliveryReceipt,
+  type MailRoute,
+  type MailSender,
+} from "./types.ts";
 import {
   type ConsoleField,
   type DestinationDescriptor,
@@ -146,12 +146,16 @@ const SMTP_COMMON_FIELDS: ConsoleField[] = [
 ];
 
 /** The SMTP destination type: Variant A (the tenant's relay) and Variant B (the platform's). */
-export const smtpDestination: DestinationDescriptor<SmtpConfig> = {
+export const smtpDestination: DestinationDescriptor<SmtpConfig, "smtp"> = {
   type: "smtp",
   label: "Email",
+  group: "email",
   // Told apart by `host` (Variant A) or its absence (Variant B, the platform relay).
   docSchema: z.union([smtpRelayConfigSchema, smtpPlatformConfigSchema]),
   target: smtpTarget,
+  // Variant A's relay; Variant B's is the deployment's.
+  hosts: (config) =>
+    typeof config.host === "string" ? [{ path: "config.host", host: config.host }] : [],
   preview: (envelope, config) => ({
     subject: renderSubject(
       typeof config.subjectTemplate === "string" && config.subjectTemplate !== ""
@@ -230,7 +234,7 @@ const SLOW_DOWN_CODES = new Set([421, 451]);
  */
 export function createSmtpConnector(
   deps: SmtpConnectorDeps,
-): Connector<SmtpConfig> & MailSender & { close(): void } {
+): Connector<SmtpConfig> & { mail: MailSender<SmtpConfig>; close(): void } {
   const pool = new SmtpPool({
     idleMs: deps.idleMs ?? DEFAULT_IDLE_MS,
     maxIdlePerKey: MAX_IDLE_PER_RELAY,
@@ -337,32 +341,12 @@ export function createSmtpConnector(
       });
     },
 
-    sendMail,
+    mail: { sendMail },
 
     close() {
       pool.close();
     },
   };
-}
-
-/**
- * Sends a message of the caller's making through a config's relay (the confirmation to
- * a visitor uses it: its message is not a submission's).
- */
-export interface MailSender {
-  sendMail(
-    config: SmtpConfig,
-    options: { build: (route: MailRoute) => MailMessage; signal: AbortSignal },
-  ): Promise<DeliveryReceipt>;
-}
-
-/** Where a config's mail goes: the relay, the layout of its variant, sender and recipients. */
-export interface MailRoute {
-  relay: SmtpRelay;
-  layout: "plain" | "alternative";
-  from: string;
-  to: string[];
-  subjectTemplate: string;
 }
 
 /** Variant A sends through the destination's relay, Variant B through the platform's. */

@@ -1,6 +1,8 @@
 import type { z } from "zod";
 import type { SubmissionEnvelope } from "../submission.ts";
 import { redactUrls } from "../redact.ts";
+import type { SmtpRelay } from "./smtp/client.ts";
+import type { MailMessage } from "./smtp/message.ts";
 
 /** One attempt to hand a submission to one destination. */
 export interface DeliveryRequest<C> {
@@ -123,6 +125,31 @@ export interface Connector<C = unknown> {
   redact(config: C): C;
   /** Delivers one envelope; resolves on success, throws DeliveryError on failure. */
   deliver(request: DeliveryRequest<C>): Promise<DeliveryReceipt>;
+  /**
+   * Mail sending, for the types that send mail (SMTP): a message of the caller's making
+   * through a config's relay. The confirmation to a visitor uses it.
+   */
+  mail?: MailSender<C>;
+}
+
+/**
+ * Sends a message of the caller's making through a config's relay (the confirmation to
+ * a visitor uses it: its message is not a submission's).
+ */
+export interface MailSender<C = unknown> {
+  sendMail(
+    config: C,
+    options: { build: (route: MailRoute) => MailMessage; signal: AbortSignal },
+  ): Promise<DeliveryReceipt>;
+}
+
+/** Where a config's mail goes: the relay, the layout of its variant, sender and recipients. */
+export interface MailRoute {
+  relay: SmtpRelay;
+  layout: "plain" | "alternative";
+  from: string;
+  to: string[];
+  subjectTemplate: string;
 }
 
 /** Secret values in admin answers other than the one that stored them. */

@@ -10,6 +10,7 @@ import {
   httpTarget,
   redactSecrets,
   type SecretKind,
+  urlHosts,
 } from "./descriptor.ts";
 import type { Connector } from "./types.ts";
 
@@ -48,11 +49,13 @@ const WEBHOOK_SECRETS: Record<string, SecretKind> = {
 };
 
 /** The webhook destination type. */
-export const webhookDestination: DestinationDescriptor<WebhookConfig> = {
+export const webhookDestination: DestinationDescriptor<WebhookConfig, "webhook"> = {
   type: "webhook",
   label: "Webhook",
+  group: "http",
   docSchema: webhookConfigSchema,
   target: httpTarget,
+  hosts: urlHosts,
   preview: (envelope) => envelope,
   secrets: WEBHOOK_SECRETS,
   editors: [{

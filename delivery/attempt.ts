@@ -24,7 +24,6 @@ import type { ClaimedJob } from "../store/job_record.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
 import { createConfirmationAttempt } from "./confirmation.ts";
 import { CONFIRMATION_DESTINATION_ID } from "../rules/confirmation.ts";
-import type { MailSender } from "../connectors/smtp.ts";
 
 /**
  * What an attempt came to: the connector's result; held (the destination is paused); or
@@ -119,7 +118,7 @@ export function createJobAttempts(
   // A submission's confirmation to its visitor is a job of its own (delivery/confirmation.ts).
   const confirmation = createConfirmationAttempt({
     db,
-    mail: connectors.smtp as Connector & MailSender,
+    mail: connectors.smtp.mail,
     outbound,
   });
 

@@ -3,15 +3,14 @@
  * sealed envelope's first chunk, so that claiming one needs no KV read (the claim's
  * versionstamp check proves the job unchanged since). A job without a hint is claimed
  * with a read, so a dropped hint costs a read and nothing else; that read waits behind
- * the commits on KV's one SQLite thread, and skipping it made `bench:deliver` about a
- * quarter faster when every job of its batch had a hint.
+ * the commits on KV's one SQLite thread, which is why hints pay (docs/design.md, "Claim
+ * hints for every waiting job").
  *
  * Hints are bounded twice: in jobs (at most the jobs the dispatcher holds in memory,
  * so no hint is dropped before its job's turn; the engine sets the bound) and in
  * envelope bytes (a hint keeps its envelope's buffer, up to hundreds of KB for a large
  * submission). One entry serves all the jobs of a submission, which differ only in
- * their destination: about 860 bytes of heap for a submission of two jobs, where a
- * record per job took about 750 each.
+ * their destination, so a submission's jobs cost little more heap than one of them.
  *
  * @module
  */

@@ -87,12 +87,10 @@ export interface Dispatcher {
 /**
  * Jobs that gave their slot back and are still recording their result, at most, before
  * new ones wait: the KV's commit cycle, not the slots, bounds how many results wait to be
- * written. It was two per slot with 32 slots; with the slots sized for receivers that
- * take their time (DELIVERY_CONCURRENCY 1024), two per slot would let an instant
- * receiver under a flood keep 2 000 jobs and their envelopes in memory. At 64, results
- * waiting for the commit under way and the next one left slots idle: the 64 deliveries
- * in flight that two instant receivers are paced to fell to 30–60 at times with
- * 20 000 submissions waiting; at 256 they stayed at 64, and 1 024 did no better.
+ * written. Not a share of the slots, which are sized for receivers that take their time:
+ * an instant receiver under a flood would keep thousands of jobs and their envelopes in
+ * memory. Enough that the results waiting for the commit under way and the next leave no
+ * slot idle (how 256 was chosen: docs/design.md).
  */
 export const MAX_RECORDING = 256;
 /**
@@ -113,10 +111,9 @@ function count(counts: Map<string, number>, key: string, delta: number) {
 }
 
 /**
- * A set of jobs, grouped by submission: each submission's destination ids in one array.
- * With a string key a job ("submission/destination") a waiting job took 205 bytes of
- * heap here, with this 131 (two jobs a submission), and a raised backlog bound holds
- * 100 000 jobs and more.
+ * A set of jobs, grouped by submission: each submission's destination ids in one array,
+ * which takes less heap than a string key a job ("submission/destination"; see
+ * docs/design.md), and a raised backlog bound holds 100 000 jobs and more.
  */
 function createJobSet() {
   const bySubmission = new Map<string, string[]>();
@@ -154,7 +151,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   // organization (a destination) that was served moves to the back, so freed slots go
   // round-robin, never back to whoever is first in line. A destination's line is a
   // deque: an array's shift() copies the whole array once it holds more than about
-  // 16 000 jobs, which a raised backlog bound allows (11 µs a job in bench:deliver).
+  // 16 000 jobs, which a raised backlog bound allows.
   const waiting = new Map<string, Map<string, Denque<JobRef>>>();
   // Slots held per destination and per organization.
   const running = new Map<string, number>();

@@ -1,7 +1,7 @@
 /**
  * The delivery engine of one process: the wiring of the queue, the sweep and the
  * timers to the dispatcher (which job runs next), the claim (a versionstamp check, with
- * or without a read), the attempt (attempt.ts) and the outcome step (outcome.ts).
+ * or without a read), the attempt (attempt.ts) and the outcome step (apply_result.ts).
  * Queue messages and the sweep only wake jobs; the job in KV is the truth, so a lost
  * or duplicate wake-up does no harm.
  *
@@ -23,7 +23,7 @@ import { createClaimHints } from "./claim_hints.ts";
 import { createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
-import { createOutcomeStep } from "./outcome.ts";
+import { createOutcomeStep } from "./apply_result.ts";
 import { createPace, type PaceSignal, type PaceView, signalOf } from "./pace.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createShareExchange } from "../store/process_shares.ts";
@@ -101,7 +101,7 @@ export const PACE_SYNC_MS = 1000;
 const QUICK_SYNC_MS = 50;
 /**
  * Claim hints kept at most: the jobs of a full default backlog. A bound raised past it
- * (bench:ingest holds a 10 s burst's 200 000 jobs) does not take the hints' memory with it.
+ * (to hold a 10 s burst's 200 000 jobs, say) does not take the hints' memory with it.
  */
 const MAX_HINTS = 20_000;
 /**
@@ -122,8 +122,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   // in beyond it from the sweep or the queue (a restart, other processes) waits in KV.
   const maxWaiting = config.backlog.maxJobs;
   // Jobs this process just wrote (see wakeStored), as many as may wait up to MAX_HINTS: a
-  // claim without a hint reads the job first. Hints for a third of bench:deliver's batch gave 3 571-3 961
-  // deliveries/s, for all of it 4 916-5 196 (alternating runs).
+  // claim without a hint reads the job first (docs/design.md, "Claim hints for every
+  // waiting job").
   const hints = createClaimHints({
     maxHints: Math.min(maxWaiting, MAX_HINTS),
     maxBytes: MAX_HINT_BYTES,

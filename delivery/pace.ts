@@ -140,10 +140,10 @@ const FIRST_RATE = 1;
 export const RATE_FORGET_MS = 10 * 60_000;
 /**
  * Deliveries a second one destination is given room for: more than a process delivers to
- * one receiver (bench:receivers: about 1 200 a second). Concurrency grows no further than
- * this rate needs at the destination's lowest latency (Little's law), and no lower than
- * MIN_CEILING: more in flight to a receiver that answers at once buys no speed, only
- * memory, while one answering in 100 ms needs 150 in flight for it.
+ * one receiver (docs/design.md, "Figures behind the code's limits"). Concurrency grows no
+ * further than this rate needs at the destination's lowest latency (Little's law), and
+ * no lower than MIN_CEILING: more in flight to a receiver that answers at once buys no
+ * speed, only memory, while one answering in 100 ms needs 150 in flight for it.
  */
 export const RATE_CEILING = 1500;
 /** Deliveries in flight a destination may always grow to (two rounds of slow start). */

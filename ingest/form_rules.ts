@@ -42,8 +42,8 @@ const LANE_RETRY_AFTER_SECONDS = 1;
 /**
  * How long that refusal is held before it is sent. Answered at once, a flood's clients
  * post again at once, and the thread goes to reading and parsing their bodies only to
- * refuse them (another organization's p99 went to 0.9–1.5 s in bench:rules-flood). Held,
- * each connection gets one refusal a second, as for a full backlog.
+ * refuse them, at other organizations' expense (docs/design.md, "Figures behind the
+ * code's limits"). Held, each connection gets one refusal a second, as for a full backlog.
  */
 const LANE_REFUSAL_DELAY_MS = 1_000;
 

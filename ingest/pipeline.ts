@@ -7,8 +7,8 @@
  */
 import type { Context } from "hono";
 import { countAccepted, countSpamCaught, traceSubmission } from "../metrics.ts";
-import type { AppDeps } from "../routes/env.ts";
-import { bodyTimingOf } from "../routes/env.ts";
+import type { AppDeps } from "../routes/app_deps.ts";
+import { bodyTimingOf } from "../routes/app_deps.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter } from "../store/rate_limit.ts";

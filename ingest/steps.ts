@@ -53,9 +53,8 @@ const BACKLOG_RETRY_AFTER_SECONDS = 10;
 /**
  * How long a submission that finds the backlog full waits for room before it is
  * refused. A spike is absorbed at the pace deliveries free room; and a flood that
- * outlasts it gets one refusal a second per connection: answered at once, 50
- * connections drew 26 000 refusals a second, which took the thread deliveries need
- * (they fell to 160/s).
+ * outlasts it gets one refusal a second per connection: answered at once, its refusals
+ * would take the thread deliveries need (docs/delivery.md).
  */
 const BACKLOG_WAIT_MS = 1_000;
 

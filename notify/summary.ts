@@ -9,7 +9,8 @@
 import type { Db } from "../store/db.ts";
 import { listForms } from "../store/forms.ts";
 import { countOutcomes } from "../store/notifications.ts";
-import { readRefusals, REFUSAL_REASONS } from "../store/refusals.ts";
+import { FORM_REFUSAL_REASONS } from "../refusal_reasons.ts";
+import { readRefusals } from "../store/refusals.ts";
 
 const DAY_MS = 86_400_000;
 
@@ -40,7 +41,7 @@ export async function summaryFigures(
   period: { from: number; to: number; days: number },
 ): Promise<Record<string, number>> {
   const figures: Record<string, number> = { accepted: 0, delivered: 0, failed: 0 };
-  for (const reason of REFUSAL_REASONS) figures[`refused_${reason}`] = 0;
+  for (const reason of FORM_REFUSAL_REASONS) figures[`refused_${reason}`] = 0;
   for (const form of await listForms(db, orgId)) {
     const outcomes = await countOutcomes(db, form.id, period);
     figures.accepted += outcomes.submissions;
@@ -48,7 +49,7 @@ export async function summaryFigures(
     figures.failed += outcomes.failed;
     const days = await readRefusals(db, form.id, { days: period.days, now: period.to - 1 });
     for (const counts of days) {
-      for (const reason of REFUSAL_REASONS) figures[`refused_${reason}`] += counts[reason];
+      for (const reason of FORM_REFUSAL_REASONS) figures[`refused_${reason}`] += counts[reason];
     }
   }
   // Spam and "sent nowhere" are named as the owner reads them; the rest are refusals.

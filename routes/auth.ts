@@ -2,7 +2,7 @@ import { createMiddleware } from "hono/factory";
 import { authenticateTenantKey } from "../store/orgs.ts";
 import type { Db } from "../store/db.ts";
 import { ApiError } from "./http.ts";
-import type { AdminEnv } from "./env.ts";
+import type { AdminEnv } from "./app_deps.ts";
 import { ERRORS } from "./errors.ts";
 
 /** Admin authentication: an active `sk_` key in `x-tenant-key` (spec section 5). */

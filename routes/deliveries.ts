@@ -17,7 +17,7 @@ import {
 } from "../store/redelivery.ts";
 import { sendNow } from "../store/send_now.ts";
 import type { DeliveryOutcome } from "../store/outcomes.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
 import { ERRORS, type ErrorSpec } from "./errors.ts";

@@ -9,7 +9,7 @@
 import { Hono } from "hono";
 import { consoleDestinationTypes } from "../connectors/registry.ts";
 import { captchaProviderOf } from "../ingest/captcha.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { refuseOtherMethods } from "./http.ts";
 
 /** The answer of `GET /deployment` for a configuration. */

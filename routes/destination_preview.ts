@@ -8,10 +8,10 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { DESCRIPTORS, DESTINATION_TYPES } from "../connectors/registry.ts";
+import { descriptorOf, DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import { templateSchema } from "../template.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { readValidJson, refuseOtherMethods, validate } from "./http.ts";
 
@@ -58,7 +58,7 @@ export function destinationPreviewRoutes({ db }: AppDeps) {
     const { type, config } = await readValidJson(c, destinationPreviewSchema);
     validate(templates, config, ["config"]);
     const sample = sampleEnvelope(form);
-    return c.json({ ok: true, sample, message: DESCRIPTORS[type].preview(sample, config) });
+    return c.json({ ok: true, sample, message: descriptorOf(type).preview(sample, config) });
   });
   refuseOtherMethods(router, "/forms/:id/destinations/preview");
   return router;

@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { literalHostRefusal } from "../connectors/outbound_guard.ts";
 import { keepStoredSecrets, secretsSet } from "../connectors/descriptor.ts";
-import { DESCRIPTORS, DESTINATION_TYPES } from "../connectors/registry.ts";
+import { descriptorOf, DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine, DestinationPace } from "../delivery/engine.ts";
 import {
@@ -23,7 +23,7 @@ import {
 } from "../store/destinations.ts";
 import { redeliver } from "../store/redelivery.ts";
 import { conditionsSchema } from "../rules/routing.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
 import { ERRORS } from "./errors.ts";
@@ -59,16 +59,16 @@ export const MAX_CONFIG_BYTES = 40 * 1024;
 /**
  * Refuses at save a config whose URL or host is a private address this deployment will
  * not deliver to (ALLOW_PRIVATE_DESTINATIONS unset): the tenant learns it, and what allows
- * it, at once instead of at the first delivery. Names are checked when delivering.
+ * it, at once instead of at the first delivery. The type's descriptor names the hosts;
+ * names are checked when delivering.
  */
-function refusePrivateHosts(config: unknown, allowPrivate: boolean): void {
-  const fields = (config ?? {}) as Record<string, unknown>;
-  const hosts: [string, string][] = [];
-  if (typeof fields.url === "string" && URL.canParse(fields.url)) {
-    hosts.push(["config.url", new URL(fields.url).hostname]);
-  }
-  if (typeof fields.host === "string") hosts.push(["config.host", fields.host]);
-  const issues = hosts.flatMap(([path, host]) => {
+function refusePrivateHosts(
+  type: DestinationType,
+  config: unknown,
+  allowPrivate: boolean,
+): void {
+  const hosts = descriptorOf(type).hosts((config ?? {}) as Record<string, unknown>);
+  const issues = hosts.flatMap(({ path, host }) => {
     const message = literalHostRefusal(host, allowPrivate);
     return message === null ? [] : [{ path, message }];
   });
@@ -113,9 +113,8 @@ function destinationView(
 
 /** The secret fields a destination has stored, so a client knows signing or auth is on. */
 function secretsOf(destination: Destination): string[] {
-  const descriptor = DESCRIPTORS[destination.type];
   const config = destination.config as Record<string, unknown> | null;
-  return descriptor && config ? secretsSet(config, descriptor.secrets) : [];
+  return config ? secretsSet(config, descriptorOf(destination.type).secrets) : [];
 }
 
 /** A destination's pace in this process, with its hold as a time. */
@@ -151,7 +150,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     const config = storable(
       validate(connectors[input.type].configSchema, input.config, ["config"]),
     );
-    refusePrivateHosts(config, allowPrivate);
+    refusePrivateHosts(input.type, config, allowPrivate);
     try {
       const destination = await addDestination(db, form, { ...input, config });
       if (destination === null) throw new ApiError(ERRORS.formNotFound);
@@ -197,7 +196,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
       const current = await getDestination(db, form.id, destId);
       if (current === null) throw new ApiError(ERRORS.destinationNotFound);
       // Secrets the edit leaves out or sends as shown are kept (CONTRACT "Edits keep stored secrets").
-      const { secrets } = DESCRIPTORS[current.type];
+      const { secrets } = descriptorOf(current.type);
       const stored = current.config as Record<string, unknown>;
       const merged = keepStoredSecrets(patch.config, stored, secrets);
       if (merged.issues.length > 0) {
@@ -206,7 +205,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
       config = storable(
         validate(connectors[current.type].configSchema, merged.config, ["config"]),
       );
-      refusePrivateHosts(config, allowPrivate);
+      refusePrivateHosts(current.type, config, allowPrivate);
     }
     const updated = await updateDestination(db, form.id, destId, {
       config,

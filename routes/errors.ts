@@ -1,7 +1,8 @@
 /**
  * The catalogue of error answers: every status and exact text the service answers
  * with (the spec's and CONTRACT's texts, unchanged), and, for the refusals of a
- * submission, the reason metrics count it under.
+ * submission, its reason (refusal_reasons.ts), which metrics and the form's refusal counts
+ * count it under.
  *
  * Routes throw these (`new ApiError(ERRORS.formNotFound)`), routes/openapi.ts lists
  * them per operation, and routes/ingest.ts counts a refusal by the error thrown, so the
@@ -10,29 +11,13 @@
  * @module
  */
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-
-/** The `reason` label of `formrelay_submissions_refused_total`. */
-export type RefusalReason =
-  | "size"
-  | "type"
-  | "not_found"
-  | "origin"
-  | "rate_limit"
-  | "captcha"
-  | "captcha_unavailable"
-  | "invalid"
-  | "body_timeout"
-  | "busy"
-  | "backlog"
-  | "store_failed"
-  | "method"
-  | "error";
+import type { RefusalReason } from "../refusal_reasons.ts";
 
 /** One error answer: its status, its exact text and, for a refused submission, why. */
 export interface ErrorSpec {
   readonly status: ContentfulStatusCode;
   readonly text: string;
-  /** Set on the answers ingestion can give; metrics count a refusal by it. */
+  /** Set on the answers ingestion can give; a refusal is counted by it. */
   readonly reason?: RefusalReason;
 }
 

@@ -10,7 +10,7 @@ import {
   updateForm,
 } from "../store/forms.ts";
 import type { Db } from "../store/db.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { ApiError, readValidJson, refuseOtherMethods } from "./http.ts";
 import { ERRORS } from "./errors.ts";
 import { spamRulesSchema } from "../rules/spam.ts";

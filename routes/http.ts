@@ -3,7 +3,8 @@ import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { z } from "zod";
 import { humanMessages } from "../validation_messages.ts";
-import type { ErrorSpec, RefusalReason } from "./errors.ts";
+import type { RefusalReason } from "../refusal_reasons.ts";
+import type { ErrorSpec } from "./errors.ts";
 import { ERRORS } from "./errors.ts";
 
 /** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
@@ -15,7 +16,7 @@ export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
  */
 export class ApiError extends HTTPException {
   readonly details: Record<string, unknown>;
-  /** Why a submission was refused, for metrics (the catalogue's reason). */
+  /** Why a submission was refused (the catalogue's reason), for the refusal counts. */
   readonly reason: RefusalReason | undefined;
   constructor(error: ErrorSpec, details: Record<string, unknown> = {}) {
     super(error.status, { message: error.text });

@@ -6,9 +6,9 @@
  * @module
  */
 import { type Context, Hono } from "hono";
-import type { AppDeps } from "./env.ts";
+import type { AppDeps } from "./app_deps.ts";
 import type { FormRecord } from "../store/forms.ts";
-import type { RefusalReason } from "../store/refusals.ts";
+import { isFormRefusalReason } from "../refusal_reasons.ts";
 import { ApiError, declaredLength, refuseOtherMethods } from "./http.ts";
 import { bodyKind } from "../ingest/parse.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "../ingest/pages.ts";
@@ -43,22 +43,6 @@ function setCorsHeaders(c: Context, allow: string | null) {
   if (allow === null) return;
   c.header("Access-Control-Allow-Origin", allow);
   if (allow !== "*") c.header("Vary", "Origin");
-}
-
-/** What a refusal of a known form is counted as for its tenant (refusals.ts), or null. */
-function refusalReason(error: ApiError): RefusalReason | null {
-  switch (error.reason) {
-    case "origin":
-    case "captcha":
-    case "captcha_unavailable":
-    case "size":
-    case "invalid":
-      return error.reason;
-    case "rate_limit":
-      return "rate";
-    default:
-      return null;
-  }
 }
 
 /** The 202 answer's note when a form has no enabled destination (counted as "nowhere"). */
@@ -118,8 +102,11 @@ export function ingestRoutes(deps: AppDeps) {
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       if (seen.formId !== null) {
-        const reason = refusalReason(error);
-        if (reason !== null) pipeline.refusals.count(seen.formId, reason);
+        // A known form's refusals its tenant should see (refusal_reasons.ts) are counted for it.
+        const { reason } = error;
+        if (reason !== undefined && isFormRefusalReason(reason)) {
+          pipeline.refusals.count(seen.formId, reason);
+        }
       }
       const retryAfter = error.details.retryAfter;
       if (typeof retryAfter === "number") c.header("Retry-After", String(retryAfter));

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { rotateTenantKey } from "../store/orgs.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { ApiError, refuseOtherMethods } from "./http.ts";
 import { ERRORS } from "./errors.ts";
 

@@ -8,7 +8,7 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";
-import type { AdminEnv } from "./env.ts";
+import type { AdminEnv } from "./app_deps.ts";
 import { ERRORS, type ErrorSpec } from "./errors.ts";
 import { ApiError } from "./http.ts";
 

@@ -23,7 +23,7 @@ import {
   queueTest,
   testEvent,
 } from "../store/notifications.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
 import { tooManyRequests } from "./limits.ts";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";

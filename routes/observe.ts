@@ -11,7 +11,7 @@ import { Hono } from "hono";
 import { describeError } from "../log.ts";
 import { registry } from "../metrics.ts";
 import { probeKvWrite } from "../store/db.ts";
-import type { AppDeps } from "./env.ts";
+import type { AppDeps } from "./app_deps.ts";
 import { ApiError, errorBody } from "./http.ts";
 import { ERRORS } from "./errors.ts";
 

@@ -25,7 +25,7 @@ import {
   notificationSettingsSchema,
   notificationSettingsView,
 } from "./notifications.ts";
-import { REFUSAL_REASONS } from "../store/refusals.ts";
+import { FORM_REFUSAL_REASONS } from "../refusal_reasons.ts";
 import { emptyBody, refuseOtherMethods } from "./http.ts";
 import { conditionsSchema } from "../rules/routing.ts";
 import { SPAM_RULES, spamRulesSchema, TIME_TRAP_FIELD } from "../rules/spam.ts";
@@ -34,12 +34,12 @@ import { CONFIRMATION_DESTINATION_ID, confirmationSchema } from "../rules/confir
 /** The destination create body: the route's schema with `config` per type. */
 const destinationCreateBody = z.discriminatedUnion(
   "type",
-  DESTINATION_TYPES.map((type) =>
-    destinationCreateSchema.extend({ type: z.literal(type), config: DESCRIPTORS[type].docSchema })
+  DESCRIPTORS.map(({ type, docSchema }) =>
+    destinationCreateSchema.extend({ type: z.literal(type), config: docSchema })
   ) as unknown as [z.ZodObject, ...z.ZodObject[]],
 );
 
-const anyConfig = z.union(DESTINATION_TYPES.map((type) => DESCRIPTORS[type].docSchema));
+const anyConfig = z.union(DESCRIPTORS.map(({ docSchema }) => docSchema));
 
 const destinationPatchBody = destinationPatchSchema.extend({
   config: anyConfig.optional().meta({
@@ -487,7 +487,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       method: "get",
       path: "/v1/admin/forms/{id}/refusals",
       summary: "What never reached the form's destinations, per UTC day and reason " +
-        "(origin, captcha, captcha_unavailable: the captcha service gave no verdict, rate, " +
+        "(origin, captcha, captcha_unavailable: the captcha service gave no verdict, rate_limit, " +
         "size, invalid, spam, nowhere: accepted with no enabled destination)",
       tag: "Admin: forms",
       admin: true,
@@ -499,7 +499,9 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
             ok,
             days: z.array(z.strictObject({
               day: z.string().meta({ description: "YYYY-MM-DD (UTC)" }),
-              ...Object.fromEntries(REFUSAL_REASONS.map((reason) => [reason, z.number().int()])),
+              ...Object.fromEntries(
+                FORM_REFUSAL_REASONS.map((reason) => [reason, z.number().int()]),
+              ),
               spamByRule: ruleCounts.meta({
                 description: "`spam` by the rule that caught it; the honeypot's are the rest. " +
                   "no_page_token: the page sent no page token (update its snippet)",

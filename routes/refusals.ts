@@ -7,7 +7,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { readRefusals } from "../store/refusals.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { refuseOtherMethods, validate } from "./http.ts";
 

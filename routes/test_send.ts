@@ -15,7 +15,7 @@ import { createTokenBuckets } from "../delivery/token_buckets.ts";
 import { claimTestSend } from "../store/test_sends.ts";
 import { type Destination, getDestination } from "../store/destinations.ts";
 import type { FormRecord } from "../store/forms.ts";
-import type { AdminEnv, AppDeps } from "./env.ts";
+import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { tooManyRequests } from "./limits.ts";
 import { ApiError, readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";

@@ -7,7 +7,7 @@
  * @module
  */
 import type { Db } from "./db.ts";
-import { type DestinationRecord, readDestinationRecord } from "./destinations.ts";
+import type { DestinationRecord } from "./destinations.ts";
 import { decodeJob, type StoredJob } from "./job_record.ts";
 import { destinationsPrefix, jobsPrefix } from "./keys.ts";
 
@@ -64,7 +64,7 @@ export async function countPausedDestinations(db: Db, options: { limit: number }
   const counts: PausedDestinations = { paused: 0, truncated: false };
   const prefix = destinationsPrefix();
   counts.truncated = await visitBounded<DestinationRecord>(db, prefix, options.limit, (entry) => {
-    if (readDestinationRecord(entry.value).health.state === "paused") counts.paused++;
+    if (entry.value.health.state === "paused") counts.paused++;
   });
   return counts;
 }

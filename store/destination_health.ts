@@ -5,14 +5,14 @@
  * count: ten refused posts in ten seconds pause nothing. Failures that are one
  * submission's fault (DeliveryError.blame "submission": HTTP 422, an SMTP recipient
  * refused) neither count nor clear. Pausing sets the destination's `health`, apart from
- * the tenant's `isEnabled`; its jobs are then held, not dropped (outcome.ts).
+ * the tenant's `isEnabled`; its jobs are then held, not dropped (apply_result.ts).
  *
  * @module
  */
 import type { Blame } from "../connectors/types.ts";
 import { redactUrls } from "../redact.ts";
 import { type Db, retryAtomic } from "./db.ts";
-import { type DestinationRecord, readDestinationRecord } from "./destinations.ts";
+import type { DestinationRecord } from "./destinations.ts";
 import type { JobRecord } from "./job_record.ts";
 import { destinationFailingKey, destinationKey } from "./keys.ts";
 import { OUTCOME_TTL_MS } from "./outcomes.ts";
@@ -45,7 +45,7 @@ const MAX_REASON_ERROR = 300;
 
 /**
  * The reason shown on a destination the service paused. Its URLs are cut down once
- * more: a job's last error may have been written by an older version.
+ * more, whatever wrote the job's last error (a DeliveryError's text already is).
  */
 function pauseReason(failing: FailingRecord): string {
   const since = new Date(failing.since).toISOString();
@@ -110,7 +110,7 @@ export async function recordHealth(
       failingKey,
       recordKey,
     ]);
-    const destination = readDestinationRecord(entry.value);
+    const destination = entry.value;
     if (destination === null) {
       // Deleted: leave no record behind (a late outcome after deleteDestination).
       const op = failing.value === null ? null : db.kv.atomic().check(failing).delete(failingKey);

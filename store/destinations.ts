@@ -6,7 +6,6 @@
  *
  * @module
  */
-import { redactUrls } from "../redact.ts";
 import { type Db, retryAtomic } from "./db.ts";
 import type { FormRecord } from "./forms.ts";
 import {
@@ -51,32 +50,6 @@ export interface DestinationHealth {
 
 /** The health of a destination nobody paused. */
 export const HEALTHY: DestinationHealth = { state: "healthy", reason: null, since: null };
-
-/** Records of earlier versions: the service's automatic disabling, before health existed. */
-type LegacyRecord = Omit<DestinationRecord, "health"> & {
-  health?: DestinationHealth;
-  disabledReason?: string | null;
-  disabledAt?: string | null;
-};
-
-/**
- * A destination record as read from KV. Earlier versions disabled a failing destination
- * by clearing isEnabled and setting `disabledReason`: such a record reads as enabled
- * and paused, so that the tenant can resume it and sees why.
- */
-export function readDestinationRecord(stored: DestinationRecord): DestinationRecord;
-export function readDestinationRecord(stored: DestinationRecord | null): DestinationRecord | null;
-export function readDestinationRecord(stored: DestinationRecord | null): DestinationRecord | null {
-  if (stored === null || stored.health !== undefined) return stored;
-  const { disabledReason, disabledAt, ...rest } = stored as LegacyRecord;
-  if (!rest.isEnabled && disabledReason) {
-    const since = disabledAt ?? rest.updatedAt;
-    // Reasons written by older versions may quote a whole URL.
-    const reason = redactUrls(disabledReason);
-    return { ...rest, isEnabled: true, health: { state: "paused", reason, since } };
-  }
-  return { ...rest, health: HEALTHY };
-}
 
 /** A destination with its config opened. */
 export type Destination = Omit<DestinationRecord, "sealedConfig"> & { config: unknown };
@@ -158,7 +131,7 @@ export async function listDestinationRecords(
   for await (
     const entry of db.kv.list<DestinationRecord>({ prefix: destinationsOfFormPrefix(formId) })
   ) {
-    records.push(readDestinationRecord(entry.value));
+    records.push(entry.value);
   }
   return records.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
 }
@@ -175,8 +148,7 @@ export async function getDestination(
   formId: string,
   destinationId: string,
 ): Promise<Destination | null> {
-  const entry = await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId));
-  const record = readDestinationRecord(entry.value);
+  const record = (await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId))).value;
   return record === null ? null : await openDestination(db, record);
 }
 
@@ -204,7 +176,7 @@ export async function updateDestination(
     : await sealJson(db.sealer, change.config, sealContext(destinationId));
   const record = await retryAtomic(async () => {
     const entry = await db.kv.get<DestinationRecord>(key);
-    const current = readDestinationRecord(entry.value);
+    const current = entry.value;
     if (current === null) return { op: null, result: null };
     const resume = change.resume === true || change.isEnabled === true;
     const updated: DestinationRecord = {

@@ -16,9 +16,10 @@ import { isWakeMessage, type WakeMessage, wakeRefs } from "./wake.ts";
  * process which stored them woke itself (marked with its `from`): that process is
  * delivering them. Read in another process, they only raced it for the same jobs: a
  * claim that lost failed the whole merged commit it was part of, whose parts were then
- * committed one by one (thousands of claims and results in a `bench:processes` round).
- * Should that process stop first, its jobs are due and the sweep brings them in. Read
- * back in the process itself, they cost the JS thread a few µs a submission in a burst.
+ * committed one by one. Should that process stop first, its jobs are due and the sweep
+ * brings them in. Read back in the process itself, they would cost the JS thread time
+ * in a burst (both measured: docs/design.md, "Processes pass over each other's marked
+ * wake-ups").
  */
 export function listenForWakes(db: Db, onWake: (refs: () => JobRef[]) => void): Promise<void> {
   return db.kv.listenQueue((message) => {

@@ -8,11 +8,7 @@
  */
 import type { ChangeVersion, Db } from "./db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
-import {
-  type DestinationRecord,
-  listDestinationRecords,
-  readDestinationRecord,
-} from "./destinations.ts";
+import { type DestinationRecord, listDestinationRecords } from "./destinations.ts";
 import { destinationKey } from "./keys.ts";
 import { type FormRecord, getFormByPublicKey } from "./forms.ts";
 import { getOrg } from "./orgs.ts";
@@ -89,8 +85,7 @@ export function createIngestTargets(db: Db, options: { ttlMs: number; now?: () =
 export function createDestinationCache(db: Db, options: { ttlMs: number; now?: () => number }) {
   const get = createTtlCache(db.formVersion, async (key): Promise<DestinationRecord | null> => {
     const [formId, destinationId] = key.split("/");
-    const entry = await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId));
-    return readDestinationRecord(entry.value);
+    return (await db.kv.get<DestinationRecord>(destinationKey(formId, destinationId))).value;
   }, options);
   return {
     get: (formId: string, destinationId: string) => get(`${formId}/${destinationId}`),

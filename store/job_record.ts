@@ -25,7 +25,10 @@ export interface JobRecord {
   dueAt: number;
   /** Number of sealed envelope chunks of the submission. */
   chunks: number;
-  /** Destination ids of every job of the submission, this one included (absent on old records). */
+  /**
+   * Destination ids of every job of the submission, this one included; absent on a
+   * retained failure restored for redelivery (its siblings ended long ago).
+   */
   family?: string[];
   lastError: string | null;
   lastStatusCode: number | null;
@@ -52,10 +55,9 @@ export function refKey(ref: JobKeyParts): string {
 
 /**
  * A job as stored. Its key already holds submittedAt, submissionId and destinationId;
- * the value holds the rest as a tuple, without field names: 206 bytes instead of 430
- * as an object. Jobs are most of the bytes a submission commits, and a file-backed
- * KV's commit cost follows the pages it writes. Records stored as JobRecord objects
- * (by earlier versions) are still read.
+ * the value holds the rest as a tuple, without field names: half the bytes of an object
+ * (docs/design.md). Jobs are most of the bytes a submission commits, and a file-backed
+ * KV's commit cost follows the pages it writes.
  */
 export type StoredJob = [
   formId: string,
@@ -96,9 +98,8 @@ export function encodeJob(job: JobRecord): StoredJob {
 }
 
 /** A job read back from its KV entry. */
-export function decodeJob(entry: { key: Deno.KvKey; value: StoredJob | JobRecord }): JobRecord {
+export function decodeJob(entry: { key: Deno.KvKey; value: StoredJob }): JobRecord {
   const { key, value } = entry;
-  if (!Array.isArray(value)) return value;
   const { submittedAt, submissionId, destinationId } = jobKeyParts(key);
   const [
     formId,

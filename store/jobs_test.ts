@@ -127,23 +127,6 @@ Deno.test("a job is stored without its field names and its key's parts, and read
   }
 });
 
-Deno.test("a job stored as an object by an earlier version is still claimed", async () => {
-  const h = await startHarness({}, { deliver: false });
-  await using _ = h;
-  const form = await h.createForm();
-  await h.addDestination(form.id, WEBHOOK);
-  assert.equal((await h.submit(form.publicKey, { a: 1 })).status, 202);
-  const [entry] = await Array.fromAsync(h.service.db.kv.list<StoredJob>({ prefix: ["jobs"] }));
-  const record = decodeJob(entry);
-  await h.service.db.kv.set(entry.key, record);
-  const claimed = await claimJob(h.service.db, record, { now: Date.now(), leaseMs: 60_000 });
-  assert.ok(claimed);
-  const { dueAt, updatedAt } = claimed.job;
-  assert.deepEqual(claimed.job, { ...record, state: "in_flight", attempts: 1, dueAt, updatedAt });
-  assert.ok(claimed.firstChunk);
-  assert.ok(Array.isArray((await h.service.db.kv.get(entry.key)).value), "written back as stored");
-});
-
 Deno.test("a job ends with its index entry deleted, except one claimed as stored: its ending commit leaves the index alone", async () => {
   const { h, claimed } = await claimedSubmission(2);
   await using _ = h;

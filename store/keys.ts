@@ -22,7 +22,6 @@
  *   put-back (retrying or held; held from the start when stored held). A job's own key
  *   is found from its delivery id, whose submission id holds `submittedAt`
  *   (submission_id.ts).
- *   `index_versions/by_destination` says records of earlier versions were indexed too.
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>/<counterId>` rate-limit counts, one per process
  *   (and per counter it made); `health` the /healthz probe.
@@ -36,6 +35,13 @@
  * - `confirmation_sent/<formId>/<address hash>` a confirmation sent to a visitor's address
  *   in the last 24 hours (a keyed hash, never the address); `confirmation_hour/<formId>/<epoch
  *   hour>` a form's confirmations in one hour (confirmations.ts).
+ * - Owner notifications (notifications.ts): `notify_settings/<orgId>` an organization's
+ *   settings (sealed); `notify_outbox/<orgId>/<type>/<subject>` events waiting to be told,
+ *   grouped; `notify_last/<orgId>/<type>/<subject>` when such an event was last told;
+ *   `notify_jobs/<id>` one notification to send to one channel;
+ *   `notify_log/<orgId>/<at>/<id>` what was sent; `notify_told_failing/<destinationId>` a
+ *   destination its owner was told is failing; `notify_summaries/<orgId>/<period>` a
+ *   summary period already queued.
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
  * new entries append at the end of the KV's B-tree instead of landing on random pages,
@@ -210,12 +216,6 @@ export const retainedByDestinationPrefix = (
   destinationId: string,
 ): ["retained_by_destination", string] => ["retained_by_destination", destinationId];
 
-/** Set once the by-destination indexes cover records of earlier versions (destination_index.ts). */
-export const indexMarkerKey = (): ["index_versions", "by_destination"] => [
-  "index_versions",
-  "by_destination",
-];
-
 /** The job identity a by-destination index key (jobs or retained) names. */
 export function jobKeyPartsOfIndexKey(key: Deno.KvKey): JobKeyParts {
   const [, destinationId, submittedAt, submissionId] = key as ReturnType<
@@ -325,6 +325,7 @@ export const pageTokenUseKey = (
   formId: string,
   signature: string,
 ): ["page_token_uses", string, string] => ["page_token_uses", formId, signature];
+
 // Owner notifications (store/notifications.ts).
 
 /** An organization's notification settings (sealed). */

@@ -7,9 +7,9 @@
  * checks are not affected. Such a commit is simply tried again, after a short random
  * pause that grows, so that two processes stop colliding.
  *
- * Measured with two processes on one file (bench:processes): without retrying, about
- * one delivery in seven lost its claim or its result this way, and its job waited for
- * the sweep (or, when the delivery had been sent, for its lease to expire).
+ * Without retrying, deliveries lost their claim or their result this way, and their jobs
+ * waited for the sweep (or, when the delivery had been sent, for its lease to expire:
+ * sent twice). How often: docs/design.md, "Refused commits are retried; no lock file".
  *
  * @module
  */

@@ -2,9 +2,8 @@
  * Group reads for the delivery hot path (claiming a job read from KV): reads asked for
  * while one is under way go to KV together, as one getMany of up to 10 keys (KV's
  * limit), once it returns. Each read waits behind the commits on KV's one SQLite
- * thread, so fewer of them is faster under load: with claim hints for a third of its
- * jobs, bench:deliver did 3 397-3 658 deliveries/s against 3 112-3 426 with a read per
- * job (four alternating runs each). An idle read goes at once.
+ * thread, so fewer of them is faster under load (docs/design.md, "Claim hints for every
+ * waiting job"). An idle read goes at once.
  *
  * @module
  */

@@ -5,8 +5,9 @@
  * (the webhook's `webhook-id`); one delivery asked for by name is attempted even while
  * its destination is paused (a probe before resuming it). Held jobs and retained
  * records are found through their by-destination indexes (keys.ts): a call reads its
- * own destination's entries (from `since` on; for one delivery, up to it), however many
- * jobs other tenants have.
+ * own destination's entries (from `since` on), however many jobs other tenants have.
+ * One delivery asked for by name is read by its key, which its submission id gives
+ * (submission_id.ts).
  *
  * @module
  */
@@ -88,36 +89,36 @@ const RETAINED: Indexed = { recordKey: retainedKey, indexPrefix: retainedByDesti
 /** `getMany` takes at most this many keys. */
 const GET_MANY_MAX = 10;
 
-/** The destination's index entries (from `since` on), or the one of `submissionId`. */
+/** The destination's index entries (from `since` on). */
 async function indexed(db: Db, kind: Indexed, selection: RedeliverySelection) {
-  const { destinationId, submissionId, since } = selection;
+  const { destinationId, since } = selection;
   const prefix = kind.indexPrefix(destinationId);
   const iter = db.kv.list(
     { prefix, ...(since === undefined ? {} : { start: [...prefix, since] }) },
     { batchSize: 500 },
   );
   const refs: JobKeyParts[] = [];
-  for await (const entry of iter) {
-    const ref = jobKeyPartsOfIndexKey(entry.key);
-    if (submissionId === undefined) refs.push(ref);
-    else if (ref.submissionId === submissionId) {
-      refs.push(ref);
-      break;
-    }
-  }
+  for await (const entry of iter) refs.push(jobKeyPartsOfIndexKey(entry.key));
   return refs;
 }
 
+/** The record keys one delivery asked for by name has: none for an id that holds no time. */
+function named(selection: RedeliverySelection & { submissionId: string }): JobKeyParts[] {
+  const { submissionId, destinationId } = selection;
+  const parts = jobKeyPartsOf({ submissionId, destinationId });
+  return parts === null ? [] : [parts];
+}
+
 /**
- * The records of the selection, found through the destination's index (oldest first,
- * from `since` on): one delivery asked for by name, or all of them; never another
- * destination's. One asked for by an id that holds its time is read by its key: a job
- * joins the index only when it is first put back (jobs.ts).
+ * The records of the selection, never another destination's: one delivery asked for by
+ * name, read by its key (a job joins the index only when it is first put back: jobs.ts),
+ * or all of them, found through the destination's index (oldest first, from `since` on).
  */
 async function* matching(db: Db, kind: Indexed, selection: RedeliverySelection) {
-  const { destinationId, submissionId } = selection;
-  const named = submissionId === undefined ? null : jobKeyPartsOf({ submissionId, destinationId });
-  const refs = named === null ? await indexed(db, kind, selection) : [named];
+  const { submissionId } = selection;
+  const refs = submissionId === undefined
+    ? await indexed(db, kind, selection)
+    : named({ ...selection, submissionId });
   for (let i = 0; i < refs.length; i += GET_MANY_MAX) {
     const keys = refs.slice(i, i + GET_MANY_MAX).map(kind.recordKey);
     for (const entry of await db.kv.getMany<StoredJob[]>(keys)) {

@@ -1,7 +1,8 @@
 /**
  * Refusals counted per form, reason and UTC day, so that a tenant sees in the console
- * what never reached them: submissions refused for their origin, captcha, rate, size or
- * body, caught as spam, or accepted while the form had no enabled destination. Only
+ * what never reached them (FORM_REFUSAL_REASONS, refusal_reasons.ts): submissions refused
+ * for their origin, captcha, rate, size or body, caught as spam, or accepted while the
+ * form had no enabled destination. Only
  * counts are kept, never the submission. Counts gather in memory and are written as KV
  * sums at most every few seconds (and at close): a flood of refusals costs one small
  * commit per interval, not one per request. Counts older than 30 days are pruned when
@@ -13,20 +14,11 @@ import type { Db } from "./db.ts";
 import { refusalCountKey, refusalCountKeyParts, refusalsOfFormPrefix } from "./keys.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
 import { SPAM_RULES, type SpamRule } from "../rules/spam.ts";
-
-/** Why a submission did not reach the form's destinations. */
-export const REFUSAL_REASONS = [
-  "origin",
-  "captcha",
-  "captcha_unavailable",
-  "rate",
-  "size",
-  "invalid",
-  "spam",
-  "nowhere",
-] as const;
-/** One of REFUSAL_REASONS. */
-export type RefusalReason = typeof REFUSAL_REASONS[number];
+import {
+  FORM_REFUSAL_REASONS,
+  type FormRefusalReason,
+  isFormRefusalReason,
+} from "../refusal_reasons.ts";
 
 /**
  * A count of one spam rule: what it caught (`spam:<rule>`, also counted in `spam`), or in
@@ -36,7 +28,7 @@ export type RefusalReason = typeof REFUSAL_REASONS[number];
  */
 export type RuleCount = `spam:${SpamRule}` | `observed:${SpamRule}`;
 /** What the refusal counter counts. */
-export type CountedReason = RefusalReason | RuleCount;
+export type CountedReason = FormRefusalReason | RuleCount;
 
 /** How long counts are kept. */
 const KEEP_DAYS = 30;
@@ -121,7 +113,7 @@ export type RuleCounts = Record<SpamRule, number>;
  */
 export type DayRefusals =
   & { day: string; spamByRule: RuleCounts; observedByRule: RuleCounts }
-  & Record<RefusalReason, number>;
+  & Record<FormRefusalReason, number>;
 
 /**
  * A form's refusal counts for the last `days` UTC days (today last), zeros included,
@@ -153,7 +145,7 @@ export async function readRefusals(
 }
 
 function emptyDay(day: string): DayRefusals {
-  const counts = Object.fromEntries(REFUSAL_REASONS.map((reason) => [reason, 0]));
+  const counts = Object.fromEntries(FORM_REFUSAL_REASONS.map((reason) => [reason, 0]));
   const rules = () => Object.fromEntries(SPAM_RULES.map((rule) => [rule, 0])) as RuleCounts;
   return { day, ...counts, spamByRule: rules(), observedByRule: rules() } as DayRefusals;
 }
@@ -170,7 +162,7 @@ function add(day: DayRefusals | undefined, reason: string, count: number) {
     if (counts !== null && (SPAM_RULES as string[]).includes(rule)) {
       counts[rule as SpamRule] += count;
     }
-  } else if ((REFUSAL_REASONS as readonly string[]).includes(reason)) {
-    day[reason as RefusalReason] += count;
+  } else if (isFormRefusalReason(reason)) {
+    day[reason] += count;
   }
 }

@@ -7,7 +7,7 @@
  */
 import type { Db } from "./db.ts";
 import { decodeJob, encodeJob, JOB_BYTES, type JobRef, type StoredJob } from "./job_record.ts";
-import { jobKey, jobKeyParts, jobsPrefix } from "./keys.ts";
+import { jobKey, jobKeyParts } from "./keys.ts";
 import type { DeliveryRef } from "./redelivery.ts";
 import { jobKeyPartsOf } from "./submission_id.ts";
 
@@ -17,24 +17,14 @@ export type SendNow =
   | { state: "in_flight" | "held" | "not_waiting" };
 
 /**
- * The unfinished job of a delivery: read by its key when the submission id holds the
- * acceptance time (submission_id.ts), else found by scanning the unfinished jobs'
- * keys (they are few next to the outcomes); null when there is none.
+ * The unfinished job of a delivery, read by its key, which the submission id gives
+ * (submission_id.ts); null when there is none or the id holds no acceptance time.
  */
 async function findJob(db: Db, delivery: DeliveryRef): Promise<Deno.KvEntry<StoredJob> | null> {
   const parts = jobKeyPartsOf(delivery);
-  if (parts !== null) {
-    const entry = await db.kv.get<StoredJob>(jobKey(parts));
-    return entry.versionstamp === null ? null : entry;
-  }
-  const iter = db.kv.list<StoredJob>({ prefix: jobsPrefix() }, { batchSize: 500 });
-  for await (const entry of iter) {
-    const { submissionId, destinationId } = jobKeyParts(entry.key);
-    if (submissionId === delivery.submissionId && destinationId === delivery.destinationId) {
-      return entry;
-    }
-  }
-  return null;
+  if (parts === null) return null;
+  const entry = await db.kv.get<StoredJob>(jobKey(parts));
+  return entry.versionstamp === null ? null : entry;
 }
 
 /** Makes the pending job of one delivery of a form due at `now`. */

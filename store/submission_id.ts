@@ -3,7 +3,7 @@
  * in epoch ms, which also leads the keys of the submission's jobs and envelope. So a
  * delivery id (`<submissionId>.<destinationId>`) names its job's key exactly, and a
  * tenant's redelivery or "send now" reads that one key instead of an index or a scan.
- * Ids of earlier versions (version 4) hold no time: they are found the old way.
+ * An id of another version holds no time, so it names no delivery.
  *
  * @module
  */
@@ -23,7 +23,7 @@ export function acceptedAtOf(submissionId: string): number | null {
   return Number.isSafeInteger(time) ? time : null;
 }
 
-/** The key parts of a delivery's job (or retained record), when its submission id holds the time. */
+/** The key parts of a delivery's job (or retained record); null when its id holds no time. */
 export function jobKeyPartsOf(
   delivery: { submissionId: string; destinationId: string },
 ): JobKeyParts | null {

@@ -14,7 +14,7 @@ Deno.test("a submission id is a version-7 UUID that gives back its acceptance ti
   assert.equal(acceptedAtOf(submissionIdAt(0)), 0);
 });
 
-Deno.test("ids of earlier versions hold no acceptance time", () => {
+Deno.test("an id of another version, or no id at all, holds no acceptance time", () => {
   assert.equal(acceptedAtOf(crypto.randomUUID()), null);
   assert.equal(acceptedAtOf("not an id"), null);
 });

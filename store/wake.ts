@@ -9,10 +9,10 @@ import type { JobRef } from "./job_record.ts";
 
 /**
  * A queue wake-up for jobs: compact [submittedAt, submissionId, destinationId, orgId]
- * tuples (messages of earlier versions lack the orgId).
+ * tuples.
  */
 export interface WakeMessage {
-  wake: [number, string, string, string?][];
+  wake: [number, string, string, string][];
   /** The batcher (batcher.ts) whose process woke these jobs itself, when it did. */
   from?: string;
 }
@@ -40,19 +40,16 @@ export function isWakeMessage(value: unknown): value is WakeMessage {
   return Array.isArray(wake) &&
     wake.every((r) =>
       Array.isArray(r) && typeof r[0] === "number" && typeof r[1] === "string" &&
-      typeof r[2] === "string" && (r[3] === undefined || typeof r[3] === "string")
+      typeof r[2] === "string" && typeof r[3] === "string"
     );
 }
 
-/**
- * The jobs a wake-up message names. A message of an earlier version names no
- * organization: its jobs share the organization "" until they are retried.
- */
+/** The jobs a wake-up message names. */
 export function wakeRefs(message: WakeMessage): JobRef[] {
   return message.wake.map(([submittedAt, submissionId, destinationId, orgId]) => ({
     submittedAt,
     submissionId,
     destinationId,
-    orgId: orgId ?? "",
+    orgId,
   }));
 }

@@ -118,17 +118,22 @@ Deno.test("create-org prints one JSON line and forms lists the org's forms witho
         },
         isEnabled: false,
       });
-      // As earlier versions left a destination they disabled after repeated failures:
-      // read now as enabled and paused.
+      // Paused by the service after repeated failures (the tenant's switch on again).
       const key = destinationKey(contact.id, ids.smtp);
       const record = (await service.db.kv.get<DestinationRecord>(key)).value;
       assert.ok(record);
-      const { health: _, ...legacy } = record;
-      await service.db.kv.set(key, {
-        ...legacy,
-        disabledReason: "Disabled after 10 failures",
-        disabledAt: "2026-11-20T10:00:00.000Z",
-      });
+      await service.db.kv.set(
+        key,
+        {
+          ...record,
+          isEnabled: true,
+          health: {
+            state: "paused",
+            reason: "Disabled after 10 failures",
+            since: "2026-11-20T10:00:00.000Z",
+          },
+        } satisfies DestinationRecord,
+      );
     } finally {
       await service.close();
     }

@@ -79,7 +79,7 @@ Deno.test("GET /metrics: promtool accepts it, and counters move with a submissio
   );
   assert.equal(moved("formrelay_submissions_refused_total", 'status="415",reason="type"'), 1);
   assert.equal(
-    moved("formrelay_submissions_refused_total", 'status="202",reason="honeypot"'),
+    moved("formrelay_submissions_refused_total", 'status="202",reason="spam"'),
     1,
   );
   assert.equal(moved("formrelay_delivery_attempt_duration_seconds_count", 'type="webhook"'), 2);

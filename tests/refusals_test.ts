@@ -58,7 +58,7 @@ Deno.test("refusals are counted per form, reason and day and shown to the tenant
   assert.equal((await bot.json()).warning, undefined);
   await expectError(await h.submit(rated.publicKey, { marker }), 429, "Too many submissions");
   const ratedDays = (await (await h.admin("GET", `/forms/${rated.id}/refusals`)).json()).days;
-  assert.equal(ratedDays[6].rate, 1);
+  assert.equal(ratedDays[6].rate_limit, 1);
   assert.equal(ratedDays[6].spam, 1);
 
   // A form with no enabled destination: accepted, with a warning, and counted.
@@ -82,7 +82,7 @@ Deno.test("refusals are counted per form, reason and day and shown to the tenant
     captcha_unavailable: 0,
     size: 1,
     invalid: 1,
-    rate: 0,
+    rate_limit: 0,
     spam: 0,
     nowhere: 0,
   });

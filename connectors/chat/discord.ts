@@ -9,7 +9,7 @@
  */
 import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
-import { type DestinationDescriptor, httpTarget } from "../descriptor.ts";
+import { type DestinationDescriptor, httpTarget, urlHosts } from "../descriptor.ts";
 import type { HttpConnectorDeps } from "../http.ts";
 import type { Connector } from "../types.ts";
 import {
@@ -174,11 +174,13 @@ export function createDiscordConnector(deps: HttpConnectorDeps): Connector<Disco
 }
 
 /** The Discord destination type. */
-export const discordDestination: DestinationDescriptor<DiscordConfig> = {
+export const discordDestination: DestinationDescriptor<DiscordConfig, "discord"> = {
   type: "discord",
   label: "Discord",
+  group: "chat",
   docSchema: discordConfigSchema,
   target: httpTarget,
+  hosts: urlHosts,
   preview: (envelope, config) => discordMessage(envelope, presentation(config)),
   secrets: CHAT_SECRETS,
   editors: [{

@@ -9,7 +9,7 @@
  */
 import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
-import { type DestinationDescriptor, httpTarget } from "../descriptor.ts";
+import { type DestinationDescriptor, httpTarget, urlHosts } from "../descriptor.ts";
 import type { HttpConnectorDeps } from "../http.ts";
 import type { Connector } from "../types.ts";
 import {
@@ -175,11 +175,13 @@ export function createSlackConnector(deps: HttpConnectorDeps): Connector<SlackCo
 }
 
 /** The Slack destination type. */
-export const slackDestination: DestinationDescriptor<SlackConfig> = {
+export const slackDestination: DestinationDescriptor<SlackConfig, "slack"> = {
   type: "slack",
   label: "Slack",
+  group: "chat",
   docSchema: slackConfigSchema,
   target: httpTarget,
+  hosts: urlHosts,
   preview: (envelope, config) => slackMessage(envelope, presentation(config)),
   secrets: CHAT_SECRETS,
   editors: [{

@@ -8,7 +8,7 @@
  */
 import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
-import { type DestinationDescriptor, httpTarget } from "../descriptor.ts";
+import { type DestinationDescriptor, httpTarget, urlHosts } from "../descriptor.ts";
 import type { HttpConnectorDeps } from "../http.ts";
 import type { Connector } from "../types.ts";
 import {
@@ -168,11 +168,13 @@ export function createTeamsConnector(deps: HttpConnectorDeps): Connector<TeamsCo
 }
 
 /** The Teams destination type. */
-export const teamsDestination: DestinationDescriptor<TeamsConfig> = {
+export const teamsDestination: DestinationDescriptor<TeamsConfig, "teams"> = {
   type: "teams",
   label: "Microsoft Teams",
+  group: "chat",
   docSchema: teamsConfigSchema,
   target: httpTarget,
+  hosts: urlHosts,
   preview: (envelope, config) => teamsMessage(envelope, presentation(config)),
   secrets: CHAT_SECRETS,
   editors: [{

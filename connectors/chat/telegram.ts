@@ -155,12 +155,14 @@ export function createTelegramConnector(
 }
 
 /** The Telegram destination type. */
-export const telegramDestination: DestinationDescriptor<TelegramConfig> = {
+export const telegramDestination: DestinationDescriptor<TelegramConfig, "telegram"> = {
   type: "telegram",
   label: "Telegram",
+  group: "chat",
   docSchema: telegramConfigSchema,
   // The API base is the deployment's setting, not the tenant's: the Bot API's host.
   target: () => ({ method: "POST", url: "https://api.telegram.org" }),
+  hosts: () => [],
   secrets: TELEGRAM_SECRETS,
   preview: (envelope, config) => telegramMessage(envelope, presentation(config)),
   editors: [{

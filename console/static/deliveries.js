@@ -99,7 +99,7 @@ const REFUSALS = [
     "The honeypot field was filled in, or one of the form's spam rules caught it (Settings); " +
     "by rule below.",
   ],
-  ["rate", "Too many", "One visitor sent more than the rate limit allows."],
+  ["rate_limit", "Too many", "One visitor sent more than the rate limit allows."],
   ["size", "Too large", "The body was over 128 KB."],
   ["invalid", "Unreadable", "The body could not be read as the form's data (or had a file)."],
 ];

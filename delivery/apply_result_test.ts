@@ -7,7 +7,7 @@ import { claimJob, finishJob } from "../store/jobs.ts";
 import type { JobKeyParts } from "../store/keys.ts";
 import { outcomeOf } from "../store/outcomes.ts";
 import type { SendResult } from "./attempt.ts";
-import { createOutcomeStep } from "./outcome.ts";
+import { createOutcomeStep } from "./apply_result.ts";
 
 const DELIVERED: SendResult = { delivered: true, receipt: { statusCode: 200 } };
 
