@@ -21,16 +21,22 @@ export function launchChromium(timeoutMs: number): Promise<Browser> {
 }
 
 /**
- * Chromium with a console page signed in with a tenant key (1280×900); page errors are
- * gathered in `problems` (a test asserts it stays empty). `await using` closes it.
+ * Chromium with a console page signed in with a tenant key (1280×900 unless `viewport`
+ * says); page errors are gathered in `problems` (a test asserts it stays empty).
+ * `await using` closes it.
  */
 export async function openConsole(
-  { origin, tenantKey, timeoutMs }: { origin: string; tenantKey: string; timeoutMs: number },
+  { origin, tenantKey, timeoutMs, viewport = { width: 1280, height: 900 } }: {
+    origin: string;
+    tenantKey: string;
+    timeoutMs: number;
+    viewport?: { width: number; height: number };
+  },
 ) {
   const browser = await launchChromium(timeoutMs);
   const problems: string[] = [];
   try {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const context = await browser.newContext({ viewport });
     context.setDefaultTimeout(timeoutMs);
     const page = await context.newPage();
     page.on("pageerror", (error) => problems.push(`pageerror: ${error.message}`));
