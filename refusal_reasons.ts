@@ -28,7 +28,7 @@ export const REFUSAL_REASONS = [
   "invalid",
   /** 400: the captcha token missing or refused. */
   "captcha",
-  /** 503: the captcha provider gave no verdict. */
+  /** 400 with Retry-After: the captcha provider gave no verdict. */
   "captcha_unavailable",
   /** 408: the body did not arrive in time. */
   "body_timeout",

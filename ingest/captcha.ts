@@ -54,11 +54,16 @@ export async function verifyCaptcha(
   }
 }
 
+/** What the answer for an unavailable captcha provider says beside the contract's text. */
+export const CAPTCHA_UNAVAILABLE_DETAIL =
+  "The captcha service could not be reached: this is not the visitor's fault, try again later";
+
 /**
- * The refusal of a submission whose captcha did not pass: `400 Invalid captcha token` for
- * the provider's verdict; for an unavailable provider, `503` asking the visitor to try
- * again (with Retry-After) and a warning in the log naming the form and why, never the
- * token or the secret.
+ * The refusal of a submission whose captcha did not pass: `400 Invalid captcha token`,
+ * the contract's answer either way. For an unavailable provider the answer also carries
+ * `detail` and `retryAfter` (and the Retry-After header), so a page can ask the visitor
+ * to try again, and a warning goes to the log naming the form and why, never the token or
+ * the secret.
  */
 export function captchaRefusal(
   check: CaptchaCheck,
@@ -67,21 +72,19 @@ export function captchaRefusal(
     form: { id: string; orgId: string };
     verifyUrl: string;
   },
-): { error: ApiError; retryAfter: number | null } {
-  if (check.outcome !== "unavailable") {
-    return { error: new ApiError(ERRORS.captchaInvalid), retryAfter: null };
-  }
+): ApiError {
+  if (check.outcome !== "unavailable") return new ApiError(ERRORS.captchaInvalid);
   logger.warn("captcha provider unavailable", {
     orgId: form.orgId,
     formId: form.id,
     provider: captchaProviderOf(verifyUrl).verifyHost,
     reason: check.cause,
   });
-  return {
-    // retryAfter in the details: the route sets the Retry-After header from it.
-    error: new ApiError(ERRORS.captchaUnavailable, { retryAfter: CAPTCHA_RETRY_AFTER_SECONDS }),
+  // retryAfter in the details: the route sets the Retry-After header from it.
+  return new ApiError(ERRORS.captchaUnavailable, {
+    detail: CAPTCHA_UNAVAILABLE_DETAIL,
     retryAfter: CAPTCHA_RETRY_AFTER_SECONDS,
-  };
+  });
 }
 
 /**

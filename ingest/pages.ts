@@ -49,11 +49,16 @@ ${body}
 }
 
 /**
- * What the visitor can do about a refusal, by its status and reason. Some refusals are
- * the website's to fix (an origin not allowed, a form taken down): the visitor is told it
- * is not their input and to reach the site's owner another way, not to "check the form".
+ * What the visitor can do about a refusal, by its status and reason, and whether it
+ * passes by itself (`retryable`: the answer had a Retry-After). Some refusals are the
+ * website's to fix (an origin not allowed, a form taken down): the visitor is told it is
+ * not their input and to reach the site's owner another way, not to "check the form".
  */
-export function visitorAdvice(status: number, reason: string): string {
+export function visitorAdvice(status: number, reason: string, retryable = false): string {
+  if (/captcha/i.test(reason) && retryable) {
+    return "The captcha check could not be done just now. Nothing you entered is wrong: " +
+      "please go back and try again in a few minutes.";
+  }
   if (/captcha/i.test(reason)) {
     return "Go back, complete the captcha (the “I am human” check) and send the form again.";
   }
@@ -85,11 +90,14 @@ export function visitorAdvice(status: number, reason: string): string {
   }
 }
 
-/** The page a person sees when a plain HTML form post is refused. */
-export function errorPage(status: number, reason: string): string {
+/**
+ * The page a person sees when a plain HTML form post is refused; `retryable` when the
+ * answer carries a Retry-After (the refusal passes by itself).
+ */
+export function errorPage(status: number, reason: string, retryable = false): string {
   return page(
     "Your submission was not sent",
-    `<p>${escapeHtml(visitorAdvice(status, reason))}</p>
+    `<p>${escapeHtml(visitorAdvice(status, reason, retryable))}</p>
 <p>The reason given: ${escapeHtml(reason)} (error ${status}).</p>
 <p><a href="javascript:history.back()">Back to the form</a></p>`,
   );

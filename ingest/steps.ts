@@ -166,7 +166,8 @@ export async function checkSpam(
 /**
  * Step 5: for a form that verifies a captcha, its token (from the payload or the
  * `x-captcha-token` header) verified with the provider; throws `400` when it is missing
- * or invalid, `503` with `retryAfter` when the provider cannot be reached. A failed verification uses the client's slot: one that keeps failing is
+ * or invalid, and when the provider cannot be reached (then with `detail` and
+ * `retryAfter`). A failed verification uses the client's slot: one that keeps failing is
  * limited like one that keeps submitting, and the provider is not called for it.
  */
 export async function checkCaptcha(
@@ -190,8 +191,9 @@ export async function checkCaptcha(
     : { outcome: "invalid" };
   if (check.outcome === "valid") return;
   request.slot.count();
-  // A bad token is 400; a provider that cannot be reached is 503, to try again (captcha.ts).
-  throw captchaRefusal(check, { logger: parts.logger, form, verifyUrl }).error;
+  // 400 either way; a provider that cannot be reached is logged and counted apart, and its
+  // answer asks the visitor to try again (captcha.ts).
+  throw captchaRefusal(check, { logger: parts.logger, form, verifyUrl });
 }
 
 /** Where a submission goes. */

@@ -61,11 +61,9 @@ export const ERRORS = {
   fileUpload: { status: 400, text: "File uploads are not supported", reason: "invalid" },
   captchaRequired: { status: 400, text: "Captcha token is required", reason: "captcha" },
   captchaInvalid: { status: 400, text: "Invalid captcha token", reason: "captcha" },
-  captchaUnavailable: {
-    status: 503,
-    text: "Captcha verification unavailable: try again later",
-    reason: "captcha_unavailable",
-  },
+  // CONTRACT: a provider that gives no verdict is `400 Invalid captcha token` too (fail
+  // closed); it is counted apart, and its answer's `detail` and `retryAfter` say so.
+  captchaUnavailable: { status: 400, text: "Invalid captcha token", reason: "captcha_unavailable" },
   storeFailed: {
     status: 503,
     text: "Submission could not be stored: try again",

@@ -113,7 +113,10 @@ export function ingestRoutes(deps: AppDeps) {
       // A person who posted a plain HTML form gets a page to read, not JSON. Headers set
       // before the throw (CORS, Retry-After) stay on the context, so the page has them too.
       if (!browserPost) throw error;
-      return c.html(errorPage(error.status, error.message), error.status);
+      return c.html(
+        errorPage(error.status, error.message, typeof retryAfter === "number"),
+        error.status,
+      );
     }
   });
 

@@ -202,7 +202,8 @@ function errorSchema(texts: [string, ...string[]]) {
       .meta({ description: "With `Validation error`: each problem and the field it concerns" }),
     detail: z.string().optional(),
     retryAfter: z.number().int().optional().meta({
-      description: "Seconds, with 429 and 503 (also in the Retry-After header)",
+      description: "Seconds, with 429, 503 and the 400 of a captcha outage (also in the " +
+        "Retry-After header): the refusal passes by itself",
     }),
     checks: z.record(z.string(), z.string()).optional().meta({
       description: "With `Not ready`: each failed readiness check and why",

@@ -50,7 +50,10 @@ async function fillContact(page: Page, prefix: "fetch" | "plain", who: Record<st
 }
 
 Deno.test("the example contact page submits from Chromium: fetch with preflight, plain form with redirect, refused origin", async (t) => {
-  await using h = await startHarness();
+  // A captcha provider nothing listens for: an outage, for the form that verifies one.
+  await using h = await startHarness({
+    captchaVerifyUrl: `http://127.0.0.1:${freePort()}/siteverify`,
+  });
   await using api = serveApp(h.service.app);
   await using sink = startWebhookSink();
   await using pages = await serveExamples();
@@ -231,6 +234,45 @@ Deno.test("the example contact page submits from Chromium: fetch with preflight,
         const match = ((await status.textContent()) ?? "").match(/submission ([0-9a-f-]{36})/);
         assert.ok(match);
         botSubmissionId = match[1];
+        await page.close();
+      },
+    );
+
+    await t.step(
+      "a captcha service outage asks the visitor to try again, by fetch and on the page",
+      async () => {
+        const guarded = await h.createForm({
+          name: "Guarded",
+          allowedOrigins: [allowed],
+          verifyCaptcha: true,
+          captchaSecret: "captcha-secret",
+        });
+        const page = await context.newPage();
+        await page.goto(
+          `${allowed}/contact.html?endpoint=${
+            encodeURIComponent(api.origin)
+          }&key=${guarded.publicKey}`,
+        );
+        // What a captcha widget adds to each form: its token in a hidden field.
+        await page.evaluate(`for (const form of document.forms) {
+          const token = document.createElement("input");
+          Object.assign(token, { type: "hidden", name: "h-captcha-response", value: "t" });
+          form.append(token);
+        }`);
+        await fillContact(page, "fetch", ada);
+        await page.click("#fetch-form button[type=submit]");
+        const status = await page.waitForSelector("#fetch-status[data-state=error]");
+        assert.match(
+          (await status.textContent()) ?? "",
+          /could not be checked just now: please try again in a few minutes/,
+        );
+        await fillContact(page, "plain", grace);
+        await page.click("#plain-form button[type=submit]");
+        await page.waitForURL(`${api.origin}/v1/f/${guarded.publicKey}`);
+        assert.match(
+          await page.textContent("body") ?? "",
+          /Nothing you entered is wrong: please go back and try again in a few minutes/,
+        );
         await page.close();
       },
     );

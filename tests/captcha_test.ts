@@ -1,5 +1,6 @@
 import type { Config } from "../config.ts";
 import assert from "node:assert/strict";
+import { CAPTCHA_UNAVAILABLE_DETAIL } from "../ingest/captcha.ts";
 import { expectError } from "./helpers/assert.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { countKeys } from "./helpers/kv.ts";
@@ -99,13 +100,18 @@ Deno.test("captcha: the provider's verdict against the token gives 400 Invalid c
   }
 });
 
-/** Checks an answer for an unavailable provider: 503, try again, nothing accepted, logged. */
+/**
+ * Checks an answer for an unavailable provider: the contract's 400, with the detail and
+ * Retry-After that ask the visitor to try again; nothing accepted; logged.
+ */
 async function expectUnavailable(
   h: Awaited<ReturnType<typeof captchaForm>>["h"],
   response: Response,
   reason: RegExp,
 ) {
-  await expectError(response, 503, "Captcha verification unavailable: try again later");
+  const body = await expectError(response, 400, "Invalid captcha token");
+  assert.equal(body.detail, CAPTCHA_UNAVAILABLE_DETAIL);
+  assert.equal(body.retryAfter, 30);
   assert.equal(response.headers.get("retry-after"), "30");
   assert.equal(await countKeys(h.service.db.kv, "jobs"), 0, "fails closed: nothing accepted");
   const line = h.logs.find((l) => l.includes("captcha provider unavailable"));
@@ -114,7 +120,7 @@ async function expectUnavailable(
   assert.ok(!line.includes(SECRET) && !line.includes('"t"'), "no secret or token in the log");
 }
 
-Deno.test("captcha: a provider answering 5xx, 429 or not its JSON is unavailable: 503, logged, counted apart", async (t) => {
+Deno.test("captcha: a provider answering 5xx, 429 or not its JSON is unavailable: 400 to try again, logged, counted apart", async (t) => {
   const answers: [string, () => Response, RegExp][] = [
     ["500", () => Response.json({ success: true }, { status: 500 }), /answered HTTP 500/],
     ["502", () => new Response("bad gateway", { status: 502 }), /answered HTTP 502/],
@@ -137,13 +143,13 @@ Deno.test("captcha: a provider answering 5xx, 429 or not its JSON is unavailable
       const metrics = await (await h.request("/metrics")).text();
       assert.match(
         metrics,
-        /formrelay_submissions_refused_total\{status="503",reason="captcha_unavailable"\} [1-9]/,
+        /formrelay_submissions_refused_total\{status="400",reason="captcha_unavailable"\} [1-9]/,
       );
     });
   }
 });
 
-Deno.test("captcha: a provider that does not answer within 5 s is unavailable: 503", async () => {
+Deno.test("captcha: a provider that does not answer within 5 s is unavailable: 400 to try again", async () => {
   let release: Promise<void> = Promise.resolve();
   await using verifier = startVerifier(async () => {
     await release;
@@ -165,6 +171,15 @@ Deno.test("captcha: an unreachable provider fails closed and asks the visitor to
   await using _ = h;
   const response = await h.submit(form.publicKey, { a: 1 }, { "x-captcha-token": "t" });
   await expectUnavailable(h, response, /unreachable/);
+  // A person posting the plain HTML form reads that it is not their doing.
+  const page = await h.request(`/v1/f/${form.publicKey}`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", accept: "text/html" },
+    body: "a=1&h-captcha-response=t",
+  });
+  assert.equal(page.status, 400);
+  assert.equal(page.headers.get("retry-after"), "30");
+  assert.match(await page.text(), /Nothing you entered is wrong: please go back and try again/);
 });
 
 Deno.test("captcha: failed verifications count against the client, which then gets 429 without a call", async () => {

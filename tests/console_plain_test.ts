@@ -147,7 +147,8 @@ Deno.test("console: kept secrets, observed spam rules and a captcha outage in pl
     const response = await h.submit(form.publicKey, { message: "hi" }, {
       "x-captcha-token": "token",
     });
-    assert.equal(response.status, 503);
+    assert.equal(response.status, 400);
+    assert.ok(response.headers.has("retry-after"), "asked to try again");
     await page.getByRole("link", { name: "Deliveries" }).click();
     const row = page.locator('tr[data-reason="captcha_unavailable"]');
     await row.waitFor();

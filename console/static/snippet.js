@@ -94,6 +94,10 @@ ${FIELDS}${honeypotInput(form.honeypotField)}${captchaWidget(form, provider)}${
       event.target.reset();
     } else if (response.status === 429 || response.status === 503) {
       status.textContent = "Too many messages right now: please try again in a few minutes.";
+    } else if (answer.retryAfter !== undefined) {
+      // A refusal that passes by itself: the captcha service could not be reached.
+      status.textContent = "Your message could not be checked just now: " +
+        "please try again in a few minutes.";
     } else {
       // A refusal: the form or the site needs fixing, trying again will not help.
       status.textContent = "Sorry, your message was not accepted (" +

@@ -68,6 +68,12 @@ fetchForm.addEventListener("submit", async (event) => {
       loadPageToken();
     } else if (response.status === 429 || response.status === 503) {
       showStatus("error", "Sorry, too many messages right now: please try again in a few minutes.");
+    } else if (body?.retryAfter !== undefined) {
+      // A refusal that passes by itself: the captcha service could not be reached.
+      showStatus(
+        "error",
+        "Sorry, your message could not be checked just now: please try again in a few minutes.",
+      );
     } else {
       // A refusal, as JSON: { ok: false, error: "Captcha token is required" }.
       const reason = body?.error ?? `HTTP ${response.status}`;

@@ -6,6 +6,7 @@ export interface ErrorBody {
   error: string;
   issues: { path: string; message: string }[];
   detail: string;
+  retryAfter?: number;
 }
 
 /**
