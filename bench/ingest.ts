@@ -11,9 +11,11 @@
  *
  * The reference is the bare durable ingest (../shared/bench/bare_durable_ingest.ts beside the
  * clone, BARE_DURABLE_DIR to point elsewhere): Deno.serve, JSON.parse, the submission and two
- * job keys group-committed to a file-backed KV, 202 after the commit. It and formrelay run
- * alternately, BENCH_ROUNDS times each (2), so load from elsewhere on the machine falls on
- * both; then the rate limit off once and the bare Deno.serve 202 once. wrk drives 50
+ * job keys group-committed to a file-backed KV, 202 after the commit. It, formrelay and
+ * formrelay's writes alone (bench/writes_only_server.ts: the same server storing what
+ * formrelay stores, sealed, through formrelay's writer; the ceiling of formrelay's ratio)
+ * run alternately, BENCH_ROUNDS times each (2), so load from elsewhere on the machine falls
+ * on all; then the rate limit off once and the bare Deno.serve 202 once. wrk drives 50
  * connections for BENCH_SECONDS (10 s) a run with a 200-byte JSON body and the same script
  * for all. Prints req/s, p50/p99, peak RSS and ratios. Last, one more formrelay run with the
  * defaults under a CPU profile (which slows it a little) gives the JS thread's time per
@@ -103,15 +105,22 @@ async function runBaseline(script: string, args: (dir: string) => string[]): Pro
 }
 
 const runBareDurable = () => runBaseline(BARE_DURABLE, (dir) => [`${dir}/bare.kv`]);
+const runWritesOnly = () =>
+  runBaseline(
+    new URL("./writes_only_server.ts", import.meta.url).pathname,
+    (dir) => [`${dir}/writes.kv`],
+  );
 const runBare = () => runBaseline(new URL("./bare_server.ts", import.meta.url).pathname, () => []);
 
 // The defaults as users run them (the rate limit on: 60 per form and client per 10 min),
 // alternating with the bare durable ingest.
 const formrelay: Run[] = [];
 const durable: Run[] = [];
+const writesOnly: Run[] = [];
 for (let round = 0; round < ROUNDS; round++) {
   formrelay.push(await runFormrelay({ RATE_LIMIT_MAX: "60" }));
   durable.push(await runBareDurable());
+  writesOnly.push(await runWritesOnly());
 }
 const limitOff = await runFormrelay({ RATE_LIMIT_MAX: "0" });
 const bare = await runBare();
@@ -138,6 +147,7 @@ console.log(
 formrelay.forEach((run, i) => {
   console.log(row(`formrelay, defaults (${i + 1})`, run));
   console.log(row(`bare durable ingest (${i + 1})`, durable[i]));
+  console.log(row(`formrelay's writes alone (${i + 1})`, writesOnly[i]));
 });
 console.log(row("formrelay, rate limit off", limitOff));
 console.log(row("bare Deno.serve 202", bare));
@@ -154,6 +164,15 @@ console.log(
       (total(formrelay) / ROUNDS / bare.result.requestsPerSecond).toFixed(3)
     }; p99 < 50 ms, RSS < 220 MB, no non-2xx; ` +
     `deliveries seen at the sink meanwhile: ${delivered}`,
+);
+console.log(
+  `formrelay's writes alone: ${(total(writesOnly) / total(durable)).toFixed(3)} of the bare ` +
+    `durable ingest (rounds: ${
+      writesOnly.map((run, i) =>
+        (run.result.requestsPerSecond / durable[i].result.requestsPerSecond).toFixed(3)
+      ).join(", ")
+    }), CPU per request ${(cpuTotal(writesOnly) / cpuTotal(durable)).toFixed(2)} times its; ` +
+    `the service ${(total(formrelay) / total(writesOnly)).toFixed(3)} of them`,
 );
 console.log(row("formrelay, defaults, profiled", profiled));
 for (const line of formatBreakdown(stepBreakdown(profile, profiled.result.requests))) {
