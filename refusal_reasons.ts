@@ -32,7 +32,7 @@ export const REFUSAL_REASONS = [
   "captcha_unavailable",
   /** 408: the body did not arrive in time. */
   "body_timeout",
-  /** 503: the memory budget of bodies being read is full. */
+  /** 503: the memory budget of bodies being read, or the organization's rule matching, is full. */
   "busy",
   /** 503: the organization's delivery backlog is full. */
   "backlog",
@@ -53,9 +53,12 @@ export type RefusalReason = typeof REFUSAL_REASONS[number];
 
 /**
  * The reasons a form's refusals are counted under for its tenant, in the order the API
- * lists them: what its visitors, its settings or its captcha provider caused, what spam
- * rules caught, and what went nowhere. The service's own troubles (busy, backlog, a
- * failed commit) and answers without a known form are for the operator's metrics.
+ * lists them: what its visitors, its site or its captcha provider caused; what the
+ * service turned away asking the visitor to try again (its backlog or body budget full,
+ * a failed commit), since a visitor who does not try again is a message the owner never
+ * gets; what spam rules caught; and what went nowhere. Answers without a known form, a
+ * body that did not arrive in time and the service's own errors are for the operator's
+ * metrics.
  */
 export const FORM_REFUSAL_REASONS = [
   "origin",
@@ -63,7 +66,11 @@ export const FORM_REFUSAL_REASONS = [
   "captcha_unavailable",
   "rate_limit",
   "size",
+  "type",
   "invalid",
+  "backlog",
+  "busy",
+  "store_failed",
   "spam",
   "nowhere",
 ] as const satisfies readonly RefusalReason[];

@@ -11,7 +11,7 @@ Deno.test("every reason counted per form is one of the refusal reasons", () => {
     assert.ok((REFUSAL_REASONS as readonly string[]).includes(reason), reason);
     assert.ok(isFormRefusalReason(reason), reason);
   }
-  assert.equal(isFormRefusalReason("busy"), false);
+  assert.equal(isFormRefusalReason("body_timeout"), false);
   assert.equal(isFormRefusalReason("rate"), false);
 });
 

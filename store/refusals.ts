@@ -1,8 +1,8 @@
 /**
  * Refusals counted per form, reason and UTC day, so that a tenant sees in the console
  * what never reached them (FORM_REFUSAL_REASONS, refusal_reasons.ts): submissions refused
- * for their origin, captcha, rate, size or body, caught as spam, or accepted while the
- * form had no enabled destination. Only
+ * for their origin, captcha, rate, size, type or body, turned away while the service was
+ * full or busy, caught as spam, or accepted while the form had no enabled destination. Only
  * counts are kept, never the submission. Counts gather in memory and are written as KV
  * sums at most every few seconds (and at close): a flood of refusals costs one small
  * commit per interval, not one per request. Counts older than 30 days are pruned when

@@ -1,7 +1,8 @@
 /**
  * The backlog bound on acceptance (BACKLOG_MAX_JOBS, BACKLOG_ORG_SHARE): a form whose
- * organization filled its share gets 503 with Retry-After, CORS and the HTML page,
- * other tenants' forms keep accepting, and nothing accepted is lost.
+ * organization filled its share gets 503 with Retry-After, CORS and the HTML page, counted
+ * among the form's refusals; other tenants' forms keep accepting, and nothing accepted is
+ * lost.
  */
 import assert from "node:assert/strict";
 import { createOrg } from "../store/orgs.ts";
@@ -49,6 +50,9 @@ Deno.test("past its organization's share of the backlog a form gets 503, another
     assert.equal(page.status, 503);
     assert.equal(page.headers.get("retry-after"), "10");
     assert.match(await page.text(), /Too many submissions waiting for delivery/);
+    // Its owner sees the visitors turned away among the form's refusals.
+    const { days } = await (await h.admin("GET", `/forms/${form.id}/refusals?days=1`)).json();
+    assert.equal(days[0].backlog, 2);
 
     // Another tenant's form still has room in the process's bound.
     const other = await createOrg(h.service.db, "Other org");

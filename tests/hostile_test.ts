@@ -51,6 +51,8 @@ Deno.test("past the body memory budget a newcomer takes the room of the oldest b
   assert.equal(sameClient.status, 503, "its client has no room left");
   assert.equal(sameClient.headers.get("retry-after"), "1");
   assert.equal((await sameClient.json()).error, "Server busy: try again later");
+  const refusals = await s.h.admin("GET", `/forms/${s.form.id}/refusals?days=1`);
+  assert.equal((await refusals.json()).days[0].busy, 1, "its owner sees the visitor turned away");
   const other = await post("198.51.100.2");
   assert.equal(other.status, 202, "another client still has room");
   await other.body?.cancel();

@@ -46,6 +46,14 @@ Deno.test("refusals are counted per form, reason and day and shown to the tenant
     400,
     "Invalid JSON payload",
   );
+  // A format the service does not take: the page needs fixing, its owner should know.
+  const typed = await h.request(`/v1/f/${form.publicKey}`, {
+    method: "POST",
+    headers: { "content-type": "text/plain", ...site },
+    body: marker,
+  });
+  assert.equal(typed.status, 415);
+  await typed.body?.cancel();
   // Past the rate limit (3 accepted per client here), on a form of its own.
   const rated = await h.createForm({ name: "Rated", honeypotField: "_gotcha" });
   await h.addDestination(rated.id, {
@@ -81,8 +89,12 @@ Deno.test("refusals are counted per form, reason and day and shown to the tenant
     captcha: 1,
     captcha_unavailable: 0,
     size: 1,
+    type: 1,
     invalid: 1,
     rate_limit: 0,
+    backlog: 0,
+    busy: 0,
+    store_failed: 0,
     spam: 0,
     nowhere: 0,
   });

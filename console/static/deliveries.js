@@ -101,7 +101,29 @@ const REFUSALS = [
   ],
   ["rate_limit", "Too many", "One visitor sent more than the rate limit allows."],
   ["size", "Too large", "The body was over 128 KB."],
+  [
+    "type",
+    "Wrong format",
+    "Posted in a format this service does not take (the page's form or script sets it): " +
+    "the page needs fixing.",
+  ],
   ["invalid", "Unreadable", "The body could not be read as the form's data (or had a file)."],
+  [
+    "backlog",
+    "Service full",
+    "Too many of your submissions were waiting for delivery (a slow or paused destination): " +
+    "the visitor was asked to try again later.",
+  ],
+  [
+    "busy",
+    "Service busy",
+    "The service was too busy to read or check it: the visitor was asked to try again later.",
+  ],
+  [
+    "store_failed",
+    "Not stored",
+    "The service could not store it: the visitor was asked to try again.",
+  ],
 ];
 
 /**
