@@ -83,16 +83,12 @@ function storable<T>(config: T): T {
   return config;
 }
 
-/**
- * A destination as the API shows it. `disabledReason`/`disabledAt` repeat a pause's
- * reason and time for clients of earlier versions (deprecated: read `health`).
- */
+/** A destination as the API shows it. */
 function destinationView(
   destination: Destination,
   connector: Connector | undefined,
   engine: DeliveryEngine | null,
 ) {
-  const { health } = destination;
   return {
     id: destination.id,
     formId: destination.formId,
@@ -102,10 +98,8 @@ function destinationView(
     secretsSet: secretsOf(destination),
     isEnabled: destination.isEnabled,
     conditions: destination.conditions ?? [],
-    health,
+    health: destination.health,
     pace: engine === null ? null : paceView(engine.pace(destination.id)),
-    disabledReason: health.reason,
-    disabledAt: health.since,
     createdAt: destination.createdAt,
     updatedAt: destination.updatedAt,
   };

@@ -155,10 +155,6 @@ export const destinationSchema = z.strictObject({
       "answers 2xx without slowing, falls on time-outs and errors, and a refusal for rate " +
       "holds and slows it. Null where this process does not deliver",
   }),
-  disabledReason: z.string().nullable().meta({
-    description: "Deprecated: health.reason while paused, else null",
-  }),
-  disabledAt: timestamp.nullable().meta({ description: "Deprecated: health.since while paused" }),
   createdAt: timestamp,
   updatedAt: timestamp,
 });

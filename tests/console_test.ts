@@ -391,11 +391,11 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
           (await h.service.db.kv.get(destinationFailingKey(goneId))).value !== null
         );
         assert.equal((await h.submit(publicKey, { message: "to both again" })).status, 202);
-        let destinations: { isEnabled: boolean; disabledReason: string | null }[] = [];
+        let destinations: { isEnabled: boolean; health: { state: string } }[] = [];
         await waitFor(async () => {
           destinations = (await (await h.admin("GET", `/forms/${formId}/destinations`)).json())
             .destinations;
-          return destinations.some((d) => d.disabledReason !== null);
+          return destinations.some((d) => d.health.state === "paused");
         }, { message: () => JSON.stringify(destinations) });
         await page.getByRole("button", { name: "Refresh" }).click();
         const alert = page.getByRole("region", { name: "Destinations needing attention" });

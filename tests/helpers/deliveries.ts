@@ -11,8 +11,6 @@ export interface DestinationView {
   id: string;
   isEnabled: boolean;
   health: { state: string; reason: string | null; since: string | null };
-  disabledReason: string | null;
-  disabledAt: string | null;
 }
 
 /** A delivery outcome as GET /forms/:id/deliveries shows it. */
