@@ -1,7 +1,7 @@
 /**
  * formrelay's writes alone, for bench:ingest: the bare durable ingest's server
  * (`Deno.serve`, `JSON.parse`, `202` after the commit), storing what formrelay stores as
- * formrelay stores it: the envelope built and sealed (AES-256-GCM), written by the
+ * formrelay stores it: the envelope built (ingest/steps.ts) and sealed (AES-256-GCM), written by the
  * submission writer through the group committer (the sealed chunk with its TTL, two job
  * records, one queue wake-up per commit marked as this process's), the queue listened to.
  * No checks, no rate limit, no framework, no delivery: what is left of the request path is
@@ -10,13 +10,13 @@
  *
  * Usage: deno run -A --unstable-kv bench/writes_only_server.ts PORT KV_PATH
  */
+import { envelopeOf } from "../ingest/steps.ts";
 import { openDb } from "../store/db.ts";
 import { listenForWakes } from "../store/due_jobs.ts";
 import { sealEnvelope } from "../store/envelope.ts";
 import { createSealer } from "../store/sealing.ts";
 import { submissionIdAt } from "../store/submission_id.ts";
 import { createSubmissionWriter } from "../store/submissions.ts";
-import type { SubmissionEnvelope } from "../submission.ts";
 
 const [port, kvPath] = Deno.args;
 const sealer = await createSealer(crypto.getRandomValues(new Uint8Array(32)));
@@ -37,19 +37,17 @@ Deno.serve({ hostname: "127.0.0.1", port: Number(port), onListen() {} }, async (
   }
   const at = Date.now();
   const submissionId = submissionIdAt(at);
-  const envelope: SubmissionEnvelope = {
+  const envelope = envelopeOf(form, {
     submissionId,
-    formId: form.id,
-    formName: form.name,
     payload,
     metadata: {
       origin: null,
       ip: request.headers.get("x-forwarded-for"),
-      userAgent: null,
-      referer: null,
-      submittedAt: new Date(at).toISOString(),
+      userAgent: undefined,
+      referer: undefined,
     },
-  };
+    at,
+  });
   await writer.write({
     submissionId,
     formId: form.id,

@@ -5,7 +5,7 @@ import { ApiError } from "../routes/http.ts";
 /** How long a captcha provider may take before it counts as unavailable. */
 const CAPTCHA_TIMEOUT_MS = 5000;
 /** What an answer for an unavailable captcha provider asks the page to wait, in seconds. */
-export const CAPTCHA_RETRY_AFTER_SECONDS = 30;
+const CAPTCHA_RETRY_AFTER_SECONDS = 30;
 
 /**
  * What a captcha check found: the token is valid or invalid (the provider's verdict), or

@@ -55,12 +55,11 @@ ${body}
  * not their input and to reach the site's owner another way, not to "check the form".
  */
 export function visitorAdvice(status: number, reason: string, retryable = false): string {
-  if (/captcha/i.test(reason) && retryable) {
-    return "The captcha check could not be done just now. Nothing you entered is wrong: " +
-      "please go back and try again in a few minutes.";
-  }
   if (/captcha/i.test(reason)) {
-    return "Go back, complete the captcha (the “I am human” check) and send the form again.";
+    return retryable
+      ? "The captcha check could not be done just now. Nothing you entered is wrong: " +
+        "please go back and try again in a few minutes."
+      : "Go back, complete the captcha (the “I am human” check) and send the form again.";
   }
   if (/file uploads/i.test(reason)) {
     return "This form cannot take files: go back, remove the attachment and send it again.";

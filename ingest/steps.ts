@@ -261,7 +261,7 @@ export interface RequestMetadata {
 
 /** The envelope of an accepted submission: its id, form, payload and request metadata. */
 export function envelopeOf(
-  form: FormRecord,
+  form: Pick<FormRecord, "id" | "name">,
   submission: { submissionId: string; payload: unknown; metadata: RequestMetadata; at: number },
 ): SubmissionEnvelope {
   const { metadata } = submission;
