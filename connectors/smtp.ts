@@ -12,6 +12,7 @@ import {
   type DeliveryReceipt,
   type MailRoute,
   type MailSender,
+  type OwnWait,
 } from "./types.ts";
 import {
   type ConsoleField,
@@ -249,7 +250,11 @@ export function createSmtpConnector(
   /** Sends the message `build` makes for the config's route, through a pooled session. */
   async function sendMail(
     config: SmtpConfig,
-    { build, signal }: { build: (route: MailRoute) => MailMessage; signal: AbortSignal },
+    { build, signal, ownWait }: {
+      build: (route: MailRoute) => MailMessage;
+      signal: AbortSignal;
+      ownWait?: OwnWait;
+    },
   ): Promise<DeliveryReceipt> {
     const deadline = Date.now() + deps.timeoutMs;
     const route = resolveRoute(config, deps.platform);
@@ -263,6 +268,7 @@ export function createSmtpConnector(
       route.relay.password,
     ]);
 
+    const entering = performance.now();
     const leave = await gate.enter(key, {
       deadline,
       signal,
@@ -271,6 +277,8 @@ export function createSmtpConnector(
           permanent: false,
         }),
     });
+    // Waiting for a session slot is formrelay's own limit, not the relay's latency.
+    if (ownWait) ownWait.ms += performance.now() - entering;
     let connection = pool.take(key);
     let result: SendResult | undefined;
     try {
@@ -327,7 +335,7 @@ export function createSmtpConnector(
 
     redact: (config) => redactSecrets(config, { password: "value" }),
 
-    deliver({ envelope, config, destinationId, signal }): Promise<DeliveryReceipt> {
+    deliver({ envelope, config, destinationId, signal, ownWait }): Promise<DeliveryReceipt> {
       return sendMail(config, {
         build: (route) =>
           buildMessage(envelope, {
@@ -338,6 +346,7 @@ export function createSmtpConnector(
             destinationId,
           }),
         signal,
+        ownWait,
       });
     },
 
