@@ -223,9 +223,15 @@ const CONNECT_MS = 15_000;
 /** Greeting and per-command time-outs at most. */
 const COMMAND_MS = 30_000;
 const DEFAULT_IDLE_MS = 3_000;
-const MAX_IDLE_PER_RELAY = 8;
-/** Sessions open at once to one relay at most, across destinations (RelayGate). */
-const MAX_SESSIONS_PER_RELAY = 8;
+const MAX_IDLE_PER_RELAY = 20;
+/**
+ * Sessions open at once to one relay, across destinations (RelayGate): it starts with
+ * this many and grows while the relay accepts, as Postfix's destination concurrency
+ * (initial 5, limit 20)...
+ */
+const INITIAL_SESSIONS_PER_RELAY = 5;
+/** ...up to this many. */
+export const MAX_SESSIONS_PER_RELAY = 20;
 /** Replies by which a relay says it is busy with us: too many connections or messages. */
 const SLOW_DOWN_CODES = new Set([421, 451]);
 
@@ -240,7 +246,7 @@ export function createSmtpConnector(
     idleMs: deps.idleMs ?? DEFAULT_IDLE_MS,
     maxIdlePerKey: MAX_IDLE_PER_RELAY,
   });
-  const gate = new RelayGate(MAX_SESSIONS_PER_RELAY);
+  const gate = new RelayGate(INITIAL_SESSIONS_PER_RELAY, MAX_SESSIONS_PER_RELAY);
   const timeouts = {
     connectMs: Math.min(deps.timeoutMs, CONNECT_MS),
     greetingMs: Math.min(deps.timeoutMs, COMMAND_MS),
@@ -277,8 +283,9 @@ export function createSmtpConnector(
           permanent: false,
         }),
     });
+    const enteredAt = performance.now();
     // Waiting for a session slot is formrelay's own limit, not the relay's latency.
-    if (ownWait) ownWait.ms += performance.now() - entering;
+    if (ownWait) ownWait.ms += enteredAt - entering;
     let connection = pool.take(key);
     let result: SendResult | undefined;
     try {
@@ -315,12 +322,12 @@ export function createSmtpConnector(
       if (connection) await connection.quit();
       leave();
       if (error instanceof SmtpError && SLOW_DOWN_CODES.has(error.replyCode ?? 0)) {
-        gate.slowDown(key);
+        gate.slowDown(key, enteredAt);
       }
       throw toDeliveryError(error, target);
     }
-    leave();
     gate.accepted(key);
+    leave();
     if (!pool.put(key, connection)) await connection.quit();
     const receipt: DeliveryReceipt = { statusCode: 250 };
     if (result!.rejected.length > 0) {
