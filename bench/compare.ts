@@ -190,7 +190,8 @@ console.log(
 for (const { figures } of BENCHMARKS) {
   for (const figure of figures) {
     const [ref, here] = seen.map((side) => side.get(figure.name));
-    const show = (list?: number[]) => list === undefined ? "–" : String(median(list));
+    const show = (list?: number[]) =>
+      list === undefined ? "–" : String(Number(median(list).toPrecision(4)));
     const ratio = ref && here && median(ref) !== 0 ? (median(here) / median(ref)).toFixed(3) : "–";
     console.log(
       `${figure.name.padEnd(32)} ${show(ref).padStart(18)} ${show(here).padStart(26)}  ${ratio}${

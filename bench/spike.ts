@@ -110,7 +110,8 @@ console.log(
     (emailsDuringLoad / loadSeconds).toFixed(0)
   }/s); ${smtp.received} of ${accepted} after ${allSeconds.toFixed(1)} s: ${
     (smtp.received / allSeconds).toFixed(0)
-  } emails/s end to end${drained ? "" : " (not all arrived in time)"}; peak RSS ${rss} MB`,
+  } emails/s end to end${drained ? "" : " (not all arrived in time)"}; peak RSS ${rss} MB; ` +
+    `SMTP sessions ${smtp.connections}, at most ${smtp.maxOpen ?? "?"} at once`,
 );
 console.log(
   `service CPU ${cpu.toFixed(2)} s (user + system, all threads): ${
