@@ -17,7 +17,8 @@ Deno.test("a stall clock counts the time the thread was blocked while it was hel
   block(120);
   // Read at once, before the late tick ran: the pending tick counts as late by now.
   const atOnce = clock.read() - before;
-  assert.ok(atOnce >= 100 && atOnce <= 125, `counted ${atOnce} ms of a 120 ms block`);
+  // Less the tick's own 10 ms; more only when the machine itself held the thread back.
+  assert.ok(atOnce >= 100 && atOnce <= 200, `counted ${atOnce} ms of a 120 ms block`);
   await nextTimers();
   release();
   const afterRelease = clock.read();
@@ -35,6 +36,7 @@ Deno.test("a stall clock counts little on an idle loop", async () => {
   const started = performance.now();
   while (performance.now() - started < 200) await new Promise((r) => setTimeout(r, 20));
   release();
-  // Waiting on timers is not a stall (a loaded machine's timer delays are, a little).
-  assert.ok(clock.read() - before < 100, `counted ${clock.read() - before} ms while idle`);
+  // Waiting on timers is not a stall (a loaded machine's late timers are, which is why the
+  // bound is loose: a clock that counted the time held, not the time stalled, counts 200).
+  assert.ok(clock.read() - before < 150, `counted ${clock.read() - before} ms while idle`);
 });
