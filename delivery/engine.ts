@@ -85,6 +85,8 @@ export interface DeliveryEngine {
    * exchange; a failure is logged and settles it too): the service admits nothing before.
    */
   registered: Promise<void>;
+  /** This process's id in its process record (the rate limit marks under it too). */
+  processId: string;
 }
 
 /** A destination's pace in one process (pace.ts), with its deliveries in flight there. */
@@ -168,8 +170,9 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     },
   });
   const pace = createPace({ ...config.pace, now, onFirstUse: () => syncSoon() });
+  const processId = crypto.randomUUID();
   const shares = createShareExchange(db, {
-    processId: crypto.randomUUID(),
+    processId,
     freshMs: 3 * PACE_SYNC_MS,
     now,
   });
@@ -336,6 +339,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     },
     listening: listener ?? Promise.resolve(),
     registered,
+    processId,
     async close() {
       const idle = dispatcher.close();
       clearInterval(sweeper);
