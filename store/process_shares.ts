@@ -15,8 +15,9 @@
  * A record is bounded by size, whatever a tenant configures: budget keys hold hosts as
  * digests of fixed length (outbound_budget.ts), an organization has at most
  * ROWS_PER_ORG rows of one budget in it (its largest; the rest summed into one `org|*`
- * row of their average), a pace is shared only when it differs from a fresh one's, and
- * rows go into chunks of at most CHUNK_BYTES, MAX_CHUNKS of them (what does not fit, the
+ * row of their average), a pace that does not differ from a fresh one's is shared as the
+ * destination's id alone (the others count this process among its senders), and rows go
+ * into chunks of at most CHUNK_BYTES, MAX_CHUNKS of them (what does not fit, the
  * least of it, is left out). A write that fails anyway (KV refused it) leaves an empty
  * record, so the process is still counted, and the others' are still read.
  *
@@ -73,7 +74,9 @@ export interface OthersShares {
 type Row =
   | ["p", string, number, number, number, number | null]
   | ["u", number, string, string, number]
-  | ["d", string, string, number];
+  | ["d", string, string, number]
+  /** A destination delivered to at a fresh pace: its id alone, so the others count this sender. */
+  | ["f", string];
 
 /** One chunk as stored: when it was written and its rows. */
 interface StoredChunk {
@@ -108,7 +111,8 @@ export interface ShareExchange {
 /**
  * The exchange of process `processId`; records live `freshMs` (and expire after twice
  * that). A pace at `freshLimit` (a fresh destination's, delivery/pace.ts), not held, not
- * rate-limited and not cut within `freshMs`, is not shared: the others lose nothing by it.
+ * rate-limited and not cut within `freshMs`, is shared as its destination's id alone, and
+ * read back as a fresh pace: the others lose nothing by it but bytes.
  */
 export function createShareExchange(
   db: Db,
@@ -183,6 +187,10 @@ export function createShareExchange(
           const list = others.paces.get(destinationId) ?? [];
           list.push({ limit, heldUntil, congestedAt, rate });
           others.paces.set(destinationId, list);
+        } else if (row[0] === "f") {
+          const list = others.paces.get(row[1]) ?? [];
+          list.push({ limit: options.freshLimit ?? 1, heldUntil: 0, congestedAt: 0, rate: null });
+          others.paces.set(row[1], list);
         } else if (row[0] === "d") {
           others.debts.push({ budget: row[1], key: row[2], amount: row[3] });
         } else if (row[1] > last) {
@@ -204,14 +212,19 @@ export function createShareExchange(
       for (const { budget, key, amount } of capPerOrg(mine.usage)) {
         usageKept.push(["u", seq, budget, key, amount]);
       }
-      // Usage first: what does not fit is left out from the end (paces, then debts).
+      // Usage first: what does not fit is left out from the end (paces, fresh ones, debts).
       const rows: Row[] = [...usageKept];
+      const fresh: Row[] = [];
       for (const [id, s] of mine.paces) {
-        if (isFresh(s, at)) continue;
+        if (isFresh(s, at)) {
+          fresh.push(["f", id]);
+          continue;
+        }
         // A cut the others have all read by now is not sent again (a newcomer needs it not).
         const congestedAt = s.congestedAt < at - freshMs ? 0 : s.congestedAt;
         rows.push(["p", id, Math.round(s.limit * 100) / 100, s.heldUntil, congestedAt, s.rate]);
       }
+      rows.push(...fresh);
       for (const { budget, key, amount } of capPerOrg(mine.debts ?? [])) {
         rows.push(["d", budget, key, amount]);
       }

@@ -169,10 +169,11 @@ Deno.test("a record is bounded by size whatever one tenant configures, on a KV f
         await tenantShares(40, 200, { paces: "cut" }),
         64_000,
       ],
+      // Fresh paces: each destination's id alone.
       [
         "2 000 destinations on 20-character hosts",
         await tenantShares(2000, 20, { paces: "fresh" }),
-        64_000,
+        2 * 56_000,
       ],
       [
         "1 000 destinations on 1 000 hosts",
@@ -198,7 +199,11 @@ Deno.test("a record is bounded by size whatever one tenant configures, on a KV f
       const total = sizes.reduce((a, b) => a + b, 0);
       assert.ok(sizes.every((size) => size < 60_000), `${name}: chunks of ${sizes}`);
       assert.ok(total < bound, `${name}: ${total} bytes`);
+      // Read back by another process: every destination, as its pace or a fresh one.
+      const reader = createShareExchange(db, { processId: "reader", freshMs: 3000, freshLimit: 1 });
+      assert.equal((await reader.exchange(none)).paces.size, shares.paces.size, name);
       await exchange.withdraw();
+      await reader.withdraw();
     }
   } finally {
     kv.close();
