@@ -165,7 +165,7 @@ export function createShareExchange(
     }
   }
 
-  /** A pace the others would take up as they take up a fresh one's: not worth its row. */
+  /** A pace the others would take up as a fresh one's: its destination's id says enough. */
   function isFresh(share: PaceShare, at: number): boolean {
     return share.limit === options.freshLimit && share.heldUntil === 0 &&
       share.rate === null && share.congestedAt < at - freshMs;
