@@ -76,7 +76,8 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
     engine: deps.engine,
     ingestLoad: deps.ingestLoad,
     refusals,
-    rateLimiter: createRateLimiter(db, config.rateLimit),
+    // The engine's process id: its process record and its rate-limit mark are one process's.
+    rateLimiter: createRateLimiter(db, { ...config.rateLimit, processId: deps.engine?.processId }),
     formRules: createFormRules(db, refusals),
     addressRule: { header: config.clientIpHeader, trustedProxyHops: config.trustedProxyHops },
     bodyTiming: bodyTimingOf(config),
