@@ -63,7 +63,10 @@ export async function startService(
   }
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
   const queues = options.queues ?? (config.kvQueues && kvHasQueues(config.kvPath));
-  const db = await openDb(config.kvPath, await createSealer(sealingKey), { queues });
+  const earlierKeys = config.submissionEncryptionKeysPrevious.map((key) =>
+    Uint8Array.fromBase64(key)
+  );
+  const db = await openDb(config.kvPath, await createSealer(sealingKey, earlierKeys), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
   // One budget for deliveries and test sends alike.
   const outbound = createOutboundBudget(db, config);
