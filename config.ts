@@ -56,7 +56,7 @@ const envSchema = z.object({
   ).refine(
     (keys) => keys.every(decodesTo32Bytes),
     "Expected comma-separated keys of 32 bytes in base64",
-  ).default([]),
+  ).optional(),
   /** Deliveries in flight at most per process; unset: DEFAULT_DELIVERY_CONCURRENCY within the descriptor limit. */
   DELIVERY_CONCURRENCY: positiveInt.max(10_000).optional(),
   /** Deliveries in flight to one destination at most, however fast it answers. */
@@ -287,7 +287,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     smtpHeloName: e.SMTP_HELO_NAME,
     allowPrivateDestinations: e.ALLOW_PRIVATE_DESTINATIONS,
     submissionEncryptionKey: e.SUBMISSION_ENCRYPTION_KEY ?? null,
-    submissionEncryptionKeysPrevious: e.SUBMISSION_ENCRYPTION_KEYS_PREVIOUS,
+    submissionEncryptionKeysPrevious: e.SUBMISSION_ENCRYPTION_KEYS_PREVIOUS ?? [],
     deliveryConcurrency: e.DELIVERY_CONCURRENCY ??
       deliveryConcurrencyFor(descriptorLimit() ?? ASSUMED_DESCRIPTOR_LIMIT),
     pace: { initial: PACE_INITIAL, max: e.DESTINATION_MAX_CONCURRENCY },
