@@ -20,6 +20,7 @@ import {
   notifySettingsKey,
   notifySettingsPrefix,
 } from "./keys.ts";
+import { retryWhileBusy } from "./kv_busy.ts";
 import { UnknownSealingKeyError } from "./sealing.ts";
 
 /** The families of sealed values. */
@@ -85,7 +86,9 @@ export async function resealAll(
       return;
     }
     const resealed = await db.sealer.seal(opened.plaintext, found.context);
-    if ((await found.replace(resealed).commit()).ok) {
+    const op = found.replace(resealed);
+    // Other processes write the same KV file: a commit they got in before is tried again.
+    if ((await retryWhileBusy(() => op.commit())).ok) {
       report.resealed[found.family]++;
       count(report.byKey, db.sealer.keyIds[0]);
     } else {
