@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createLogger } from "../log.ts";
 import { registry } from "../metrics.ts";
 import { startService } from "../service.ts";
-import { jobsPrefix, notifyOutboxPrefix } from "../store/keys.ts";
+import { jobsPrefix } from "../store/keys.ts";
 import { keyIdOf } from "../store/sealing.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { testConfig } from "./helpers/config.ts";
@@ -29,6 +29,7 @@ async function unknownKeyCount(): Promise<number> {
 Deno.test("a submission under a key the delivering process lacks is held, told and delivered once the key is there", async () => {
   const dir = await Deno.makeTempDir();
   await using sink = startWebhookSink();
+  await using owner = startWebhookSink(); // the organization's operational webhook
   const kvPath = `${dir}/formrelay.kv`;
   const keys = (current: Uint8Array, previous: Uint8Array[]) => ({
     kvPath,
@@ -38,6 +39,10 @@ Deno.test("a submission under a key the delivering process lacks is held, told a
   try {
     // A process still on the old ring delivers; the form and destination are sealed under OLD.
     await using old = await startHarness(keys(OLD, []), { queues: false });
+    const settings = await old.admin("PUT", "/notifications", {
+      webhook: { url: `${owner.url}/owner`, secret: null },
+    });
+    assert.equal(settings.status, 200);
     const form = await old.createForm();
     const destinationId = await old.addDestination(form.id, {
       type: "webhook",
@@ -80,19 +85,13 @@ Deno.test("a submission under a key the delivering process lacks is held, told a
     assert.match(logLine, new RegExp(keyIdOf(NEW)));
     assert.ok(!logLine.includes(NEW.toBase64()), "never the key");
     assert.ok((await unknownKeyCount()) > countBefore, "counted");
-    await waitFor(async () => {
-      for await (
-        const entry of kv.list<{ detail: string | null }>({ prefix: notifyOutboxPrefix() })
-      ) {
-        if (entry.value.detail?.includes(keyIdOf(NEW))) return true;
-      }
-      for await (
-        const entry of kv.list<{ event: { detail: string | null } }>({ prefix: ["notify_jobs"] })
-      ) {
-        if (entry.value.event?.detail?.includes(keyIdOf(NEW))) return true;
-      }
-      return false;
-    }, { message: "the owner's event recorded" });
+    await waitFor(
+      () => owner.received.some((r) => r.body.includes(keyIdOf(NEW))),
+      { message: "the owner told" },
+    );
+    const told = owner.received.find((r) => r.body.includes(keyIdOf(NEW)))!;
+    assert.equal(told.json?.type, "message.attempt.failing");
+    assert.ok(!told.body.includes("sealed under the new key"), "no payload in the notice");
     assert.equal(sink.hits, 0, "nothing sent");
     await old.close();
 
