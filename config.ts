@@ -50,6 +50,13 @@ const envSchema = z.object({
     (v) => decodesTo32Bytes(v),
     "Expected 32 bytes in base64",
   ).optional(),
+  /** Earlier sealing keys that still open values (comma-separated, base64); they never seal. */
+  SUBMISSION_ENCRYPTION_KEYS_PREVIOUS: z.string().transform((v) =>
+    v.split(",").map((key) => key.trim()).filter((key) => key !== "")
+  ).refine(
+    (keys) => keys.every(decodesTo32Bytes),
+    "Expected comma-separated keys of 32 bytes in base64",
+  ).optional(),
   /** Deliveries in flight at most per process; unset: DEFAULT_DELIVERY_CONCURRENCY within the descriptor limit. */
   DELIVERY_CONCURRENCY: positiveInt.max(10_000).optional(),
   /** Deliveries in flight to one destination at most, however fast it answers. */
@@ -173,6 +180,8 @@ export interface Config {
   allowPrivateDestinations: boolean;
   /** 32-byte key, base64; null = generate or load beside the local KV file. */
   submissionEncryptionKey: string | null;
+  /** Earlier 32-byte keys, base64, that still open values sealed under them. */
+  submissionEncryptionKeysPrevious: string[];
   deliveryConcurrency: number;
   /** Each destination's pace (delivery/pace.ts): where its concurrency starts, and its cap. */
   pace: { initial: number; max: number };
@@ -278,6 +287,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     smtpHeloName: e.SMTP_HELO_NAME,
     allowPrivateDestinations: e.ALLOW_PRIVATE_DESTINATIONS,
     submissionEncryptionKey: e.SUBMISSION_ENCRYPTION_KEY ?? null,
+    submissionEncryptionKeysPrevious: e.SUBMISSION_ENCRYPTION_KEYS_PREVIOUS ?? [],
     deliveryConcurrency: e.DELIVERY_CONCURRENCY ??
       deliveryConcurrencyFor(descriptorLimit() ?? ASSUMED_DESCRIPTOR_LIMIT),
     pace: { initial: PACE_INITIAL, max: e.DESTINATION_MAX_CONCURRENCY },

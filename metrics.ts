@@ -449,3 +449,16 @@ export function countConfirmation(result: string): void {
 export function countUnrouted(formId: string): void {
   unrouted.labels(perForm ? formId : "").inc();
 }
+
+const sealedUnknownKey = new client.Counter({
+  name: "formrelay_sealed_unknown_key_total",
+  help:
+    "Sealed values no configured sealing key opens, by what they are (envelope, destination); their deliveries are held",
+  labelNames: ["value"],
+  registers: [registry],
+});
+
+/** Counts a sealed value found under a key this process does not have. */
+export function countSealedUnknownKey(value: "envelope" | "destination"): void {
+  sealedUnknownKey.labels(value).inc();
+}

@@ -12,12 +12,13 @@ import { type Config, isRemoteKvPath } from "./config.ts";
 import { createConnectors } from "./connectors/mod.ts";
 import { type DeliveryEngine, startDeliveryEngine } from "./delivery/engine.ts";
 import { createIngestLoad } from "./delivery/ingest_load.ts";
+import { unknownKeyReason } from "./delivery/unknown_key.ts";
 import { createOutboundBudget } from "./delivery/outbound_budget.ts";
 import { type BodyGate, createBodyGate } from "./ingest/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
 import { recordHealth } from "./store/destination_health.ts";
-import { observeService } from "./metrics.ts";
+import { countSealedUnknownKey, observeService } from "./metrics.ts";
 import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
@@ -63,7 +64,10 @@ export async function startService(
   }
   const sealingKey = await loadSealingKey(config.submissionEncryptionKey, config.kvPath);
   const queues = options.queues ?? (config.kvQueues && kvHasQueues(config.kvPath));
-  const db = await openDb(config.kvPath, await createSealer(sealingKey), { queues });
+  const earlierKeys = config.submissionEncryptionKeysPrevious.map((key) =>
+    Uint8Array.fromBase64(key)
+  );
+  const db = await openDb(config.kvPath, await createSealer(sealingKey, earlierKeys), { queues });
   const connectors = createConnectors(config, { caCerts: options.caCerts });
   // One budget for deliveries and test sends alike.
   const outbound = createOutboundBudget(db, config);
@@ -137,6 +141,34 @@ export async function startService(
       );
     },
     onFailed: (job) => notifier.onFailed(job),
+    // A value under a key this process lacks: logged (its id only), counted, the job held
+    // (delivery/unknown_key.ts) and the owner told through the notifier, grouped per destination.
+    onUnknownKey: (job, found) => {
+      countSealedUnknownKey(found.value);
+      logger.error("sealed data under a key not configured: delivery held", {
+        orgId: job.orgId,
+        formId: job.formId,
+        destinationId: job.destinationId,
+        submissionId: job.submissionId,
+        keyId: found.keyId ?? "no id",
+        what: found.value,
+      });
+      notifier.record({
+        orgId: job.orgId,
+        type: "message.attempt.failing",
+        subject: job.destinationId,
+        formId: job.formId,
+        destinationId: job.destinationId,
+        detail: unknownKeyReason(found),
+        submissionIds: [job.submissionId],
+      }).catch((error) =>
+        logger.error("notification hook failed", {
+          orgId: job.orgId,
+          destinationId: job.destinationId,
+          error: describeError(error),
+        })
+      );
+    },
   });
   // Counted by the other processes before admitting anything (store/rate_limit.ts).
   await engine?.registered;

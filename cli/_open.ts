@@ -5,19 +5,21 @@
  *
  * @module
  */
-import { ConfigError, loadConfig } from "../config.ts";
+import { type Config, ConfigError, loadConfig } from "../config.ts";
 import { type Service, startService } from "../service.ts";
 
 /**
  * Runs `task` against a service opened for the CLI and closes it afterwards; a failure
  * (a ConfigError among them) is printed to stderr and ends the process with code 1.
  */
-export async function withService<T>(task: (service: Service) => Promise<T>): Promise<T> {
+export async function withService<T>(
+  task: (service: Service, config: Config) => Promise<T>,
+): Promise<T> {
   try {
     const config = { ...loadConfig(Deno.env.toObject()), logLevel: "silent" as const };
     const service = await startService(config, { deliver: false });
     try {
-      return await task(service);
+      return await task(service, config);
     } finally {
       await service.close();
     }

@@ -132,15 +132,18 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
   }
 
   /**
-   * Holds a job whose destination is paused: not attempted, its attempt uncounted,
-   * looked at again within the hour; past its data's lifetime it fails.
+   * Holds a job whose destination is paused (or whose sealed data needs a key this
+   * process lacks: `reason` says so): not attempted, its attempt uncounted, looked at
+   * again within the hour; past its data's lifetime it fails.
    */
-  async function hold(claimed: ClaimedJob): Promise<OutcomeFields> {
+  async function hold(claimed: ClaimedJob, reason?: string): Promise<OutcomeFields> {
     const { job } = claimed;
     const at = now();
     if (at >= job.submittedAt + deps.envelopeTtlMs) {
       return await finish(claimed, "failed", {
-        error: "Submission data expired while the destination was paused",
+        error: reason
+          ? `Submission data expired while held (${reason})`
+          : "Submission data expired while the destination was paused",
       });
     }
     const next: JobRecord = {
@@ -148,10 +151,11 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       state: "held",
       attempts: job.attempts - 1,
       dueAt: heldDueAt(job, at, deps.envelopeTtlMs),
+      lastError: reason ?? job.lastError,
       updatedAt: at,
     };
     const ok = await rescheduleJob(db, claimed, next, { wakeUp: null });
-    return { result: ok ? "held" : "lease lost" };
+    return { result: ok ? "held" : "lease lost", ...(reason ? { reason } : {}) };
   }
 
   /**
@@ -295,7 +299,7 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
 
   return {
     record(claimed, result) {
-      if ("held" in result) return hold(claimed);
+      if ("held" in result) return hold(claimed, result.reason);
       if ("deferred" in result) return defer(claimed, result.deferred);
       return record(claimed, result);
     },

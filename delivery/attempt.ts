@@ -3,7 +3,9 @@
  * classified result. The engine attempts claimed jobs through createJobAttempts; the
  * test send (routes/test_send.ts) uses checkConfig and sendEnvelope on a sample.
  * Every failure comes back as a DeliveryError, never as a throw; a job whose
- * destination is paused for health is not attempted but comes back `held`.
+ * destination is paused for health is not attempted but comes back `held`; so does one
+ * whose envelope or destination config is sealed under a key this process lacks
+ * (reported through onUnknownKey), until the operator gives the key back.
  *
  * @module
  */
@@ -20,7 +22,8 @@ import type { Db } from "../store/db.ts";
 import { type DestinationRecord, openDestinationConfig } from "../store/destinations.ts";
 import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
-import type { ClaimedJob } from "../store/job_record.ts";
+import type { ClaimedJob, JobRecord } from "../store/job_record.ts";
+import { sealedPart, UnknownKeyFound, unknownKeyReason } from "./unknown_key.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
 import { createConfirmationAttempt } from "./confirmation.ts";
 import { CONFIRMATION_DESTINATION_ID } from "../rules/confirmation.ts";
@@ -33,7 +36,7 @@ import { createStallClock } from "./loop_stall.ts";
  */
 export type AttemptResult =
   | SendResult
-  | { delivered: false; held: true }
+  | { delivered: false; held: true; reason?: string }
   | { delivered: false; deferred: { until: number; reason: string } };
 
 /**
@@ -122,6 +125,8 @@ export function createJobAttempts(
     outbound?: OutboundBudget;
     /** Processes delivering to a destination, this one included (DeliveryRequest.senders). */
     sendersOf?: (destinationId: string) => number;
+    /** Hears a job held because what it needs is sealed under a key this process lacks. */
+    onUnknownKey?: (job: JobRecord, found: UnknownKeyFound) => void;
   },
 ): JobAttempts {
   const { db, connectors, outbound } = deps;
@@ -170,7 +175,7 @@ export function createJobAttempts(
       });
     }
     const connector = connectors[destination.type];
-    const config = await openConfig(destination, connector);
+    const config = await sealedPart("destination", () => openConfig(destination, connector));
     if (outbound) {
       // The sealed envelope's size is the JSON's plus a few bytes: close enough, and known.
       const request = outbound.requestOf({ type: destination.type, config }, {
@@ -182,7 +187,10 @@ export function createJobAttempts(
         return { delivered: false, deferred: { until: answer.retryAt, reason: answer.reason } };
       }
     }
-    const envelope = await openEnvelope(db.sealer, job.submissionId, sealed);
+    const envelope = await sealedPart(
+      "envelope",
+      () => openEnvelope(db.sealer, job.submissionId, sealed),
+    );
     // The receiver's time: from the hand-over to the connector to its answer, less what
     // this process kept it waiting (its busy thread, its own limits).
     const ownWait = { ms: 0 };
@@ -205,7 +213,16 @@ export function createJobAttempts(
     return sent;
   }
 
+  /** Held, not failed: no attempt can succeed until the operator gives the key back. */
+  function heldForKey(job: JobRecord, found: UnknownKeyFound): AttemptResult {
+    deps.onUnknownKey?.(job, found);
+    return { delivered: false, held: true, reason: unknownKeyReason(found) };
+  }
+
   return {
-    attempt: (claimed, signal) => attempt(claimed, signal).catch(classify),
+    attempt: (claimed, signal) =>
+      attempt(claimed, signal).catch((error) =>
+        error instanceof UnknownKeyFound ? heldForKey(claimed.job, error) : classify(error)
+      ),
   };
 }

@@ -17,6 +17,7 @@ import { cut, fieldText, renderPlaceholders } from "../rules/render.ts";
 import type { Db } from "../store/db.ts";
 import { getDestination } from "../store/destinations.ts";
 import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
+import { sealedPart } from "./unknown_key.ts";
 import { type FormRecord, getFormById } from "../store/forms.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
@@ -41,7 +42,7 @@ export function createConfirmationAttempt(
   /** The relay config the setting names: the platform's, or one of the form's SMTP destinations. */
   async function relayOf(form: FormRecord, via: string, to: string): Promise<SmtpConfig> {
     if (via === "platform") return { to: [to], subjectTemplate: "-" };
-    const destination = await getDestination(db, form.id, via);
+    const destination = await sealedPart("destination", () => getDestination(db, form.id, via));
     const config = destination?.config as Record<string, unknown> | undefined;
     if (destination?.type !== "smtp" || typeof config?.host !== "string") {
       throw refused("The confirmation's SMTP destination is gone or has no relay of its own");
@@ -58,7 +59,10 @@ export function createConfirmationAttempt(
     if (!form || !settings) throw refused("The confirmation was turned off before delivery");
     const sealed = await readSealedEnvelope(db, claimed);
     if (sealed === null) throw refused("Submission data expired before delivery");
-    const envelope = await openEnvelope(db.sealer, job.submissionId, sealed);
+    const envelope = await sealedPart(
+      "envelope",
+      () => openEnvelope(db.sealer, job.submissionId, sealed),
+    );
     const to = visitorAddress(envelope.payload, settings.emailField);
     if (to === null) throw refused("The visitor's address is no longer valid");
     const config = await relayOf(form, settings.via, to);

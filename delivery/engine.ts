@@ -16,6 +16,7 @@ import type { Db } from "../store/db.ts";
 import { listDueJobs, listenForWakes } from "../store/due_jobs.ts";
 import { sweepEnvelopeMarkers } from "../store/envelope_cleanup.ts";
 import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
+import type { UnknownKeyFound } from "./unknown_key.ts";
 import { claimJob, claimKnownJob } from "../store/jobs.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
 import { type Admission, createAdmission, orgBacklogShare } from "./admission.ts";
@@ -55,6 +56,8 @@ export interface EngineDeps {
   onAttempt?: (job: JobRecord, result: SendResult) => void | Promise<void>;
   /** Called once a job has failed for good (owner notifications). */
   onFailed?: (job: JobRecord) => void;
+  /** Hears a job held because its sealed data needs a key this process lacks. */
+  onUnknownKey?: (job: JobRecord, found: UnknownKeyFound) => void;
 }
 
 /** The delivery engine of one process. */

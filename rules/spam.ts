@@ -72,14 +72,12 @@ export const SPAM_RULES: SpamRule[] = [
   "disposable",
 ];
 
-/** The signature of a page token's time for a form. */
-function signature(sealer: Sealer, publicKey: string, issuedMs: number): string {
-  return sealer.pseudonym(`page-token\0${publicKey}\0${issuedMs}`);
-}
+/** What a page token's signature signs: the form's public key and the page's time. */
+const signed = (publicKey: string, issuedMs: number) => `page-token\0${publicKey}\0${issuedMs}`;
 
 /** A page token for a form's page loaded at `now`. */
 export function pageToken(sealer: Sealer, publicKey: string, now: number): string {
-  return `${now}.${signature(sealer, publicKey, now)}`;
+  return `${now}.${sealer.pseudonym(signed(publicKey, now))}`;
 }
 
 /** A good page token: when its page loaded, and its signature (what records its use). */
@@ -97,7 +95,10 @@ export function readPageToken(
   const [time, sig] = token.split(".");
   const issued = Number(time);
   if (!/^\d{1,15}$/.test(time) || issued > now || now - issued > TOKEN_MAX_AGE_MS) return null;
-  return sig === signature(sealer, publicKey, issued) ? { loadedAt: issued, signature: sig } : null;
+  // Any key of the ring: a page served before a rotation, or by a process not yet rotated, is good.
+  return typeof sig === "string" && sealer.isPseudonym(signed(publicKey, issued), sig)
+    ? { loadedAt: issued, signature: sig }
+    : null;
 }
 
 /** Every string value of a payload, nested ones too (at most `limit` of them). */

@@ -74,3 +74,24 @@ Deno.test("spam rules are validated: bounded patterns only, sane limits", () => 
   assert.equal(spamRulesSchema.safeParse({ minSeconds: 0 }).success, false);
   assert.equal(spamRulesSchema.safeParse({ unknown: true }).success, false);
 });
+
+Deno.test("time trap across a key rotation: a page served under any ring key passes", async () => {
+  const oldKey = crypto.getRandomValues(new Uint8Array(32));
+  const newKey = crypto.getRandomValues(new Uint8Array(32));
+  const before = await createSealer(oldKey);
+  const after = await createSealer(newKey, [oldKey]);
+  const rules = { minSeconds: 3 };
+  const verdict = async (issuer: typeof before, reader: typeof before) => {
+    const token = pageToken(issuer, publicKey, now - 10_000);
+    const payload = { [TIME_TRAP_FIELD]: token };
+    return (await spamRuleCaught(rules, { payload, sealer: reader, publicKey, orgId: "o", now }))
+      .rule;
+  };
+  assert.equal(await verdict(before, after), null, "served before the rotation");
+  assert.equal(
+    await verdict(after, await createSealer(oldKey, [newKey])),
+    null,
+    "new key accepted",
+  );
+  assert.equal(await verdict(after, before), "time_trap", "a key the reader lacks");
+});

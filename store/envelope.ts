@@ -59,8 +59,25 @@ export function splitChunks(sealed: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBu
 }
 
 /**
+ * Splits resealed bytes into exactly `count` chunks, as the jobs of the submission
+ * count them: the last takes what is left (a few header bytes more than a full chunk at
+ * most, still below the KV value limit).
+ */
+export function splitChunksInto(
+  sealed: Uint8Array<ArrayBuffer>,
+  count: number,
+): Uint8Array<ArrayBuffer>[] {
+  const chunks = splitChunks(sealed).slice(0, count);
+  const rest = sealed.subarray((count - 1) * ENVELOPE_CHUNK_BYTES);
+  chunks[count - 1] = rest;
+  return chunks;
+}
+
+/**
  * Reads and joins the sealed envelope chunks of a claimed job (the first came with
- * the claim); null when any is missing (expired or deleted).
+ * the claim); null when any is missing (expired or deleted). A longer envelope's chunks
+ * are read again together until they all come from one commit: a reseal
+ * (store/reseal.ts) may rewrite them between two reads.
  */
 export async function readSealedEnvelope(
   db: Db,
@@ -70,17 +87,21 @@ export async function readSealedEnvelope(
   if (firstChunk === null) return null;
   if (job.chunks === 1) return firstChunk;
   const keys = Array.from(
-    { length: job.chunks - 1 },
-    (_, i) => envelopeChunkKey(job.submittedAt, job.submissionId, i + 1),
+    { length: job.chunks },
+    (_, i) => envelopeChunkKey(job.submittedAt, job.submissionId, i),
   );
-  const parts = [firstChunk];
-  for (let i = 0; i < keys.length; i += 10) {
-    for (const entry of await db.kv.getMany<Uint8Array<ArrayBuffer>[]>(keys.slice(i, i + 10))) {
-      if (entry.value === null) return null;
-      parts.push(entry.value);
+  for (let tries = 0;; tries++) {
+    const entries: Deno.KvEntryMaybe<Uint8Array<ArrayBuffer>>[] = [];
+    for (let i = 0; i < keys.length; i += 10) {
+      entries.push(...await db.kv.getMany<Uint8Array<ArrayBuffer>[]>(keys.slice(i, i + 10)));
+    }
+    if (entries.some((entry) => entry.value === null)) return null;
+    const stamps = new Set(entries.map((entry) => entry.versionstamp));
+    // Every chunk is written in one commit, so one commit's chunks share a versionstamp.
+    if (stamps.size === 1 || tries >= 5) {
+      return concatBytes(entries.map((entry) => entry.value!));
     }
   }
-  return concatBytes(parts);
 }
 
 /** Adds the deletion of a submission's envelope chunks to an operation. */

@@ -85,6 +85,8 @@ export function hashOfTenantKeyByOrgKey(key: Deno.KvKey): string {
 
 /** A form record. */
 export const formKey = (formId: string): ["forms", string] => ["forms", formId];
+/** Prefix of every form record. */
+export const formsPrefix = (): ["forms"] => ["forms"];
 /** Index entry: a form of an organization. */
 export const formByOrgKey = (orgId: string, formId: string): ["forms_by_org", string, string] => [
   "forms_by_org",
@@ -153,6 +155,9 @@ export const envelopeChunkKey = (
   submissionId: string,
   index: number,
 ): ["envelopes", number, string, number] => ["envelopes", submittedAt, submissionId, index];
+
+/** Prefix of every sealed envelope chunk. */
+export const envelopesPrefix = (): ["envelopes"] => ["envelopes"];
 
 /** A finished job's note that the envelope may have to go (see envelope_cleanup.ts). */
 export const envelopeCheckKey = (ref: JobKeyParts): ["envelope_checks", number, string, string] => [

@@ -8,9 +8,14 @@
 import assert from "node:assert/strict";
 import { deliveredBy, type ServiceProcess, startServiceProcess } from "../helpers/process.ts";
 import { startWebhookSink, type WebhookSink } from "../helpers/sink.ts";
-import { countKeys } from "../helpers/kv.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { adminClient, createFormWith, prepareWorkspace, submit } from "./helpers/cluster.ts";
+import {
+  adminClient,
+  createFormWith,
+  prepareWorkspace,
+  submit,
+  waitForNoJobs,
+} from "./helpers/cluster.ts";
 
 const IN_FLIGHT = 40;
 
@@ -77,16 +82,7 @@ async function waitForAll(pair: Awaited<ReturnType<typeof startPair>>, accepted:
     timeoutMs: 60_000,
     message: () => `${missing()} of ${expected.length} deliveries still missing`,
   });
-  // A job whose result was not recorded stays in KV and is sent again after its lease.
-  const watch = await Deno.openKv(pair.workspace.env.KV_PATH);
-  try {
-    await waitFor(async () => await countKeys(watch, "jobs") === 0, {
-      timeoutMs: 30_000,
-      message: "jobs still in KV",
-    });
-  } finally {
-    watch.close();
-  }
+  await waitForNoJobs(pair.workspace.env.KV_PATH);
   return expected;
 }
 

@@ -10,6 +10,8 @@ import { loadConfig } from "../../../config.ts";
 import { startService } from "../../../service.ts";
 import { createOrg } from "../../../store/orgs.ts";
 import { adminClient, createFormWith } from "../../../tools/admin_client.ts";
+import { countKeys } from "../../helpers/kv.ts";
+import { waitFor } from "../../helpers/wait.ts";
 
 export {
   type AdminAnswer,
@@ -109,6 +111,22 @@ export async function submit(
     submissionId: response.status === 202 ? body?.submissionId ?? null : null,
     retryAfter: response.headers.get("retry-after"),
   };
+}
+
+/**
+ * Waits until no delivery job is left in the KV file: none can be sent again (a job whose
+ * result was not recorded stays in KV and is sent again after its lease).
+ */
+export async function waitForNoJobs(kvPath: string, timeoutMs = 30_000): Promise<void> {
+  const watch = await Deno.openKv(kvPath);
+  try {
+    await waitFor(async () => await countKeys(watch, "jobs") === 0, {
+      timeoutMs,
+      message: "jobs still in KV",
+    });
+  } finally {
+    watch.close();
+  }
 }
 
 /** The p-th percentile (0–100) of some numbers, nearest rank; NaN when empty. */
