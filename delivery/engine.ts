@@ -46,6 +46,7 @@ export interface EngineDeps {
     | "retryScheduleMs"
     | "sweepIntervalMs"
     | "failedRetentionMs"
+    | "publicUrl"
   >;
   logger: Logger;
   /** Whether the KV offers queues (local KV does; KV Connect and Deno Deploy do not). */

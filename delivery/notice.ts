@@ -17,7 +17,8 @@ import type { DestinationType } from "../connectors/registry.ts";
 import { type Connector, DeliveryError } from "../connectors/types.ts";
 import { describeError, type Logger } from "../log.ts";
 import { channelTarget } from "../notify/channels.ts";
-import { notificationEnvelope, webhookBody } from "../notify/render.ts";
+import { aboutOf } from "../notify/about.ts";
+import { noticeOf } from "../notify/render.ts";
 import type { Db } from "../store/db.ts";
 import type { JobRef } from "../store/job_record.ts";
 import {
@@ -28,8 +29,7 @@ import {
   retryNotice,
 } from "../store/notice_jobs.ts";
 import { getNotificationSettings } from "../store/notifications.ts";
-import type { SubmissionEnvelope } from "../submission.ts";
-import { type AttemptResult, checkConfig, sendEnvelope } from "./attempt.ts";
+import { type AttemptResult, checkConfig } from "./attempt.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
 import { nextRetryDelay } from "./retry.ts";
 
@@ -77,7 +77,7 @@ export function createNoticeJobs(deps: {
   db: Db;
   connectors: Record<DestinationType, Connector>;
   outbound?: OutboundBudget;
-  config: Pick<Config, "retryScheduleMs" | "leaseMs">;
+  config: Pick<Config, "retryScheduleMs" | "leaseMs" | "publicUrl">;
   logger: Logger;
   now: () => number;
 }): NoticeJobs {
@@ -94,27 +94,28 @@ export function createNoticeJobs(deps: {
       const issue = checked.error.issues[0]?.message ?? "unknown";
       throw refused(`Channel config is not valid: ${issue}`);
     }
-    // The webhook connector sends its envelope as the JSON body: here the event's body.
-    const envelope = target.type === "webhook"
-      ? webhookBody(job.event, now()) as unknown as SubmissionEnvelope
-      : notificationEnvelope(job.event, { id: job.id, now: now() });
+    if (connector.notice === undefined) throw refused("This channel type takes no notices");
+    const notice = noticeOf(job.event, {
+      ...await aboutOf(db, job.event),
+      consoleUrl: config.publicUrl,
+      now: now(),
+    });
     if (outbound) {
       const request = outbound.requestOf({ type: target.type, config: checked.config }, {
         orgId: job.orgId,
-        bytes: new TextEncoder().encode(JSON.stringify(envelope)).length,
+        bytes: new TextEncoder().encode(JSON.stringify(notice)).length,
       });
       const answer = await outbound.take(request, now());
       if (!answer.ok) {
         return { delivered: false, deferred: { until: answer.retryAt, reason: answer.reason } };
       }
     }
-    return await sendEnvelope(connector, {
-      envelope,
-      config: checked.config,
-      deliveryId: job.id,
-      destinationId: job.channel.kind === "chat" ? job.channel.destinationId : job.channel.kind,
+    const receipt = await connector.notice.sendNotice(checked.config, {
+      notice,
+      id: job.id,
       signal: AbortSignal.any([signal, AbortSignal.timeout(NOTICE_TIMEOUT_MS)]),
     });
+    return { delivered: true, receipt };
   }
 
   async function record(claimed: ClaimedNotice, result: AttemptResult) {

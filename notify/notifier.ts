@@ -200,6 +200,7 @@ export function startNotifier(deps: NotifierDeps): Notifier {
           type: "endpoint.disabled",
           subject,
           detail,
+          statusCode: failing.lastStatusCode ?? null,
           held,
           firstAt: failing.since,
         });
@@ -215,6 +216,7 @@ export function startNotifier(deps: NotifierDeps): Notifier {
         type: "message.attempt.failing",
         subject,
         detail: failing.lastError,
+        statusCode: failing.lastStatusCode ?? null,
         count: failing.failures,
         firstAt: failing.since,
       });
@@ -228,6 +230,7 @@ export function startNotifier(deps: NotifierDeps): Notifier {
         subject: job.destinationId,
         submissionIds: [job.submissionId],
         detail: job.lastError,
+        statusCode: job.lastStatusCode,
       });
     },
     runOnce: async () => {

@@ -66,8 +66,13 @@ export interface PendingEvent {
   lastAt: number;
   /** The latest failed submissions' ids (at most MAX_IDS); never their content. */
   submissionIds: string[];
-  /** The last error (already redacted by the connector), the pause reason, or null. */
+  /**
+   * The last error (already redacted by the connector), the pause reason, or null: the
+   * receiver's words may be in it, so only the API and the operational webhook show it.
+   */
   detail: string | null;
+  /** The last failure's status code (HTTP or SMTP), which people's notices give instead. */
+  statusCode?: number | null;
   /** Submissions held by a paused destination, when known. */
   held: number | null;
   /** Summary figures, for the summary event only. */
@@ -80,7 +85,10 @@ export interface PendingEvent {
 export type NewEvent =
   & Pick<PendingEvent, "orgId" | "type" | "subject">
   & Partial<
-    Pick<PendingEvent, "formId" | "destinationId" | "detail" | "held" | "figures" | "firstAt">
+    Pick<
+      PendingEvent,
+      "formId" | "destinationId" | "detail" | "statusCode" | "held" | "figures" | "firstAt"
+    >
   >
   & { submissionIds?: string[]; count?: number };
 
@@ -193,6 +201,7 @@ export async function recordEvent(
       lastAt: now,
       submissionIds: ids.slice(-MAX_IDS),
       detail: event.detail ?? before?.detail ?? null,
+      statusCode: event.statusCode ?? before?.statusCode ?? null,
       held: event.held ?? before?.held ?? null,
       figures: event.figures ?? before?.figures,
       dueAt: before?.dueAt ?? Math.max(now, (last.value ?? -Infinity) + groupMs),

@@ -11,7 +11,7 @@ import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
 import { type DestinationDescriptor, httpTarget, urlHosts } from "../descriptor.ts";
 import type { HttpConnectorDeps } from "../http.ts";
-import type { Connector } from "../types.ts";
+import type { Connector, Notice } from "../types.ts";
 import {
   answerJson,
   CHAT_SECRETS,
@@ -24,6 +24,7 @@ import {
   fieldList,
   fieldsWithin,
   moreFields,
+  noticeText,
   presentation,
   renderConfigTemplate,
   serviceWords,
@@ -118,6 +119,21 @@ export function discordMessage(
   };
 }
 
+/** The Discord message of an owner notice: one embed, its title linking to the console. */
+export function discordNotice(notice: Notice, config: Pick<DiscordConfig, "username">) {
+  const embed: Record<string, unknown> = {
+    title: cut(notice.title, DISCORD_LIMITS.title),
+    description: noticeText(notice, discordEscape, DISCORD_LIMITS.description),
+    color: 0xed4245,
+  };
+  if (notice.link !== null) embed.url = notice.link.url;
+  return {
+    ...(config.username === undefined ? {} : { username: config.username }),
+    allowed_mentions: { parse: [] },
+    embeds: [embed],
+  };
+}
+
 /** The Discord message of several submissions: one embed each (at most 10). */
 export function discordDigest(
   envelopes: SubmissionEnvelope[],
@@ -167,6 +183,7 @@ export function createDiscordConnector(deps: HttpConnectorDeps): Connector<Disco
     url: (config) => new URL(config.url),
     message: discordMessage,
     digest: discordDigest,
+    notice: discordNotice,
     // Per-webhook buckets of about 5 in 2 s; 10 embeds a message at most.
     pace: { maxPerMessage: 10, minGapMs: 500 },
     read: readDiscordAnswer,

@@ -11,7 +11,7 @@ import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
 import { type DestinationDescriptor, httpTarget, urlHosts } from "../descriptor.ts";
 import type { HttpConnectorDeps } from "../http.ts";
-import type { Connector } from "../types.ts";
+import type { Connector, Notice } from "../types.ts";
 import {
   answerJson,
   CHAT_SECRETS,
@@ -25,6 +25,7 @@ import {
   fieldList,
   fieldsWithin,
   moreFields,
+  noticeText,
   presentation,
   renderConfigTemplate,
   serviceWords,
@@ -141,6 +142,19 @@ export function slackDigest(
   return { text: title, blocks };
 }
 
+/** The Slack message of an owner notice: its title, its lines and the console link. */
+export function slackNotice(notice: Notice) {
+  const title = cutEscaped(notice.title, 150, slackEscape);
+  const blocks: unknown[] = [
+    section(`*${title}*`),
+    section(noticeText(notice, slackEscape, SLACK_LIMITS.sectionChars)),
+  ];
+  if (notice.link !== null) {
+    blocks.push(section(`<${notice.link.url}|${slackEscape(notice.link.label)}>`));
+  }
+  return { text: title, blocks };
+}
+
 /** Slack's answers that mean the webhook or its channel is gone. */
 const GONE = new Set([
   "channel_not_found",
@@ -168,6 +182,7 @@ export function createSlackConnector(deps: HttpConnectorDeps): Connector<SlackCo
     url: (config) => new URL(config.url),
     message: slackMessage,
     digest: slackDigest,
+    notice: slackNotice,
     // About one message a second per webhook; 3 blocks a submission within 50.
     pace: { maxPerMessage: 16, minGapMs: 1000 },
     read: readSlackAnswer,

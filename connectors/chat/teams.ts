@@ -10,7 +10,7 @@ import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
 import { type DestinationDescriptor, httpTarget, urlHosts } from "../descriptor.ts";
 import type { HttpConnectorDeps } from "../http.ts";
-import type { Connector } from "../types.ts";
+import type { Connector, Notice } from "../types.ts";
 import {
   CHAT_SECRETS,
   chatFailure,
@@ -22,6 +22,7 @@ import {
   fieldList,
   fieldsWithin,
   moreFields,
+  noticeText,
   presentation,
   renderConfigTemplate,
   smallPrint,
@@ -69,6 +70,18 @@ function teamsEnvelope(body: unknown[]) {
       },
     }],
   };
+}
+
+/** The Teams message of an owner notice: its title, its lines and the console link. */
+export function teamsNotice(notice: Notice) {
+  const body = [
+    textBlock(cut(teamsEscape(notice.title), 300), { size: "Medium", weight: "Bolder" }),
+    textBlock(noticeText(notice, teamsEscape, 4000)),
+  ];
+  if (notice.link !== null) {
+    body.push(textBlock(`[${teamsEscape(notice.link.label)}](${notice.link.url})`));
+  }
+  return teamsEnvelope(body);
 }
 
 /** The Teams message of one submission. */
@@ -162,6 +175,7 @@ export function createTeamsConnector(deps: HttpConnectorDeps): Connector<TeamsCo
     url: (config) => new URL(config.url),
     message: teamsMessage,
     digest: teamsDigest,
+    notice: teamsNotice,
     pace: { maxPerMessage: 10, minGapMs: 1000 },
     read: readTeamsAnswer,
   });

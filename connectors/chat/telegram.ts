@@ -10,7 +10,7 @@ import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
 import type { DestinationDescriptor, SecretKind } from "../descriptor.ts";
 import type { HttpConnectorDeps } from "../http.ts";
-import type { Connector } from "../types.ts";
+import type { Connector, Notice } from "../types.ts";
 import {
   answerJson,
   chatFailure,
@@ -21,6 +21,7 @@ import {
   digestTitle,
   fieldsWithin,
   moreFields,
+  noticeText,
   presentation,
   renderConfigTemplate,
   serviceWords,
@@ -93,6 +94,20 @@ export function telegramMessage(
   };
 }
 
+/** The `sendMessage` body of an owner notice: its title, its lines and the console link. */
+export function telegramNotice(notice: Notice, config: Pick<TelegramConfig, "chatId">) {
+  const title = `<b>${cutEscaped(notice.title, 300, telegramEscape)}</b>`;
+  const link = notice.link === null
+    ? ""
+    : `\n\n<a href="${telegramEscape(notice.link.url)}">${telegramEscape(notice.link.label)}</a>`;
+  return {
+    chat_id: config.chatId,
+    text: `${title}\n\n${noticeText(notice, telegramEscape, 3000)}${link}`,
+    parse_mode: "HTML",
+    link_preview_options: { is_disabled: true },
+  };
+}
+
 /** The `sendMessage` body of several submissions, within the one text's 4 096 characters. */
 export function telegramDigest(
   envelopes: SubmissionEnvelope[],
@@ -148,6 +163,7 @@ export function createTelegramConnector(
     url: (config) => new URL(`${apiUrl}/bot${config.botToken}/sendMessage`),
     message: telegramMessage,
     digest: telegramDigest,
+    notice: telegramNotice,
     // About one message a second per chat; 300 characters at least per submission.
     pace: { maxPerMessage: 8, minGapMs: 1000 },
     read: readTelegramAnswer,
