@@ -10,10 +10,11 @@ import {
 } from "../../tests/helpers/connector_sink.ts";
 import { type ChatService, startChatReceiver } from "../../tests/helpers/chat_receivers.ts";
 import { type Connector, DeliveryError } from "../types.ts";
-import { createDiscordConnector } from "./discord.ts";
-import { createSlackConnector, readSlackAnswer } from "./slack.ts";
-import { createTeamsConnector } from "./teams.ts";
-import { createTelegramConnector } from "./telegram.ts";
+import type { ConnectorDeps } from "../descriptor.ts";
+import { discordDestination } from "./discord.ts";
+import { readSlackAnswer, slackDestination } from "./slack.ts";
+import { teamsDestination } from "./teams.ts";
+import { telegramDestination } from "./telegram.ts";
 
 const TOKEN = "123456789:AAEabcdefghijklmnopqrstuvwxyz012345";
 
@@ -28,14 +29,15 @@ function connectorFor(
   options: { pinned?: boolean } = {},
 ) {
   const deps = options.pinned ? httpDeps(15_000, loopbackGuard().guard) : httpDeps(15_000);
+  // The HTTP deps, and the Telegram API at the receiver.
+  const connectorDeps = { http: deps, config: { telegramApiUrl: url } } as ConnectorDeps;
+  const create = (descriptor: { create: (deps: ConnectorDeps, onClose: () => void) => unknown }) =>
+    descriptor.create(connectorDeps, () => {}) as Connector<unknown>;
   const connectors: Record<ChatService, [Connector<unknown>, unknown]> = {
-    slack: [createSlackConnector(deps) as Connector<unknown>, { url }],
-    discord: [createDiscordConnector(deps) as Connector<unknown>, { url }],
-    teams: [createTeamsConnector(deps) as Connector<unknown>, { url }],
-    telegram: [
-      createTelegramConnector(deps, url) as Connector<unknown>,
-      { botToken: TOKEN, chatId: -1001234 },
-    ],
+    slack: [create(slackDestination), { url }],
+    discord: [create(discordDestination), { url }],
+    teams: [create(teamsDestination), { url }],
+    telegram: [create(telegramDestination), { botToken: TOKEN, chatId: -1001234 }],
   };
   const [connector, base] = connectors[service];
   const config = connector.configSchema.parse({ ...base as object, ...extra });
