@@ -83,7 +83,7 @@ export interface DeliveryEngine {
   stats(): { active: number; waiting: number };
   /** A destination's pace in this process, and its deliveries in flight here. */
   pace(destinationId: string): DestinationPace;
-  /** The destinations this process paces (has delivered to lately). */
+  /** The destinations this process paces (has delivered to lately); notice lanes left out. */
   paces(): IterableIterator<[string, DestinationPace]>;
   /** Settles once the queue listener has stopped (after kv.close()). */
   listening: Promise<void>;
@@ -379,6 +379,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     }),
     *paces() {
       for (const [id, view] of pace.views()) {
+        // Notice lanes are an organization's channels, not destinations (metrics list these).
+        if (isNoticeLane(id)) continue;
         yield [id, { ...view, inFlight: dispatcher.running(id) }];
       }
     },

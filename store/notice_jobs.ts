@@ -17,9 +17,11 @@ import {
   notifyDueParts,
   notifyDuePrefix,
   notifyJobKey,
+  notifyJobsPrefix,
   notifyLastKey,
   notifyLogKey,
   notifyOutboxDueKey,
+  notifyOutboxPrefix,
 } from "./keys.ts";
 import type { ChannelRef, NotifyJob, NotifyLogEntry, PendingEvent } from "./notifications.ts";
 import { JOB_TTL_MS, testEvent } from "./notifications.ts";
@@ -223,4 +225,23 @@ export async function retryNotice(
     checks: 1,
     bytes: NOTICE_BYTES,
   });
+}
+
+/**
+ * Every key of an organization's waiting notifications: its notice jobs and outbox
+ * groups, and their due entries (time first, so found through the records' due times
+ * rather than by a listing of everyone's). For deleting an organization.
+ */
+export async function orgNoticeKeys(db: Db, orgId: string): Promise<Deno.KvKey[]> {
+  const keys: Deno.KvKey[] = [];
+  for await (const entry of db.kv.list<NotifyJob>({ prefix: notifyJobsPrefix(orgId) })) {
+    keys.push(entry.key, notifyDueKey(entry.value.dueAt, orgId, entry.value.id));
+  }
+  for await (
+    const entry of db.kv.list<PendingEvent>({ prefix: [...notifyOutboxPrefix(), orgId] })
+  ) {
+    const { dueAt, type, subject } = entry.value;
+    keys.push(entry.key, notifyOutboxDueKey(dueAt, orgId, type, subject));
+  }
+  return keys;
 }

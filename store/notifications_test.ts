@@ -13,6 +13,7 @@ import {
   dispatchEvent,
   finishNotice,
   listDueNotices,
+  orgNoticeKeys,
   queueTest,
   retryNotice,
 } from "./notice_jobs.ts";
@@ -103,5 +104,21 @@ Deno.test("notice jobs are found through their due entries: a lease moves them, 
     await finishNotice(db, again!, { delivered: true, error: null, now: t0 + 5000 });
     assert.deepEqual(await listDueNotices(db, { now: Number.MAX_SAFE_INTEGER, limit: 10 }), []);
     assert.equal(await claimNotice(db, ref, { now: t0 + 9000, leaseMs: 1000 }), null, "ended");
+  });
+});
+
+Deno.test("an organization's waiting notifications are found by its id, due entries included", async () => {
+  await withDb(async (db) => {
+    const t0 = 7_000_000;
+    await recordEvent(db, failed("s1"), { now: t0, groupMs: HOUR });
+    await queueTest(db, { orgId: "org", channels: [{ kind: "webhook" }], now: t0 });
+    await queueTest(db, { orgId: "other", channels: [{ kind: "email" }], now: t0 });
+    const keys = await orgNoticeKeys(db, "org");
+    for (const key of keys) await db.kv.delete(key);
+    const left: string[] = [];
+    for await (const entry of db.kv.list({ prefix: [] })) left.push(JSON.stringify(entry.key));
+    assert.equal(keys.length, 4);
+    assert.ok(left.every((key) => !key.includes('"org"')), left.join("\n"));
+    assert.ok(left.some((key) => key.includes('"other"')), "another organization's are kept");
   });
 });
