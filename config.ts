@@ -67,6 +67,11 @@ const envSchema = z.object({
   BACKLOG_MAX_JOBS: positiveInt.default(20_000),
   /** Share of BACKLOG_MAX_JOBS one organization may fill (0 < share <= 1). */
   BACKLOG_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
+  /**
+   * The address the service is reached at (`https://forms.example.com`): owner
+   * notifications link to the console's page for what they tell. Unset: no link.
+   */
+  PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** Whether a KV that offers queues carries wake-ups through them (false: the sweep alone, as on Deploy). */
   KV_QUEUES: boolean.default(true),
   /** Seconds between sweeps for due jobs and expired leases. */
@@ -192,6 +197,8 @@ export interface Config {
   sweepIntervalMs: number;
   /** KV_QUEUES: use the KV's queues where it has them. */
   kvQueues: boolean;
+  /** PUBLIC_URL without a trailing slash, or null: where the console is for links in notices. */
+  publicUrl: string | null;
   leaseMs: number;
   retryScheduleMs: number[];
   httpTimeoutMs: number;
@@ -295,6 +302,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     backlog: { maxJobs: e.BACKLOG_MAX_JOBS, orgShare: e.BACKLOG_ORG_SHARE },
     sweepIntervalMs: e.SWEEP_INTERVAL_SECONDS * 1000,
     kvQueues: e.KV_QUEUES,
+    publicUrl: e.PUBLIC_URL?.replace(/\/+$/, "") ?? null,
     leaseMs: e.DELIVERY_LEASE_MS,
     retryScheduleMs: e.RETRY_SCHEDULE_SECONDS.split(",").map((s) => Number(s) * 1000),
     httpTimeoutMs: e.HTTP_TIMEOUT_MS,

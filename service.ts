@@ -17,7 +17,7 @@ import { createOutboundBudget } from "./delivery/outbound_budget.ts";
 import { type BodyGate, createBodyGate } from "./ingest/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
-import { recordHealth } from "./store/destination_health.ts";
+import { recordHealthChange } from "./store/destination_health.ts";
 import { countSealedUnknownKey, observeService } from "./metrics.ts";
 import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
@@ -74,16 +74,17 @@ export async function startService(
   const ingestLoad = createIngestLoad();
   // Destinations this process found healthy: their deliveries skip the health read.
   const healthyDestinations = new Map<string, number>();
-  // Owner notifications: sent by the processes that deliver (their jobs are in KV).
+  // Owner notifications: events recorded by every process; turned into notice jobs by
+  // the processes that deliver, whose engine sends them (delivery/notice.ts).
+  let engine: DeliveryEngine | null = null;
   const notifier = startNotifier({
     db,
-    connectors,
-    outbound,
     config,
     logger,
     background: options.deliver !== false,
+    wakeNotices: (refs) => engine?.wakeNotices(refs),
   });
-  const engine = options.deliver === false ? null : startDeliveryEngine({
+  engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
     config,
@@ -91,47 +92,48 @@ export async function startService(
     queues,
     outbound,
     ingestBurstMs: ingestLoad.burstMs,
-    // Failing by its own fault for DESTINATION_PAUSE_AFTER_HOURS pauses a destination (0:
-    // never). The outcome is already recorded, so a failure here is logged, not the delivery's.
-    // Owner notifications hear every attempt after it (failing, paused, recovered).
+    // Every attempt tells its destination's health (the failing record, one per
+    // destination); failing by its own fault for DESTINATION_PAUSE_AFTER_HOURS pauses it
+    // (0: never). The outcome is already recorded, so a failure here is logged, not the
+    // delivery's. Owner notifications hear what the attempt changed.
     onAttempt: async (job, result) => {
-      const paused = config.pauseAfterMs > 0
-        ? await recordHealth(
-          db,
-          job,
-          result.delivered ? { delivered: true } : {
-            delivered: false,
-            blame: result.failure.blame,
-            error: result.failure.message,
-            gone: result.failure.gone,
-          },
-          { pauseAfterMs: config.pauseAfterMs, now: Date.now(), clear: healthyDestinations },
-        ).then((paused) => {
-          if (paused && !result.delivered) {
-            logger.warn("destination paused", {
-              orgId: job.orgId,
-              formId: job.formId,
-              destinationId: job.destinationId,
-              // Cut down to scheme://host once more: a URL path may be the credential.
-              reason: result.failure.gone
-                ? `the service says it no longer exists: ${redactUrls(result.failure.message)}`
-                : `failing by its own fault for ${
-                  config.pauseAfterMs / 3_600_000
-                } h; last error: ${result.failure.message}`,
-            });
-          }
-          return paused;
-        }).catch((error) => {
-          logger.error("destination health update failed", {
+      const change = await recordHealthChange(
+        db,
+        job,
+        result.delivered ? { delivered: true } : {
+          delivered: false,
+          blame: result.failure.blame,
+          error: result.failure.message,
+          statusCode: result.failure.statusCode ?? null,
+          gone: result.failure.gone,
+        },
+        { pauseAfterMs: config.pauseAfterMs, now: Date.now(), clear: healthyDestinations },
+      ).then((change) => {
+        if (change.paused && !result.delivered) {
+          logger.warn("destination paused", {
             orgId: job.orgId,
             formId: job.formId,
             destinationId: job.destinationId,
-            error: describeError(error),
+            // Cut down to scheme://host once more: a URL path may be the credential.
+            reason: result.failure.gone
+              ? `the service says it no longer exists: ${redactUrls(result.failure.message)}`
+              : `failing by its own fault for ${
+                config.pauseAfterMs / 3_600_000
+              } h; last error: ${result.failure.message}`,
           });
-          return false;
-        })
-        : false;
-      await notifier.afterAttempt(job, result, { paused }).catch((error) =>
+        }
+        return change;
+      }).catch((error) => {
+        logger.error("destination health update failed", {
+          orgId: job.orgId,
+          formId: job.formId,
+          destinationId: job.destinationId,
+          error: describeError(error),
+        });
+        return null;
+      });
+      if (change === null) return;
+      await notifier.afterAttempt(job, change).catch((error) =>
         logger.error("notification hook failed", {
           orgId: job.orgId,
           formId: job.formId,

@@ -3,6 +3,7 @@ import { humanMessages } from "../validation_messages.ts";
 import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
 import { buildMessage, type MailMessage, renderSubject } from "./smtp/message.ts";
+import { buildNoticeMessage } from "./smtp/notice_message.ts";
 import { describeRejected, type SendResult, SmtpConnection, SmtpError } from "./smtp/client.ts";
 import type { OutboundGuard } from "./outbound_guard.ts";
 import { RelayGate, SmtpPool } from "./smtp/pool.ts";
@@ -358,6 +359,21 @@ export function createSmtpConnector(
     },
 
     mail: { sendMail },
+
+    // Owner notices: formrelay's own words, plain text and HTML (smtp/notice_message.ts).
+    notice: {
+      sendNotice: (config, { notice, id, signal }) =>
+        sendMail(config, {
+          build: (route) =>
+            buildNoticeMessage(notice, {
+              id,
+              from: route.from,
+              to: route.to,
+              platform: route.layout === "alternative",
+            }),
+          signal,
+        }),
+    },
 
     close() {
       pool.close();

@@ -140,6 +140,38 @@ export interface Connector<C = unknown> {
    * through a config's relay. The confirmation to a visitor uses it.
    */
   mail?: MailSender<C>;
+  /**
+   * Sending an owner notice (notify/): the types a notification channel may be (SMTP, the
+   * chat services, the operational webhook) render it their own way, never as a
+   * submission and never in a digest of submissions.
+   */
+  notice?: NoticeSender<C>;
+}
+
+/**
+ * An owner notification as formrelay words it: a title, a few lines and a link to the
+ * console, all formrelay's own words (never a receiver's reply, never a submission's
+ * fields), and the event as data for the machines (the operational webhook's body).
+ */
+export interface Notice {
+  /** The event's name (`message.attempt.failing`, …). */
+  event: string;
+  /** What happened, for people: "A destination is failing". */
+  title: string;
+  /** What a person needs, one line each: which form and destination, since when, what is held. */
+  lines: string[];
+  /** The console's page for it; null when the deployment's public address is not set. */
+  link: { label: string; url: string } | null;
+  /** The event as data: the operational webhook's JSON body (Standard Webhooks). */
+  data: Record<string, unknown>;
+}
+
+/** Sends an owner notice through a channel's config. */
+export interface NoticeSender<C = unknown> {
+  sendNotice(
+    config: C,
+    request: { notice: Notice; id: string; signal: AbortSignal },
+  ): Promise<DeliveryReceipt>;
 }
 
 /**

@@ -92,30 +92,34 @@ export const webhookDestination: DestinationDescriptor<WebhookConfig, "webhook">
  * Redirects are failures (Standard Webhooks).
  */
 export function createWebhookConnector(deps: HttpConnectorDeps): Connector<WebhookConfig> {
+  /** Posts `data` as the JSON body: a submission's envelope, or a notice's event. */
+  async function post(config: WebhookConfig, data: unknown, id: string, signal: AbortSignal) {
+    const url = new URL(config.url);
+    const body = JSON.stringify(data);
+    const headers = jsonRequestHeaders(config.headers);
+    headers["webhook-id"] = id;
+    if (config.secret !== undefined) {
+      const timestamp = Math.floor(Date.now() / 1000).toString();
+      headers["webhook-timestamp"] = timestamp;
+      headers["webhook-signature"] = await sign(config.secret, `${id}.${timestamp}.${body}`);
+    }
+    const send = startAttempt(deps, signal);
+    const response = await send(url, { method: config.method, headers, body });
+    const redirected = response.status >= 300 && response.status < 400;
+    return await settleResponse(
+      url,
+      response,
+      redirected ? "redirects are not followed" : undefined,
+    );
+  }
   return {
     configSchema: webhookConfigSchema,
     redact: (config) => redactSecrets(config, WEBHOOK_SECRETS),
-    async deliver({ envelope, config, deliveryId, signal }) {
-      const url = new URL(config.url);
-      const body = JSON.stringify(envelope);
-      const headers = jsonRequestHeaders(config.headers);
-      headers["webhook-id"] = deliveryId;
-      if (config.secret !== undefined) {
-        const timestamp = Math.floor(Date.now() / 1000).toString();
-        headers["webhook-timestamp"] = timestamp;
-        headers["webhook-signature"] = await sign(
-          config.secret,
-          `${deliveryId}.${timestamp}.${body}`,
-        );
-      }
-      const send = startAttempt(deps, signal);
-      const response = await send(url, { method: config.method, headers, body });
-      const redirected = response.status >= 300 && response.status < 400;
-      return await settleResponse(
-        url,
-        response,
-        redirected ? "redirects are not followed" : undefined,
-      );
+    deliver: ({ envelope, config, deliveryId, signal }) =>
+      post(config, envelope, deliveryId, signal),
+    // The operational webhook: the event's data, signed the same way.
+    notice: {
+      sendNotice: (config, { notice, id, signal }) => post(config, notice.data, id, signal),
     },
   };
 }

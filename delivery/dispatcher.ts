@@ -49,6 +49,8 @@ export interface DispatcherOptions {
    * its share at once.
    */
   pace?: Pace;
+  /** At most this many in flight on a lane (a destination), below its share and pace. */
+  laneCap?: (destinationId: string) => number;
   /**
    * Runs one job. `release` gives the slot back, with what the attempt tells about its
    * destination's pace (recording the result happens after, so the KV's commit cycle
@@ -263,7 +265,11 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const destinations = waiting.get(orgId)!;
     let waitMs = Infinity;
     for (const [destinationId, queue] of destinations) {
-      const cap = pace ? Math.min(perDestination, pace.limit(destinationId)) : perDestination;
+      const cap = Math.min(
+        perDestination,
+        pace?.limit(destinationId) ?? Infinity,
+        options.laneCap?.(destinationId) ?? Infinity,
+      );
       if ((running.get(destinationId) ?? 0) >= cap) continue;
       const wait = pace?.waitMs(destinationId) ?? 0;
       if (wait > 0) {

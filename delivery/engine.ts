@@ -2,6 +2,8 @@
  * The delivery engine of one process: the wiring of the queue, the sweep and the
  * timers to the dispatcher (which job runs next), the claim (a versionstamp check, with
  * or without a read), the attempt (attempt.ts) and the outcome step (apply_result.ts).
+ * Owner notices are a job kind of the same engine (notice.ts): swept, woken, dispatched
+ * and leased beside deliveries, each organization's channel a lane of its own.
  * Queue messages and the sweep only wake jobs; the job in KV is the truth, so a lost
  * or duplicate wake-up does no harm.
  *
@@ -21,11 +23,13 @@ import { claimJob, claimKnownJob } from "../store/jobs.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
 import { type Admission, createAdmission, orgBacklogShare } from "./admission.ts";
 import { createClaimHints } from "./claim_hints.ts";
-import { createJobAttempts, type SendResult } from "./attempt.ts";
+import { type AttemptResult, createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
 import { createOutcomeStep } from "./apply_result.ts";
 import { createPace, type PaceSignal, type PaceView, signalOf } from "./pace.ts";
+import { createNoticeJobs, isNoticeLane, NOTICE_IN_FLIGHT, noticeJobRef } from "./notice.ts";
+import { listDueNotices, type NoticeRef } from "../store/notice_jobs.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createShareExchange } from "../store/process_shares.ts";
 
@@ -43,6 +47,7 @@ export interface EngineDeps {
     | "retryScheduleMs"
     | "sweepIntervalMs"
     | "failedRetentionMs"
+    | "publicUrl"
   >;
   logger: Logger;
   /** Whether the KV offers queues (local KV does; KV Connect and Deno Deploy do not). */
@@ -64,6 +69,8 @@ export interface EngineDeps {
 export interface DeliveryEngine {
   /** Wakes jobs in this process (from the queue, from the sweep). */
   wake(refs: JobRef[]): void;
+  /** Wakes notice jobs (owner notifications) just queued. */
+  wakeNotices(refs: NoticeRef[]): void;
   /** Wakes the jobs of a submission this process just stored, claimable without a read. */
   wakeStored(stored: StoredSubmission): void;
   /** Admits submissions while this process's backlog is under its bound (config.backlog). */
@@ -79,7 +86,7 @@ export interface DeliveryEngine {
   stats(): { active: number; waiting: number };
   /** A destination's pace in this process, and its deliveries in flight here. */
   pace(destinationId: string): DestinationPace;
-  /** The destinations this process paces (has delivered to lately). */
+  /** The destinations this process paces (has delivered to lately); notice lanes left out. */
   paces(): IterableIterator<[string, DestinationPace]>;
   /** Settles once the queue listener has stopped (after kv.close()). */
   listening: Promise<void>;
@@ -240,7 +247,10 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     pauseBelow: Math.floor(orgBacklogShare(config.backlog) / 2),
     onLeft: () => admission.freed(),
     pace,
-    run,
+    // A notice lane (an organization's channel) takes a few at a time, whatever its pace.
+    laneCap: (lane) => isNoticeLane(lane) ? NOTICE_IN_FLIGHT : Infinity,
+    run: (ref, release) =>
+      isNoticeLane(ref.destinationId) ? runNotice(ref, release) : run(ref, release),
     onError: (ref, error) =>
       logger.error("delivery run failed", { ...ref, error: describeError(error) }),
     onRoom: sweepInBackground,
@@ -263,6 +273,45 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       await claimJob(db, ref, options);
   }
 
+  /**
+   * Runs an attempt of any job kind, gives its slot back with what it told of the lane's
+   * pace (nothing when shutting down: that says nothing of the receiver), then hands the
+   * result to `record` in the same turn (a delivery marks its commit under way before a
+   * sibling can look: `finished` and the start of `record` run with no await between).
+   * Shutting down is not the receiver's fault: a failure then is handed back at once.
+   */
+  async function attemptThenRecord<C>(
+    claimed: C,
+    kind: {
+      attempt(claimed: C, signal: AbortSignal): Promise<AttemptResult>;
+      handBack(claimed: C): Promise<unknown>;
+    },
+    release: (signal?: PaceSignal) => void,
+    record: (result: AttemptResult, started: number) => Promise<unknown>,
+    finished?: () => void,
+  ): Promise<void> {
+    const started = performance.now();
+    let result;
+    try {
+      result = await kind.attempt(claimed, closing.signal);
+    } finally {
+      finished?.();
+      const aborted = result === undefined || closing.signal.aborted;
+      release(aborted ? undefined : signalOf(result!, performance.now() - started));
+    }
+    if (!result.delivered && closing.signal.aborted) await kind.handBack(claimed);
+    else await record(result, started);
+  }
+
+  const notices = createNoticeJobs({ ...deps, now });
+
+  /** Claims a woken notice job, sends it, gives its slot back and records the result. */
+  async function runNotice(ref: JobRef, release: (signal?: PaceSignal) => void) {
+    const claimed = await notices.claim(ref);
+    if (claimed === null) return;
+    await attemptThenRecord(claimed, notices, release, (result) => notices.record(claimed, result));
+  }
+
   /** Claims a woken job, attempts it, gives its slot back and records the result. */
   async function run(ref: JobRef, release: (signal?: PaceSignal) => void) {
     const key = refKey(ref);
@@ -275,34 +324,30 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       }),
     );
     if (claimed === null) return;
-    const started = performance.now();
-    let result;
-    try {
-      result = await attempts.attempt(claimed, closing.signal);
-    } finally {
-      claims.delete(key);
-      // Shutting down says nothing of the receiver's pace.
-      const aborted = result === undefined || closing.signal.aborted;
-      release(aborted ? undefined : signalOf(result!, performance.now() - started));
-    }
-    // Shutting down is not the destination's fault: hand the job back at once.
-    if (!result.delivered && closing.signal.aborted) return await outcomes.handBack(claimed);
-    const fields = await whileCommitting(key, outcomes.record(claimed, result));
-    const { job } = claimed;
-    // Whose delivery, where and why, in every line: never a secret or a payload field.
-    const { error, ...outcome } = fields;
-    logger.info("delivery attempt", {
-      orgId: job.orgId,
-      formId: job.formId,
-      destinationId: job.destinationId,
-      submissionId: job.submissionId,
-      type: job.type,
-      attempt: job.attempts,
-      ms: Math.round(performance.now() - started),
-      ...outcome,
-      reason: error ?? null,
-    });
-    countAttempt(job, fields, started);
+    await attemptThenRecord(
+      claimed,
+      { ...attempts, handBack: outcomes.handBack },
+      release,
+      async (result, started) => {
+        const fields = await whileCommitting(key, outcomes.record(claimed, result));
+        const { job } = claimed;
+        // Whose delivery, where and why, in every line: never a secret or a payload field.
+        const { error, ...outcome } = fields;
+        logger.info("delivery attempt", {
+          orgId: job.orgId,
+          formId: job.formId,
+          destinationId: job.destinationId,
+          submissionId: job.submissionId,
+          type: job.type,
+          attempt: job.attempts,
+          ms: Math.round(performance.now() - started),
+          ...outcome,
+          reason: error ?? null,
+        });
+        countAttempt(job, fields, started);
+      },
+      () => claims.delete(key),
+    );
   }
 
   function sweepInBackground() {
@@ -314,6 +359,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     const batch = Math.min(SWEEP_BATCH, maxWaiting);
     const due = await listDueJobs(db, { now: now(), limit: batch, skip: dispatcher.has });
     dispatcher.wake(due);
+    const dueNotices = (await listDueNotices(db, { now: now(), limit: batch })).map(noticeJobRef);
+    dispatcher.wake(dueNotices.filter((ref) => !dispatcher.has(ref)));
     // A full batch means more may be due: take them in as soon as there is room.
     if (due.length >= batch) dispatcher.noteBacklog();
     // Envelope checks a crash cut short; a live check takes well under the lease.
@@ -335,6 +382,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
 
   return {
     wake: dispatcher.wake,
+    wakeNotices: (refs) => dispatcher.wake(refs.map(noticeJobRef)),
     wakeStored(submission) {
       if (closing.signal.aborted) return;
       // Held jobs wait for their destination to be resumed.
@@ -351,6 +399,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     }),
     *paces() {
       for (const [id, view] of pace.views()) {
+        // Notice lanes are an organization's channels, not destinations (metrics list these).
+        if (isNoticeLane(id)) continue;
         yield [id, { ...view, inFlight: dispatcher.running(id) }];
       }
     },

@@ -55,7 +55,7 @@ export type ChannelTarget =
   | { ok: true; type: DestinationType; config: unknown }
   | { ok: false; error: string };
 
-/** Email subjects: the envelope's form name is the notification's title. */
+/** A subject template the SMTP config requires; a notice's subject is its own title. */
 const SUBJECT = "{{formName}}";
 
 /** Resolves a channel against the organization's current settings and destinations. */

@@ -3,83 +3,67 @@
  * (a destination failing, paused, recovered; submissions failed for good; a key
  * rotated), records each as an event in the organization's KV outbox, and in the
  * background (woken at once by a new event, and every sweep interval like the rest of
- * delivery) turns due outbox groups into one job per channel and sends those jobs with
- * the existing connectors, within the organization's outbound budget (and so the
- * platform relay's caps), retrying on the delivery retry schedule. A job lives in KV
- * until it is sent or given up, so a restart loses none; several processes share the
- * work through versionstamp checks.
+ * delivery) turns due outbox groups into notice jobs, one per channel, and hands them
+ * to the delivery engine, which sends them as a job kind of its own
+ * (delivery/notice.ts). Whether a destination is failing, and whether its owner was
+ * told, is its health's failing record (store/destination_health.ts): the notifier
+ * reads what each attempt changed there and keeps no copy.
  *
  * @module
  */
 import type { Config } from "../config.ts";
-import type { Connectors } from "../connectors/mod.ts";
-import { checkConfig, sendEnvelope, type SendResult } from "../delivery/attempt.ts";
-import type { OutboundBudget } from "../delivery/outbound_budget.ts";
-import { nextRetryDelay } from "../delivery/retry.ts";
 import { describeError, type Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
+import { type HealthChange, markFailingTold } from "../store/destination_health.ts";
 import { getDestination } from "../store/destinations.ts";
 import type { JobRecord } from "../store/job_record.ts";
+import { dispatchEvent, type NoticeRef } from "../store/notice_jobs.ts";
 import {
-  claimJob,
   claimSummary,
-  clearToldFailing,
   countDestinationJobs,
-  destinationFailingCount,
-  dispatchEvent,
   dueEvents,
-  dueJobs,
-  finishJob,
   getNotificationSettings,
   listNotificationSettings,
-  markToldFailing,
   type NewEvent,
-  type NotifyJob,
   recordEvent,
-  retryJob,
 } from "../store/notifications.ts";
-import type { SubmissionEnvelope } from "../submission.ts";
-import { channelsFor, channelTarget } from "./channels.ts";
-import { notificationEnvelope, webhookBody } from "./render.ts";
+import { channelsFor } from "./channels.ts";
 import { lastPeriod, summaryFigures } from "./summary.ts";
 
 /** What the notifier needs. */
 export interface NotifierDeps {
   db: Db;
-  connectors: Connectors;
-  outbound: OutboundBudget;
-  config: Pick<Config, "notify" | "retryScheduleMs" | "sweepIntervalMs" | "leaseMs">;
+  config: Pick<Config, "notify" | "sweepIntervalMs">;
   logger: Logger;
   now?: () => number;
-  /** Whether this process sends (default true); a process that only accepts records events. */
+  /** Whether this process turns events into jobs (default true); else it only records them. */
   background?: boolean;
+  /** Hands new notice jobs to the delivery engine (absent: the engine's sweep finds them). */
+  wakeNotices?: (refs: NoticeRef[]) => void;
 }
 
 /** The notifier of one process. */
 export interface Notifier {
   /** Records an event in the outbox and wakes the notifier. */
   record(event: NewEvent): Promise<void>;
-  /** Wakes the notifier (a test was queued). */
+  /** Wakes the notifier. */
   wake(): void;
-  /** Hears every recorded delivery attempt: tells "failing" and "recovered". */
-  afterAttempt(job: JobRecord, result: SendResult, options: { paused: boolean }): Promise<void>;
+  /** Hands notice jobs just queued (a test) to the delivery engine. */
+  wakeNotices(refs: NoticeRef[]): void;
+  /** Hears every recorded delivery attempt and what it changed in its destination's health. */
+  afterAttempt(job: JobRecord, change: HealthChange): Promise<void>;
   /** Hears a job failed for good (never awaited by delivery). */
   onFailed(job: JobRecord): void;
-  /** One pass now: summaries looked for, due groups to jobs, due jobs sent. */
+  /** One pass now: summaries looked for, due groups to jobs. */
   runOnce(): Promise<void>;
   /** Stops the background passes and waits for the one under way. */
   close(): Promise<void>;
 }
 
-/** Most outbox groups and jobs handled per pass. */
+/** Most outbox groups handled per pass. */
 const PER_PASS = 100;
 /** How often summaries are looked for. */
 const SUMMARY_CHECK_MS = 10 * 60_000;
-/** Destinations found with no told-failing mark lately: deliveries to them read nothing. */
-const CLEAR_RECHECK_MS = 10_000;
-const MAX_CLEAR_TRACKED = 50_000;
-/** How long a destination told failing is taken to be so without a KV read. */
-const TOLD_RECHECK_MS = 60_000;
 
 /** Events of one group as one: counts added, ids in order, the latest detail. */
 function merged(events: NewEvent[]): NewEvent {
@@ -94,12 +78,9 @@ function merged(events: NewEvent[]): NewEvent {
 
 /** Starts the notifier's background passes. */
 export function startNotifier(deps: NotifierDeps): Notifier {
-  const { db, connectors, outbound, config, logger } = deps;
+  const { db, config, logger } = deps;
   const now = deps.now ?? Date.now;
-  const clear = new Map<string, number>();
-  // Destinations this process told failing (or saw told), and when: their next failures
-  // within TOLD_RECHECK_MS read nothing (another process may have seen them recover).
-  const told = new Map<string, number>();
+  const wakeNotices = deps.wakeNotices ?? (() => {});
   let running: Promise<void> | null = null;
   let again = false;
   let closed = false;
@@ -131,68 +112,16 @@ export function startNotifier(deps: NotifierDeps): Notifier {
       await queueSummaries();
     }
     for (const entry of await dueEvents(db, { now: now(), limit: PER_PASS })) {
+      if (closed) return;
       const settings = await getNotificationSettings(db, entry.value.orgId);
       const channels = channelsFor(settings, entry.value);
-      await dispatchEvent(db, entry, { channels, now: now(), groupMs: config.notify.groupMs });
+      const refs = await dispatchEvent(db, entry, {
+        channels,
+        now: now(),
+        groupMs: config.notify.groupMs,
+      });
+      if (refs !== null) wakeNotices(refs);
     }
-    for (const entry of await dueJobs(db, { now: now(), limit: PER_PASS })) {
-      if (closed) return;
-      const claimed = await claimJob(db, entry, { now: now(), leaseMs: config.leaseMs });
-      if (claimed !== null) await send(claimed);
-    }
-  }
-
-  /** Sends one claimed job; logs, retries or gives up. */
-  async function send(claimed: Deno.KvEntry<NotifyJob>) {
-    const job = claimed.value;
-    const settings = await getNotificationSettings(db, job.orgId);
-    const target = await channelTarget(db, { orgId: job.orgId, channel: job.channel, settings });
-    if (!target.ok) {
-      return await finishJob(db, claimed, { delivered: false, error: target.error, now: now() });
-    }
-    const connector = connectors[target.type];
-    const checked = checkConfig(connector, target.config);
-    if (!checked.ok) {
-      const error = `Channel config is not valid: ${checked.error.issues[0]?.message ?? "unknown"}`;
-      return await finishJob(db, claimed, { delivered: false, error, now: now() });
-    }
-    // The webhook connector sends its envelope as the JSON body: here the event's body.
-    const envelope = target.type === "webhook"
-      ? webhookBody(job.event, now()) as unknown as SubmissionEnvelope
-      : notificationEnvelope(job.event, { id: job.id, now: now() });
-    const request = outbound.requestOf({ type: target.type, config: checked.config }, {
-      orgId: job.orgId,
-      bytes: new TextEncoder().encode(JSON.stringify(envelope)).length,
-    });
-    const budget = await outbound.take(request, now());
-    if (!budget.ok) return await retryJob(db, claimed, { dueAt: budget.retryAt, uncounted: true });
-    const result = await sendEnvelope(connector, {
-      envelope,
-      config: checked.config,
-      deliveryId: job.id,
-      destinationId: job.channel.kind === "chat" ? job.channel.destinationId : job.channel.kind,
-      signal: new AbortController().signal,
-    });
-    const fields = { orgId: job.orgId, type: job.event.type, channel: job.channel.kind };
-    if (result.delivered) {
-      logger.info("notification sent", { ...fields, attempts: job.attempts });
-      return await finishJob(db, claimed, { delivered: true, error: null, now: now() });
-    }
-    const error = result.unexpected ? "Sending failed: internal error" : result.failure.message;
-    const delay = result.failure.permanent ? null : nextRetryDelay(job.attempts, {
-      scheduleMs: config.retryScheduleMs,
-      retryAfterMs: result.failure.retryAfterMs,
-    });
-    logger.warn("notification failed", {
-      ...fields,
-      attempts: job.attempts,
-      error,
-      final: delay === null,
-    });
-    if (delay === null) {
-      return await finishJob(db, claimed, { delivered: false, error, now: now() });
-    }
-    await retryJob(db, claimed, { dueAt: now() + delay });
   }
 
   /** Queues each organization's summary of the last complete day or week, once. */
@@ -250,45 +179,46 @@ export function startNotifier(deps: NotifierDeps): Notifier {
   return {
     record,
     wake,
-    async afterAttempt(job, result, { paused }) {
+    wakeNotices,
+    async afterAttempt(job, change) {
       const about = { orgId: job.orgId, formId: job.formId, destinationId: job.destinationId };
       const subject = job.destinationId;
-      if (result.delivered) {
-        const seen = clear.get(subject);
-        if (seen !== undefined && now() - seen < CLEAR_RECHECK_MS) return;
-        told.delete(subject);
-        if (await clearToldFailing(db, subject)) {
-          await recordQuietly({ ...about, type: "message.attempt.recovered", subject });
-        }
-        if (clear.size >= MAX_CLEAR_TRACKED) clear.clear();
-        clear.set(subject, now());
+      if ((change.cleared?.toldAt ?? null) !== null) {
+        await recordQuietly({ ...about, type: "message.attempt.recovered", subject });
         return;
       }
-      if (result.failure.blame === "submission") return;
-      clear.delete(subject);
-      if (paused) {
-        await markToldFailing(db, subject);
+      const failing = change.failing;
+      if (failing === null) return;
+      if (change.paused) {
+        // Told as paused: no "failing" after it, and "recovered" once it delivers again.
+        await markFailingTold(db, subject, now());
         const destination = await getDestination(db, job.formId, job.destinationId);
         const held = await countDestinationJobs(db, job.destinationId);
-        const detail = destination?.health.reason ?? result.failure.message;
-        await recordQuietly({ ...about, type: "endpoint.disabled", subject, detail, held });
+        const detail = destination?.health.reason ?? failing.lastError;
+        await recordQuietly({
+          ...about,
+          type: "endpoint.disabled",
+          subject,
+          detail,
+          statusCode: failing.lastStatusCode ?? null,
+          held,
+          firstAt: failing.since,
+        });
         return;
       }
-      const toldAt = told.get(subject);
-      if (toldAt !== undefined && now() - toldAt < TOLD_RECHECK_MS) return;
-      // Consecutive failures: the destination's failing record (kept when pausing is on), else this job's.
-      const failures = Math.max(await destinationFailingCount(db, subject), job.attempts);
-      if (failures < config.notify.failingAfterAttempts) return;
-      if (told.size >= MAX_CLEAR_TRACKED) told.clear();
-      const marked = await markToldFailing(db, subject);
-      told.set(subject, now());
-      if (!marked) return;
+      if (failing.failures < config.notify.failingAfterAttempts) return;
+      if ((failing.toldAt ?? null) !== null) return;
+      // Another process may have told it first: the mark is the record's, checked in KV.
+      const told = await markFailingTold(db, subject, now());
+      if (told === null) return;
       await recordQuietly({
         ...about,
         type: "message.attempt.failing",
         subject,
-        detail: result.failure.message,
-        count: failures,
+        detail: failing.lastError,
+        statusCode: failing.lastStatusCode ?? null,
+        count: failing.failures,
+        firstAt: failing.since,
       });
     },
     onFailed(job) {
@@ -300,6 +230,7 @@ export function startNotifier(deps: NotifierDeps): Notifier {
         subject: job.destinationId,
         submissionIds: [job.submissionId],
         detail: job.lastError,
+        statusCode: job.lastStatusCode,
       });
     },
     runOnce: async () => {

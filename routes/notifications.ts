@@ -20,9 +20,9 @@ import {
   type NotificationSettings,
   NOTIFY_EVENTS,
   putNotificationSettings,
-  queueTest,
   testEvent,
 } from "../store/notifications.ts";
+import { queueTest } from "../store/notice_jobs.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
 import { tooManyRequests } from "./limits.ts";
@@ -203,9 +203,9 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
     if (waitMs > 0) tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: waitMs });
     tests.take(orgId, 1, now);
     const channels = channelsFor(settings, testEvent(orgId, now));
-    const queued = await queueTest(db, { orgId, channels, now });
-    notifier?.wake();
-    return c.json({ ok: true, queued });
+    const jobs = await queueTest(db, { orgId, channels, now });
+    notifier?.wakeNotices(jobs);
+    return c.json({ ok: true, queued: jobs.length });
   });
 
   router.get("/notifications/sent", async (c) => {

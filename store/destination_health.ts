@@ -17,11 +17,29 @@ import type { JobRecord } from "./job_record.ts";
 import { destinationFailingKey, destinationKey } from "./keys.ts";
 import { OUTCOME_TTL_MS } from "./outcomes.ts";
 
-/** Since when a destination has been failing (epoch ms), how often, and the last error. */
+/**
+ * Since when a destination has been failing (epoch ms), how often, the last error and
+ * its status code, and when its owner was told (null: not yet). The one record of a
+ * destination's failing state: pausing reads it, owner notifications read and mark it.
+ */
 export interface FailingRecord {
   since: number;
   failures: number;
   lastError: string | null;
+  /** The last failure's status code (HTTP, SMTP reply), when it had one. */
+  lastStatusCode?: number | null;
+  /** When the owner was told it is failing (or paused); absent or null: not told. */
+  toldAt?: number | null;
+}
+
+/** What an attempt changed in its destination's health. */
+export interface HealthChange {
+  /** The destination was paused by this attempt. */
+  paused: boolean;
+  /** The failing record as this failure left it; null after a delivery or an uncounted failure. */
+  failing: FailingRecord | null;
+  /** The failing record a delivery cleared (the destination recovered), else null. */
+  cleared: FailingRecord | null;
 }
 
 /** What one attempt tells about its destination's health. */
@@ -31,6 +49,7 @@ export type HealthSignal =
     delivered: false;
     blame: Blame;
     error: string | null;
+    statusCode?: number | null;
     /** The service says the destination no longer exists (a deleted webhook): pause at once. */
     gone?: boolean;
   };
@@ -66,9 +85,10 @@ function goneReason(error: string | null): string {
  * destination (same atomic commit) once the first failure is `pauseAfterMs` old, or at
  * once when the service says the destination is gone (a deleted webhook or chat).
  * Failures of a destination that is disabled, paused or deleted are not counted.
- * `pauseAfterMs` 0 records nothing. Returns whether the destination was paused.
+ * `pauseAfterMs` 0 pauses nothing (the failing record is kept all the same: owner
+ * notifications tell from it).
  */
-export async function recordHealth(
+export async function recordHealthChange(
   db: Db,
   job: Pick<JobRecord, "formId" | "destinationId">,
   signal: HealthSignal,
@@ -82,30 +102,30 @@ export async function recordHealth(
      */
     clear?: Map<string, number>;
   },
-): Promise<boolean> {
+): Promise<HealthChange> {
   const { pauseAfterMs, now, clear } = options;
-  if (pauseAfterMs <= 0) return false;
-  if (!signal.delivered && signal.blame === "submission") return false;
+  const unchanged: HealthChange = { paused: false, failing: null, cleared: null };
+  if (!signal.delivered && signal.blame === "submission") return unchanged;
   const failingKey = destinationFailingKey(job.destinationId);
   const recordKey = destinationKey(job.formId, job.destinationId);
 
   if (signal.delivered) {
     const seen = clear?.get(job.destinationId);
-    if (seen !== undefined && now - seen < CLEAR_RECHECK_MS) return false;
-    await retryAtomic(async () => {
+    if (seen !== undefined && now - seen < CLEAR_RECHECK_MS) return unchanged;
+    const cleared = await retryAtomic(async () => {
       const failing = await db.kv.get<FailingRecord>(failingKey);
-      if (failing.value === null) return { op: null, result: undefined };
-      return { op: db.kv.atomic().check(failing).delete(failingKey), result: undefined };
+      if (failing.value === null) return { op: null, result: null };
+      return { op: db.kv.atomic().check(failing).delete(failingKey), result: failing.value };
     });
     if (clear !== undefined) {
       if (clear.size >= MAX_CLEAR_TRACKED) clear.clear();
       clear.set(job.destinationId, now);
     }
-    return false;
+    return { ...unchanged, cleared };
   }
   clear?.delete(job.destinationId);
 
-  const paused = await retryAtomic(async () => {
+  const change = await retryAtomic<HealthChange>(async () => {
     const [failing, entry] = await db.kv.getMany<[FailingRecord, DestinationRecord]>([
       failingKey,
       recordKey,
@@ -114,20 +134,23 @@ export async function recordHealth(
     if (destination === null) {
       // Deleted: leave no record behind (a late outcome after deleteDestination).
       const op = failing.value === null ? null : db.kv.atomic().check(failing).delete(failingKey);
-      return { op, result: false };
+      return { op, result: unchanged };
     }
     if (!destination.isEnabled || destination.health.state === "paused") {
-      return { op: null, result: false };
+      return { op: null, result: unchanged };
     }
     const next: FailingRecord = {
       since: failing.value?.since ?? now,
       failures: (failing.value?.failures ?? 0) + 1,
       lastError: signal.error,
+      lastStatusCode: signal.statusCode ?? null,
+      toldAt: failing.value?.toldAt ?? null,
     };
     // Kept as long as outcomes are, so the records of deleted forms' destinations go too.
     const op = db.kv.atomic().check(failing).set(failingKey, next, { expireIn: OUTCOME_TTL_MS });
     const gone = !signal.delivered && signal.gone === true;
-    if (!gone && now - next.since < pauseAfterMs) return { op, result: false };
+    const kept = { op, result: { ...unchanged, failing: next } };
+    if (pauseAfterMs <= 0 || (!gone && now - next.since < pauseAfterMs)) return kept;
     const at = new Date(now).toISOString();
     const reason = gone ? goneReason(signal.error) : pauseReason(next);
     const updated: DestinationRecord = {
@@ -135,8 +158,39 @@ export async function recordHealth(
       health: { state: "paused", reason, since: at },
       updatedAt: at,
     };
-    return { op: op.check(entry).set(recordKey, updated), result: true };
+    return {
+      op: op.check(entry).set(recordKey, updated),
+      result: { ...kept.result, paused: true },
+    };
   });
-  if (paused) db.formVersion.bump();
-  return paused;
+  if (change.paused) db.formVersion.bump();
+  return change;
+}
+
+/** recordHealthChange, answering only whether the destination was paused. */
+export async function recordHealth(
+  ...args: Parameters<typeof recordHealthChange>
+): Promise<boolean> {
+  return (await recordHealthChange(...args)).paused;
+}
+
+/**
+ * Marks a failing destination's record as told to its owner; the record as it was
+ * before, or null when there is none or it was told already (another process told it).
+ */
+export async function markFailingTold(
+  db: Db,
+  destinationId: string,
+  now: number,
+): Promise<FailingRecord | null> {
+  const key = destinationFailingKey(destinationId);
+  return await retryAtomic(async () => {
+    const failing = await db.kv.get<FailingRecord>(key);
+    if (failing.value === null || (failing.value.toldAt ?? null) !== null) {
+      return { op: null, result: null };
+    }
+    const told = { ...failing.value, toldAt: now };
+    const op = db.kv.atomic().check(failing).set(key, told, { expireIn: OUTCOME_TTL_MS });
+    return { op, result: failing.value };
+  });
 }

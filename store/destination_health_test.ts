@@ -37,7 +37,13 @@ Deno.test("recordHealth pauses only when failures span the whole period with no 
   for (let i = 0; i < 300; i++) {
     assert.equal(await recordHealth(db, job, broken(`e${i}`), options(t0 + i * 60_000)), false);
   }
-  assert.deepEqual(await failing(), { since: t0, failures: 300, lastError: "e299" });
+  assert.deepEqual(await failing(), {
+    since: t0,
+    failures: 300,
+    lastError: "e299",
+    lastStatusCode: null,
+    toldAt: null,
+  });
   assert.equal(await recordHealth(db, job, broken("late"), options(t0 + DAY - 1)), false);
   assert.equal((await health()).state, "healthy");
   // The failure that comes a full day after the first pauses.
@@ -74,11 +80,21 @@ Deno.test("recordHealth: a delivery ends the span; a submission's refusal neithe
   assert.equal((await health()).state, "paused");
 });
 
-Deno.test("recordHealth counts nothing for a destination the tenant disabled, or with span 0", async () => {
+Deno.test("recordHealth counts nothing for a destination the tenant disabled; span 0 counts but never pauses", async () => {
   const { h, job, failing, formId, id } = await setUp();
   await using _h = h;
   const db = h.service.db;
-  await recordHealth(db, job, broken("down"), { pauseAfterMs: 0, now: 0 });
+  assert.equal(await recordHealth(db, job, broken("down"), { pauseAfterMs: 0, now: 0 }), false);
+  assert.equal(
+    await recordHealth(db, job, broken("down"), { pauseAfterMs: 0, now: DAY * 9 }),
+    false,
+  );
+  assert.equal(
+    (await failing())?.failures,
+    2,
+    "the failing record is kept: notifications tell from it",
+  );
+  await recordHealth(db, job, { delivered: true }, { pauseAfterMs: 0, now: DAY * 9 });
   assert.equal(await failing(), null);
   await updateDestination(db, formId, id, { isEnabled: false });
   await recordHealth(db, job, broken("down"), options(0));

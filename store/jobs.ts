@@ -1,6 +1,9 @@
 /**
  * Job leases: claiming a due job with an atomic versionstamp check (with or without
  * reading it first), putting it back for a retry, and ending it with its final outcome.
+ * The lease itself (an attempt counted, due again when the lease ends) is `leased`, the
+ * one rule every job kind is claimed by: submission deliveries here, owner notices in
+ * notice_jobs.ts.
  * Every write goes through the group committer (db.batcher), every read of a job to
  * claim through the group reader (db.reader).
  *
@@ -28,6 +31,14 @@ import {
 } from "./keys.ts";
 import { type DeliveryOutcome, OUTCOME_TTL_MS, outcomeOf } from "./outcomes.ts";
 import type { WakeUp } from "./wake.ts";
+
+/** A job kind's record under a new lease: one more attempt, due again when the lease ends. */
+export function leased<T extends { attempts: number; dueAt: number }>(
+  record: T,
+  options: { now: number; leaseMs: number },
+): T {
+  return { ...record, attempts: record.attempts + 1, dueAt: options.now + options.leaseMs };
+}
 
 /**
  * Claims a job that is due (pending past `dueAt`, or in flight past its lease) with an
@@ -70,10 +81,8 @@ export async function claimKnownJob(
   const current = known.job;
   if (current.dueAt > options.now) return null;
   const job: JobRecord = {
-    ...current,
+    ...leased(current, options),
     state: "in_flight",
-    attempts: current.attempts + 1,
-    dueAt: options.now + options.leaseMs,
     updatedAt: options.now,
   };
   const key = jobKey(job);

@@ -38,11 +38,15 @@
  *   hour>` a form's confirmations in one hour (confirmations.ts).
  * - Owner notifications (notifications.ts): `notify_settings/<orgId>` an organization's
  *   settings (sealed); `notify_outbox/<orgId>/<type>/<subject>` events waiting to be told,
- *   grouped; `notify_last/<orgId>/<type>/<subject>` when such an event was last told;
- *   `notify_jobs/<id>` one notification to send to one channel;
- *   `notify_log/<orgId>/<at>/<id>` what was sent; `notify_told_failing/<destinationId>` a
- *   destination its owner was told is failing; `notify_summaries/<orgId>/<period>` a
- *   summary period already queued.
+ *   grouped, and `notify_outbox_due/<dueAt>/<orgId>/<type>/<subject>` when each group is
+ *   due; `notify_last/<orgId>/<type>/<subject>` when such an event was last told;
+ *   `notify_jobs/<orgId>/<id>` one notification to send to one channel (a notice job of the
+ *   delivery engine), and `notify_due/<dueAt>/<orgId>/<id>` when it is due or its lease
+ *   ends; `notify_log/<orgId>/<at>/<id>` what was sent; `notify_summaries/<orgId>/<period>`
+ *   a summary period already queued. The `*_due` indexes lead with the time, so a pass
+ *   lists what is due and stops; every family carries the organization id. Whether a
+ *   destination's owner was told it is failing is part of its failing record
+ *   (`destination_failing`, destination_health.ts).
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
  * new entries append at the end of the KV's B-tree instead of landing on random pages,
@@ -367,10 +371,51 @@ export const notifyLastKey = (
   type: string,
   subject: string,
 ): ["notify_last", string, string, string] => ["notify_last", orgId, type, subject];
-/** One notification to send to one channel. */
-export const notifyJobKey = (id: string): ["notify_jobs", string] => ["notify_jobs", id];
-/** Prefix of every notification job. */
-export const notifyJobsPrefix = (): ["notify_jobs"] => ["notify_jobs"];
+/** One notification to send to one channel (a notice job of the delivery engine). */
+export const notifyJobKey = (orgId: string, id: string): ["notify_jobs", string, string] => [
+  "notify_jobs",
+  orgId,
+  id,
+];
+/** Prefix of an organization's notification jobs. */
+export const notifyJobsPrefix = (orgId?: string): ["notify_jobs"] | ["notify_jobs", string] =>
+  orgId === undefined ? ["notify_jobs"] : ["notify_jobs", orgId];
+/**
+ * Index entry: a notification job due (or its lease ending) at `dueAt`. Time first, so
+ * the sweep lists what is due and stops: a pass reads what is due, not what exists.
+ */
+export const notifyDueKey = (
+  dueAt: number,
+  orgId: string,
+  id: string,
+): ["notify_due", number, string, string] => ["notify_due", dueAt, orgId, id];
+/** Prefix of every notification job's due entry. */
+export const notifyDuePrefix = (): ["notify_due"] => ["notify_due"];
+/** The due time, organization and job id a notify_due key holds. */
+export function notifyDueParts(key: Deno.KvKey): { dueAt: number; orgId: string; id: string } {
+  const [, dueAt, orgId, id] = key as ReturnType<typeof notifyDueKey>;
+  return { dueAt, orgId, id };
+}
+/** Index entry: an outbox group due to be told at `dueAt` (time first, as notify_due). */
+export const notifyOutboxDueKey = (
+  dueAt: number,
+  orgId: string,
+  type: string,
+  subject: string,
+): ["notify_outbox_due", number, string, string, string] => [
+  "notify_outbox_due",
+  dueAt,
+  orgId,
+  type,
+  subject,
+];
+/** Prefix of every outbox group's due entry. */
+export const notifyOutboxDuePrefix = (): ["notify_outbox_due"] => ["notify_outbox_due"];
+/** The outbox key a notify_outbox_due key points to. */
+export function outboxKeyOfDueKey(key: Deno.KvKey): ReturnType<typeof notifyOutboxKey> {
+  const [, , orgId, type, subject] = key as ReturnType<typeof notifyOutboxDueKey>;
+  return notifyOutboxKey(orgId, type, subject);
+}
 /** What was sent to an organization's channels, newest last. */
 export const notifyLogKey = (
   orgId: string,
@@ -379,11 +424,6 @@ export const notifyLogKey = (
 ): ["notify_log", string, number, string] => ["notify_log", orgId, at, id];
 /** Prefix of an organization's sent notifications. */
 export const notifyLogPrefix = (orgId: string): ["notify_log", string] => ["notify_log", orgId];
-/** A destination its owner was told is failing (cleared, and "recovered" told, on delivery). */
-export const notifyToldFailingKey = (destinationId: string): ["notify_told_failing", string] => [
-  "notify_told_failing",
-  destinationId,
-];
 /** A summary period (`daily:YYYY-MM-DD`, `weekly:YYYY-MM-DD`) already queued for an organization. */
 export const notifySummaryKey = (
   orgId: string,

@@ -3,27 +3,24 @@
  * a webhook URL and its secret), the outbox of events waiting to be told (one entry
  * per organization, event type and subject, so events of the same kind group into
  * one message), when each was last told (so each is told at most once per grouping
- * window), the notification jobs (one per channel, retried with backoff: a restart
- * loses none) and the log of what was sent. No submission payload and no secret is
+ * window, found through time-ordered due entries), and the log of what was sent (the
+ * jobs themselves, one per channel, are notice_jobs.ts's). No submission payload and no secret is
  * written here in plaintext: events carry ids, counts and redacted error texts.
  *
  * @module
  */
 import { type Db, retryAtomic } from "./db.ts";
 import {
-  destinationFailingKey,
   jobsByDestinationPrefix,
-  notifyJobKey,
-  notifyJobsPrefix,
   notifyLastKey,
-  notifyLogKey,
   notifyLogPrefix,
+  notifyOutboxDueKey,
+  notifyOutboxDuePrefix,
   notifyOutboxKey,
-  notifyOutboxPrefix,
   notifySettingsKey,
   notifySettingsPrefix,
   notifySummaryKey,
-  notifyToldFailingKey,
+  outboxKeyOfDueKey,
   outcomesOfFormPrefix,
 } from "./keys.ts";
 import type { DeliveryOutcome } from "./outcomes.ts";
@@ -69,8 +66,13 @@ export interface PendingEvent {
   lastAt: number;
   /** The latest failed submissions' ids (at most MAX_IDS); never their content. */
   submissionIds: string[];
-  /** The last error (already redacted by the connector), the pause reason, or null. */
+  /**
+   * The last error (already redacted by the connector), the pause reason, or null: the
+   * receiver's words may be in it, so only the API and the operational webhook show it.
+   */
   detail: string | null;
+  /** The last failure's status code (HTTP or SMTP), which people's notices give instead. */
+  statusCode?: number | null;
   /** Submissions held by a paused destination, when known. */
   held: number | null;
   /** Summary figures, for the summary event only. */
@@ -82,7 +84,12 @@ export interface PendingEvent {
 /** An event as it is recorded; grouping fills in the rest. */
 export type NewEvent =
   & Pick<PendingEvent, "orgId" | "type" | "subject">
-  & Partial<Pick<PendingEvent, "formId" | "destinationId" | "detail" | "held" | "figures">>
+  & Partial<
+    Pick<
+      PendingEvent,
+      "formId" | "destinationId" | "detail" | "statusCode" | "held" | "figures" | "firstAt"
+    >
+  >
   & { submissionIds?: string[]; count?: number };
 
 /** A channel of an organization, as a job names it (its address or secret is read at send time). */
@@ -117,10 +124,8 @@ export interface NotifyLogEntry {
 
 /** Most submission ids one grouped event names. */
 export const MAX_IDS = 20;
-/** How long sent notifications are listed. */
-const LOG_TTL_MS = 7 * 24 * 3600 * 1000;
 /** How long a job or outbox entry lives at most (a channel failing for days gives up). */
-const JOB_TTL_MS = 3 * 24 * 3600 * 1000;
+export const JOB_TTL_MS = 3 * 24 * 3600 * 1000;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -191,59 +196,50 @@ export async function recordEvent(
       formId: event.formId ?? before?.formId ?? null,
       destinationId: event.destinationId ?? before?.destinationId ?? null,
       count: (before?.count ?? 0) + (event.count ?? 1),
-      firstAt: before?.firstAt ?? now,
+      // Since when: the first failed attempt when the caller knows it, else now.
+      firstAt: before?.firstAt ?? event.firstAt ?? now,
       lastAt: now,
       submissionIds: ids.slice(-MAX_IDS),
       detail: event.detail ?? before?.detail ?? null,
+      statusCode: event.statusCode ?? before?.statusCode ?? null,
       held: event.held ?? before?.held ?? null,
       figures: event.figures ?? before?.figures,
       dueAt: before?.dueAt ?? Math.max(now, (last.value ?? -Infinity) + groupMs),
     };
     const op = db.kv.atomic().check(pending).set(key, next, { expireIn: JOB_TTL_MS });
+    // A new group's due time is fixed: its due entry is written once, with it.
+    if (before === null) {
+      op.set(notifyOutboxDueKey(next.dueAt, next.orgId, next.type, next.subject), 0, {
+        expireIn: JOB_TTL_MS,
+      });
+    }
     return { op, result: undefined };
   });
 }
 
-/** Outbox entries due by `now`, at most `limit`. */
+/**
+ * Outbox entries due by `now`, at most `limit`, found through their due entries (time
+ * first): a pass reads what is due, not every organization's outbox. A due entry whose
+ * group expired is deleted.
+ */
 export async function dueEvents(
   db: Db,
   options: { now: number; limit: number },
 ): Promise<Deno.KvEntry<PendingEvent>[]> {
   const due: Deno.KvEntry<PendingEvent>[] = [];
-  for await (const entry of db.kv.list<PendingEvent>({ prefix: notifyOutboxPrefix() })) {
-    if (entry.value.dueAt <= options.now) due.push(entry);
-    if (due.length >= options.limit) break;
+  const iter = db.kv.list({
+    start: notifyOutboxDuePrefix(),
+    end: [...notifyOutboxDuePrefix(), options.now + 1],
+  }, { limit: options.limit });
+  for await (const index of iter) {
+    const entry = await db.kv.get<PendingEvent>(outboxKeyOfDueKey(index.key));
+    if (entry.value === null) {
+      await db.kv.atomic().check(index).delete(index.key).commit();
+    } else if (entry.value.dueAt <= options.now) {
+      due.push(entry as Deno.KvEntry<PendingEvent>);
+    }
   }
   return due;
-}
-
-/**
- * Turns an outbox entry into one job per channel in one commit, and remembers when
- * it was told; false when another process did it first.
- */
-export async function dispatchEvent(
-  db: Db,
-  entry: Deno.KvEntry<PendingEvent>,
-  options: { channels: ChannelRef[]; now: number; groupMs: number },
-): Promise<boolean> {
-  const { value: event } = entry;
-  const op = db.kv.atomic().check(entry).delete(entry.key)
-    .set(notifyLastKey(event.orgId, event.type, event.subject), options.now, {
-      expireIn: options.groupMs,
-    });
-  for (const channel of options.channels) {
-    const job: NotifyJob = {
-      id: crypto.randomUUID(),
-      orgId: event.orgId,
-      channel,
-      event,
-      attempts: 0,
-      dueAt: options.now,
-      createdAt: options.now,
-    };
-    op.set(notifyJobKey(job.id), job, { expireIn: JOB_TTL_MS });
-  }
-  return (await retryWhileBusy(() => op.commit())).ok;
 }
 
 /** A test notification's event: told to every channel, outside the grouping. */
@@ -264,99 +260,6 @@ export function testEvent(orgId: string, now: number): PendingEvent {
   };
 }
 
-/** Queues a test notification to each channel now; returns how many. */
-export async function queueTest(
-  db: Db,
-  options: { orgId: string; channels: ChannelRef[]; now: number },
-): Promise<number> {
-  const { orgId, channels, now } = options;
-  const event = testEvent(orgId, now);
-  const op = db.kv.atomic();
-  for (const channel of channels) {
-    const job: NotifyJob = {
-      id: crypto.randomUUID(),
-      orgId,
-      channel,
-      event,
-      attempts: 0,
-      dueAt: now,
-      createdAt: now,
-    };
-    op.set(notifyJobKey(job.id), job, { expireIn: JOB_TTL_MS });
-  }
-  const result = await retryWhileBusy(() => op.commit());
-  if (!result.ok) throw new Error("Cannot queue a test notification: KV commit failed");
-  return channels.length;
-}
-
-/** Notification jobs due by `now`, at most `limit`. */
-export async function dueJobs(
-  db: Db,
-  options: { now: number; limit: number },
-): Promise<Deno.KvEntry<NotifyJob>[]> {
-  const due: Deno.KvEntry<NotifyJob>[] = [];
-  for await (const entry of db.kv.list<NotifyJob>({ prefix: notifyJobsPrefix() })) {
-    if (entry.value.dueAt <= options.now) due.push(entry);
-    if (due.length >= options.limit) break;
-  }
-  return due;
-}
-
-/** Claims a job for `leaseMs` (an attempt counted); null when another process has it. */
-export async function claimJob(
-  db: Db,
-  entry: Deno.KvEntry<NotifyJob>,
-  options: { now: number; leaseMs: number },
-): Promise<Deno.KvEntry<NotifyJob> | null> {
-  const claimed = {
-    ...entry.value,
-    attempts: entry.value.attempts + 1,
-    dueAt: options.now + options.leaseMs,
-  };
-  const result = await retryWhileBusy(() =>
-    db.kv.atomic().check(entry).set(entry.key, claimed, { expireIn: JOB_TTL_MS }).commit()
-  );
-  return result.ok ? { ...entry, value: claimed, versionstamp: result.versionstamp } : null;
-}
-
-/** Ends a claimed job and logs what came of it. */
-export async function finishJob(
-  db: Db,
-  claimed: Deno.KvEntry<NotifyJob>,
-  outcome: { delivered: boolean; error: string | null; now: number },
-): Promise<void> {
-  const job = claimed.value;
-  const log: NotifyLogEntry = {
-    id: job.id,
-    at: new Date(outcome.now).toISOString(),
-    type: job.event.type,
-    channel: job.channel,
-    subject: job.event.subject,
-    count: job.event.count,
-    delivered: outcome.delivered,
-    attempts: job.attempts,
-    error: outcome.error,
-  };
-  await retryWhileBusy(() =>
-    db.kv.atomic().check(claimed).delete(claimed.key)
-      .set(notifyLogKey(job.orgId, outcome.now, job.id), log, { expireIn: LOG_TTL_MS })
-      .commit()
-  );
-}
-
-/** Puts a claimed job back, due at `dueAt` (its attempt kept counted unless `uncounted`). */
-export async function retryJob(
-  db: Db,
-  claimed: Deno.KvEntry<NotifyJob>,
-  options: { dueAt: number; uncounted?: boolean },
-): Promise<void> {
-  const attempts = claimed.value.attempts - (options.uncounted ? 1 : 0);
-  const next = { ...claimed.value, attempts, dueAt: options.dueAt };
-  await retryWhileBusy(() =>
-    db.kv.atomic().check(claimed).set(claimed.key, next, { expireIn: JOB_TTL_MS }).commit()
-  );
-}
-
 /** An organization's sent notifications, newest first, at most `limit`. */
 export async function listNotifyLog(
   db: Db,
@@ -370,26 +273,6 @@ export async function listNotifyLog(
   });
   for await (const entry of iter) entries.push(entry.value);
   return entries;
-}
-
-/** Marks a destination as told failing; false when it already was. */
-export async function markToldFailing(db: Db, destinationId: string): Promise<boolean> {
-  const key = notifyToldFailingKey(destinationId);
-  const result = await retryWhileBusy(() =>
-    db.kv.atomic().check({ key, versionstamp: null }).set(key, Date.now(), {
-      expireIn: JOB_TTL_MS * 10,
-    }).commit()
-  );
-  return result.ok;
-}
-
-/** Clears a destination's told-failing mark; true when there was one (then "recovered" is told). */
-export async function clearToldFailing(db: Db, destinationId: string): Promise<boolean> {
-  const key = notifyToldFailingKey(destinationId);
-  const entry = await db.kv.get(key);
-  if (entry.value === null) return false;
-  const result = await retryWhileBusy(() => db.kv.atomic().check(entry).delete(key).commit());
-  return result.ok;
 }
 
 /** Claims a summary period for an organization; false when it was already queued. */
@@ -451,10 +334,4 @@ export async function listNotificationSettings(
     if (settings !== null) all.push({ orgId, settings });
   }
   return all;
-}
-
-/** How many failed attempts in a row a destination's failing record counts (0 without one). */
-export async function destinationFailingCount(db: Db, destinationId: string): Promise<number> {
-  const entry = await db.kv.get<{ failures: number }>(destinationFailingKey(destinationId));
-  return entry.value?.failures ?? 0;
 }

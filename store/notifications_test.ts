@@ -2,15 +2,21 @@ import assert from "node:assert/strict";
 import { createDb, type Db } from "./db.ts";
 import { notifySettingsKey } from "./keys.ts";
 import {
-  clearToldFailing,
   defaultSettings,
-  dispatchEvent,
   dueEvents,
   getNotificationSettings,
-  markToldFailing,
   putNotificationSettings,
   recordEvent,
 } from "./notifications.ts";
+import {
+  claimNotice,
+  dispatchEvent,
+  finishNotice,
+  listDueNotices,
+  orgNoticeKeys,
+  queueTest,
+  retryNotice,
+} from "./notice_jobs.ts";
 import { createSealer } from "./sealing.ts";
 
 const HOUR = 3_600_000;
@@ -40,13 +46,16 @@ Deno.test("events group per type and subject: the first due at once, the rest wh
     await recordEvent(db, failed("s1"), { now: t0, groupMs: HOUR });
     const [first] = await dueEvents(db, { now: t0, limit: 10 });
     assert.equal(first.value.dueAt, t0);
-    assert.ok(
-      await dispatchEvent(db, first, { channels: [{ kind: "webhook" }], now: t0, groupMs: HOUR }),
-    );
+    const jobs = await dispatchEvent(db, first, {
+      channels: [{ kind: "webhook" }],
+      now: t0,
+      groupMs: HOUR,
+    });
+    assert.equal(jobs?.length, 1);
     // Another process that read the same entry finds it gone: one dispatch only.
     assert.equal(
       await dispatchEvent(db, first, { channels: [{ kind: "webhook" }], now: t0, groupMs: HOUR }),
-      false,
+      null,
     );
 
     await recordEvent(db, failed("s2"), { now: t0 + 1000, groupMs: HOUR });
@@ -73,11 +82,43 @@ Deno.test("settings are sealed in KV and read back", async () => {
   });
 });
 
-Deno.test("a destination is marked told-failing once, and the mark clears once", async () => {
+Deno.test("notice jobs are found through their due entries: a lease moves them, a retry too, the end removes them", async () => {
   await withDb(async (db) => {
-    assert.equal(await markToldFailing(db, "dest"), true);
-    assert.equal(await markToldFailing(db, "dest"), false);
-    assert.equal(await clearToldFailing(db, "dest"), true);
-    assert.equal(await clearToldFailing(db, "dest"), false);
+    const t0 = 5_000_000;
+    const [ref] = await queueTest(db, { orgId: "org", channels: [{ kind: "webhook" }], now: t0 });
+    assert.deepEqual(await listDueNotices(db, { now: t0 - 1, limit: 10 }), [], "not due before");
+    assert.deepEqual(await listDueNotices(db, { now: t0, limit: 10 }), [ref]);
+    assert.equal(ref.channel, "webhook");
+
+    const claimed = await claimNotice(db, ref, { now: t0, leaseMs: 1000 });
+    assert.ok(claimed);
+    assert.equal(claimed.job.attempts, 1);
+    assert.equal(await claimNotice(db, ref, { now: t0, leaseMs: 1000 }), null, "leased once");
+    assert.deepEqual(await listDueNotices(db, { now: t0 + 999, limit: 10 }), []);
+    assert.deepEqual(await listDueNotices(db, { now: t0 + 1000, limit: 10 }), [ref], "lease ends");
+
+    await retryNotice(db, claimed, { dueAt: t0 + 5000 });
+    assert.deepEqual(await listDueNotices(db, { now: t0 + 4999, limit: 10 }), []);
+    const again = await claimNotice(db, ref, { now: t0 + 5000, leaseMs: 1000 });
+    assert.equal(again?.job.attempts, 2);
+    await finishNotice(db, again!, { delivered: true, error: null, now: t0 + 5000 });
+    assert.deepEqual(await listDueNotices(db, { now: Number.MAX_SAFE_INTEGER, limit: 10 }), []);
+    assert.equal(await claimNotice(db, ref, { now: t0 + 9000, leaseMs: 1000 }), null, "ended");
+  });
+});
+
+Deno.test("an organization's waiting notifications are found by its id, due entries included", async () => {
+  await withDb(async (db) => {
+    const t0 = 7_000_000;
+    await recordEvent(db, failed("s1"), { now: t0, groupMs: HOUR });
+    await queueTest(db, { orgId: "org", channels: [{ kind: "webhook" }], now: t0 });
+    await queueTest(db, { orgId: "other", channels: [{ kind: "email" }], now: t0 });
+    const keys = await orgNoticeKeys(db, "org");
+    for (const key of keys) await db.kv.delete(key);
+    const left: string[] = [];
+    for await (const entry of db.kv.list({ prefix: [] })) left.push(JSON.stringify(entry.key));
+    assert.equal(keys.length, 4);
+    assert.ok(left.every((key) => !key.includes('"org"')), left.join("\n"));
+    assert.ok(left.some((key) => key.includes('"other"')), "another organization's are kept");
   });
 });

@@ -9,11 +9,12 @@ import {
   startSink,
 } from "../../tests/helpers/connector_sink.ts";
 import { type ChatService, startChatReceiver } from "../../tests/helpers/chat_receivers.ts";
-import { type Connector, DeliveryError } from "../types.ts";
-import { createDiscordConnector } from "./discord.ts";
-import { createSlackConnector, readSlackAnswer } from "./slack.ts";
-import { createTeamsConnector } from "./teams.ts";
-import { createTelegramConnector } from "./telegram.ts";
+import { type Connector, DeliveryError, type Notice } from "../types.ts";
+import type { ConnectorDeps } from "../descriptor.ts";
+import { discordDestination } from "./discord.ts";
+import { readSlackAnswer, slackDestination } from "./slack.ts";
+import { teamsDestination } from "./teams.ts";
+import { telegramDestination } from "./telegram.ts";
 
 const TOKEN = "123456789:AAEabcdefghijklmnopqrstuvwxyz012345";
 
@@ -28,19 +29,26 @@ function connectorFor(
   options: { pinned?: boolean } = {},
 ) {
   const deps = options.pinned ? httpDeps(15_000, loopbackGuard().guard) : httpDeps(15_000);
+  // The HTTP deps, and the Telegram API at the receiver.
+  const connectorDeps = { http: deps, config: { telegramApiUrl: url } } as ConnectorDeps;
+  const create = (descriptor: { create: (deps: ConnectorDeps, onClose: () => void) => unknown }) =>
+    descriptor.create(connectorDeps, () => {}) as Connector<unknown>;
   const connectors: Record<ChatService, [Connector<unknown>, unknown]> = {
-    slack: [createSlackConnector(deps) as Connector<unknown>, { url }],
-    discord: [createDiscordConnector(deps) as Connector<unknown>, { url }],
-    teams: [createTeamsConnector(deps) as Connector<unknown>, { url }],
-    telegram: [
-      createTelegramConnector(deps, url) as Connector<unknown>,
-      { botToken: TOKEN, chatId: -1001234 },
-    ],
+    slack: [create(slackDestination), { url }],
+    discord: [create(discordDestination), { url }],
+    teams: [create(teamsDestination), { url }],
+    telegram: [create(telegramDestination), { botToken: TOKEN, chatId: -1001234 }],
   };
   const [connector, base] = connectors[service];
   const config = connector.configSchema.parse({ ...base as object, ...extra });
   return {
     connector,
+    notice: (notice: Notice) =>
+      connector.notice!.sendNotice(config, {
+        notice,
+        id: "notice-1",
+        signal: AbortSignal.timeout(5000),
+      }),
     deliver: (envelope: SubmissionEnvelope = ENVELOPE) =>
       connector.deliver({ ...deliveryRequest(config), envelope }),
   };
@@ -249,6 +257,33 @@ Deno.test("templates: the tenant's markup stays, the visitor's values are escape
     text,
   );
 });
+
+/** A notice whose lines carry markup and mentions, which must stay text. */
+const NOTICE: Notice = {
+  event: "message.attempt.failing",
+  title: "formrelay: A destination is failing: Webhook to hooks.example.com (form <b>Contact</b>)",
+  lines: ["Form: <b>Contact</b> @channel <@U123>", "Reason: the receiver had an error (HTTP 503)."],
+  link: { label: "See the destination", url: "https://forms.example.com/#/forms/f1/destinations" },
+  data: { type: "message.attempt.failing" },
+};
+
+for (const service of SERVICES) {
+  Deno.test(`${service}: a notice is one message of its own the service accepts, titled by its event, with the console link`, async () => {
+    await using receiver = startChatReceiver(service);
+    const receipt = await connectorFor(service, receiver.url).notice(NOTICE);
+    assert.ok(receipt.statusCode! >= 200 && receipt.statusCode! < 300);
+    assert.equal(receiver.accepted.length, 1, receiver.refused.join());
+    const text = allText(receiver.accepted[0]);
+    assert.ok(text.includes("A destination is failing"), text);
+    assert.ok(text.includes("HTTP 503"));
+    assert.ok(text.includes("https://forms.example.com/#/forms/f1/destinations"));
+    assert.ok(!/new submission/i.test(text), "never worded as a submission");
+    // Teams renders no HTML (SHOWN): there `<b>` is text as it stands.
+    if (service !== "teams") {
+      assert.ok(!text.includes("<b>Contact</b> @channel"), "markup in the lines is escaped");
+    }
+  });
+}
 
 Deno.test("slack: 400 no_text is the message's fault, not the webhook's; 200 ok delivers", () => {
   const url = new URL("https://hooks.slack.example/services/T/B/secret");

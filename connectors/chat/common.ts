@@ -33,6 +33,7 @@ import {
   DeliveryError,
   type DeliveryReceipt,
   type DeliveryRequest,
+  type Notice,
 } from "../types.ts";
 import { createDigestSender, type DigestSpec } from "./digest.ts";
 
@@ -256,6 +257,8 @@ export interface ChatServiceSpec<C> {
   message(envelope: SubmissionEnvelope, config: C): unknown;
   /** The service's message of several submissions (a digest: "5 new submissions to …"). */
   digest(envelopes: SubmissionEnvelope[], config: C): unknown;
+  /** The service's message of an owner notice: titled by its event, never a submission's. */
+  notice(notice: Notice, config: C): unknown;
   /** How the service's messages are paced and joined (digest.ts). */
   pace: Pick<DigestSpec, "maxPerMessage" | "minGapMs">;
   /** The service's rules for its answers. */
@@ -286,6 +289,17 @@ export function createChatConnector<C>(
     configSchema: spec.schema,
     redact: (config) => redactSecrets(config, spec.secrets),
     deliver: (request) => sender.deliver(request as DeliveryRequest<unknown>),
+    // A notice is posted on its own, past the digest of submissions.
+    notice: {
+      sendNotice: async (config, { notice, signal }) =>
+        (await sendChatMessage({
+          deps,
+          url: spec.url(config),
+          body: spec.notice(notice, config),
+          signal,
+          read: spec.read,
+        })).receipt,
+    },
   };
 }
 
@@ -312,6 +326,11 @@ export function digestPart(
     maxChars,
   });
   return rendered ?? cutMarkup(list(), maxChars);
+}
+
+/** A notice's lines as one text: escaped, cut to `maxChars`. */
+export function noticeText(notice: Notice, escape: (text: string) => string, maxChars: number) {
+  return cutEscaped(notice.lines.join("\n"), maxChars, escape);
 }
 
 /** The title of a digest: "5 new submissions to Contact". */

@@ -9,34 +9,15 @@
  */
 import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
-import { type DestinationDescriptor, httpTarget, urlHosts } from "../descriptor.ts";
-import type { HttpConnectorDeps } from "../http.ts";
-import type { Connector } from "../types.ts";
-import {
-  answerJson,
-  CHAT_SECRETS,
-  chatFailure,
-  type ChatResponse,
-  createChatConnector,
-  cut,
-  digestPart,
-  digestTitle,
-  fieldList,
-  fieldsWithin,
-  moreFields,
-  presentation,
-  renderConfigTemplate,
-  serviceWords,
-  smallPrint,
-  TEMPLATE_FIELD,
-} from "./common.ts";
-import { templateSchema } from "../../template.ts";
+import type { Notice } from "../types.ts";
+import { CHAT_WEBHOOK_FIELDS, chatDestination } from "./destination.ts";
+import * as chat from "./common.ts";
 
 /** Discord destination config. */
 export const discordConfigSchema = z.strictObject({
-  url: z.url({ protocol: /^https?$/ }),
+  url: CHAT_WEBHOOK_FIELDS.url,
   username: z.string().trim().min(1).max(80).optional(),
-  template: templateSchema.optional(),
+  template: CHAT_WEBHOOK_FIELDS.template,
 });
 
 export type DiscordConfig = z.infer<typeof discordConfigSchema>;
@@ -66,15 +47,15 @@ export function discordMessage(
   envelope: SubmissionEnvelope,
   config: Pick<DiscordConfig, "username" | "template">,
 ) {
-  const title = cut(envelope.formName, DISCORD_LIMITS.title);
-  const footer = cut(smallPrint(envelope), 200);
+  const title = chat.cut(envelope.formName, DISCORD_LIMITS.title);
+  const footer = chat.cut(chat.smallPrint(envelope), 200);
   // Room for the "(N more fields)" note in the description.
   let budget = DISCORD_LIMITS.total - title.length - footer.length - 40;
   const maxDescription = Math.min(DISCORD_LIMITS.description, budget);
-  const rendered = renderConfigTemplate(config.template, envelope, {
+  const rendered = chat.renderConfigTemplate(config.template, envelope, {
     escape: discordEscape,
     fieldList: () =>
-      fieldList(envelope, {
+      chat.fieldList(envelope, {
         maxName: 100,
         maxValue: 300,
         escape: discordEscape,
@@ -93,7 +74,7 @@ export function discordMessage(
   if (rendered !== null) {
     embed.description = rendered;
   } else {
-    const { shown, more } = fieldsWithin(
+    const { shown, more } = chat.fieldsWithin(
       envelope,
       {
         maxName: 100,
@@ -109,8 +90,23 @@ export function discordMessage(
     );
     // Discord refuses an empty name or value.
     embed.fields = shown.map(({ name, value }) => ({ name: name || "—", value: value || "—" }));
-    if (more > 0) embed.description = moreFields(more);
+    if (more > 0) embed.description = chat.moreFields(more);
   }
+  return {
+    ...(config.username === undefined ? {} : { username: config.username }),
+    allowed_mentions: { parse: [] },
+    embeds: [embed],
+  };
+}
+
+/** The Discord message of an owner notice: one embed, its title linking to the console. */
+export function discordNotice(notice: Notice, config: Pick<DiscordConfig, "username">) {
+  const embed: Record<string, unknown> = {
+    title: chat.cut(notice.title, DISCORD_LIMITS.title),
+    description: chat.noticeText(notice, discordEscape, DISCORD_LIMITS.description),
+    color: 0xed4245,
+  };
+  if (notice.link !== null) embed.url = notice.link.url;
   return {
     ...(config.username === undefined ? {} : { username: config.username }),
     allowed_mentions: { parse: [] },
@@ -125,9 +121,9 @@ export function discordDigest(
 ) {
   const room = Math.floor((DISCORD_LIMITS.total - 100) / envelopes.length);
   const embeds = envelopes.map((envelope) => {
-    const footer = cut(smallPrint(envelope), 200);
+    const footer = chat.cut(chat.smallPrint(envelope), 200);
     return {
-      description: digestPart(envelope, {
+      description: chat.digestPart(envelope, {
         template: config.template,
         escape: discordEscape,
         line: (name, value) => `**${name}:** ${value}`,
@@ -140,70 +136,52 @@ export function discordDigest(
   });
   return {
     ...(config.username === undefined ? {} : { username: config.username }),
-    content: cut(digestTitle(envelopes), DISCORD_LIMITS.content),
+    content: chat.cut(chat.digestTitle(envelopes), DISCORD_LIMITS.content),
     allowed_mentions: { parse: [] },
     embeds,
   };
 }
 
 /** Reads Discord's answer: 204 (or 200); 429 with `retry_after`; 404/401 mean the webhook is gone. */
-export function readDiscordAnswer(url: URL, response: ChatResponse) {
+export function readDiscordAnswer(url: URL, response: chat.ChatResponse) {
   if (response.status >= 200 && response.status < 300) return { statusCode: response.status };
-  const json = answerJson(response.body);
-  const words = serviceWords(json.message);
+  const json = chat.answerJson(response.body);
+  const words = chat.serviceWords(json.message);
   const retryAfter = Number(json.retry_after);
   const retryAfterMs = response.status === 429 && Number.isFinite(retryAfter) && retryAfter >= 0
     ? Math.ceil(retryAfter * 1000)
     : undefined;
   const gone = response.status === 404 || response.status === 401;
-  return chatFailure(url, response, { words, gone, retryAfterMs });
-}
-
-/** The Discord connector. */
-export function createDiscordConnector(deps: HttpConnectorDeps): Connector<DiscordConfig> {
-  return createChatConnector<DiscordConfig>(deps, {
-    schema: discordConfigSchema,
-    secrets: CHAT_SECRETS,
-    url: (config) => new URL(config.url),
-    message: discordMessage,
-    digest: discordDigest,
-    // Per-webhook buckets of about 5 in 2 s; 10 embeds a message at most.
-    pace: { maxPerMessage: 10, minGapMs: 500 },
-    read: readDiscordAnswer,
-  });
+  return chat.chatFailure(url, response, { words, gone, retryAfterMs });
 }
 
 /** The Discord destination type. */
-export const discordDestination: DestinationDescriptor<DiscordConfig, "discord"> = {
+export const discordDestination = chatDestination<DiscordConfig, "discord">({
   type: "discord",
   label: "Discord",
-  group: "chat",
-  docSchema: discordConfigSchema,
-  target: httpTarget,
-  hosts: urlHosts,
-  preview: (envelope, config) => discordMessage(envelope, presentation(config)),
-  secrets: CHAT_SECRETS,
-  editors: [{
-    kind: "discord",
-    label: "Discord",
-    where:
-      "In Discord: Server Settings → Integrations → Webhooks → New Webhook, pick the channel, then Copy Webhook URL.",
-    fields: [
-      {
-        name: "url",
-        label: "Webhook URL",
-        kind: "url",
-        help: "https://discord.com/api/webhooks/…: keep it secret, anyone with it can post.",
-      },
-      {
-        name: "username",
-        label: "Name shown as the sender",
-        kind: "text",
-        optional: true,
-        help: "Optional; the webhook's own name otherwise.",
-      },
-      TEMPLATE_FIELD,
-    ],
-  }],
-  create: (deps) => createDiscordConnector(deps.http),
-};
+  schema: discordConfigSchema,
+  url: (config) => new URL(config.url),
+  message: discordMessage,
+  digest: discordDigest,
+  notice: discordNotice,
+  // Per-webhook buckets of about 5 in 2 s; 10 embeds a message at most.
+  pace: { maxPerMessage: 10, minGapMs: 500 },
+  read: readDiscordAnswer,
+  where:
+    "In Discord: Server Settings → Integrations → Webhooks → New Webhook, pick the channel, then Copy Webhook URL.",
+  fields: [
+    {
+      name: "url",
+      label: "Webhook URL",
+      kind: "url",
+      help: "https://discord.com/api/webhooks/…: keep it secret, anyone with it can post.",
+    },
+    {
+      name: "username",
+      label: "Name shown as the sender",
+      kind: "text",
+      optional: true,
+      help: "Optional; the webhook's own name otherwise.",
+    },
+  ],
+});

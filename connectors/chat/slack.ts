@@ -9,35 +9,12 @@
  */
 import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
-import { type DestinationDescriptor, httpTarget, urlHosts } from "../descriptor.ts";
-import type { HttpConnectorDeps } from "../http.ts";
-import type { Connector } from "../types.ts";
-import {
-  answerJson,
-  CHAT_SECRETS,
-  chatFailure,
-  type ChatResponse,
-  chunkText,
-  createChatConnector,
-  cutEscaped,
-  digestPart,
-  digestTitle,
-  fieldList,
-  fieldsWithin,
-  moreFields,
-  presentation,
-  renderConfigTemplate,
-  serviceWords,
-  smallPrint,
-  TEMPLATE_FIELD,
-} from "./common.ts";
-import { templateSchema } from "../../template.ts";
+import type { Notice } from "../types.ts";
+import { CHAT_WEBHOOK_FIELDS, chatDestination } from "./destination.ts";
+import * as chat from "./common.ts";
 
 /** Slack destination config. */
-export const slackConfigSchema = z.strictObject({
-  url: z.url({ protocol: /^https?$/ }),
-  template: templateSchema.optional(),
-});
+export const slackConfigSchema = z.strictObject(CHAT_WEBHOOK_FIELDS);
 
 export type SlackConfig = z.infer<typeof slackConfigSchema>;
 
@@ -65,14 +42,14 @@ const context = (text: string) => ({
 
 /** The Slack message of one submission. */
 export function slackMessage(envelope: SubmissionEnvelope, config: Pick<SlackConfig, "template">) {
-  const title = cutEscaped(envelope.formName, 150, slackEscape);
+  const title = chat.cutEscaped(envelope.formName, 150, slackEscape);
   // Title, the "(N more fields)" note and the small print leave the rest to the fields.
   const maxSections = SLACK_LIMITS.blocks - 3;
   const line = (name: string, value: string) => `*${name}:* ${value}`;
-  const rendered = renderConfigTemplate(config.template, envelope, {
+  const rendered = chat.renderConfigTemplate(config.template, envelope, {
     escape: slackEscape,
     fieldList: () =>
-      fieldList(envelope, {
+      chat.fieldList(envelope, {
         maxName: 200,
         maxValue: SLACK_LIMITS.fieldValueChars,
         escape: slackEscape,
@@ -83,7 +60,7 @@ export function slackMessage(envelope: SubmissionEnvelope, config: Pick<SlackCon
     maxChars: SLACK_LIMITS.templateChars,
   });
   const { shown, more } = rendered === null
-    ? fieldsWithin(
+    ? chat.fieldsWithin(
       envelope,
       { maxName: 200, maxValue: SLACK_LIMITS.fieldValueChars, escape: slackEscape },
       () => true,
@@ -92,12 +69,12 @@ export function slackMessage(envelope: SubmissionEnvelope, config: Pick<SlackCon
   const lines = shown.map(({ name, value }) => line(name, value));
   const chunks = rendered === null
     ? packLines(lines)
-    : chunkText(rendered, SLACK_LIMITS.sectionChars);
+    : chat.chunkText(rendered, SLACK_LIMITS.sectionChars);
   const sections = chunks.slice(0, maxSections).map(section);
   const blocks: unknown[] = [section(`*${title}*`), ...sections];
   const dropped = rendered === null ? more + countLines(chunks.slice(maxSections)) : 0;
-  if (dropped > 0) blocks.push(context(moreFields(dropped)));
-  blocks.push(context(slackEscape(smallPrint(envelope))));
+  if (dropped > 0) blocks.push(context(chat.moreFields(dropped)));
+  blocks.push(context(slackEscape(chat.smallPrint(envelope))));
   return { text: `New submission to ${title}`, blocks };
 }
 
@@ -127,16 +104,33 @@ export function slackDigest(
   envelopes: SubmissionEnvelope[],
   config: Pick<SlackConfig, "template">,
 ) {
-  const title = cutEscaped(digestTitle(envelopes), 300, slackEscape);
+  const title = chat.cutEscaped(chat.digestTitle(envelopes), 300, slackEscape);
   const blocks: unknown[] = [section(`*${title}*`)];
   for (const envelope of envelopes) {
-    const part = digestPart(envelope, {
+    const part = chat.digestPart(envelope, {
       template: config.template,
       escape: slackEscape,
       line: (name, value) => `*${name}:* ${value}`,
       maxChars: SLACK_LIMITS.sectionChars,
     });
-    blocks.push({ type: "divider" }, section(part), context(slackEscape(smallPrint(envelope))));
+    blocks.push(
+      { type: "divider" },
+      section(part),
+      context(slackEscape(chat.smallPrint(envelope))),
+    );
+  }
+  return { text: title, blocks };
+}
+
+/** The Slack message of an owner notice: its title, its lines and the console link. */
+export function slackNotice(notice: Notice) {
+  const title = chat.cutEscaped(notice.title, 150, slackEscape);
+  const blocks: unknown[] = [
+    section(`*${title}*`),
+    section(chat.noticeText(notice, slackEscape, SLACK_LIMITS.sectionChars)),
+  ];
+  if (notice.link !== null) {
+    blocks.push(section(`<${notice.link.url}|${slackEscape(notice.link.label)}>`));
   }
   return { text: title, blocks };
 }
@@ -153,51 +147,32 @@ const GONE = new Set([
 ]);
 
 /** Reads Slack's answer: 200 `ok`; a gone webhook pauses; `no_text`-like 400s are the message's. */
-export function readSlackAnswer(url: URL, response: ChatResponse) {
+export function readSlackAnswer(url: URL, response: chat.ChatResponse) {
   if (response.status >= 200 && response.status < 300) return { statusCode: response.status };
-  const words = serviceWords(response.body) ?? serviceWords(answerJson(response.body).error);
+  const words = chat.serviceWords(response.body) ??
+    chat.serviceWords(chat.answerJson(response.body).error);
   const gone = [403, 404, 410].includes(response.status) && words !== null && GONE.has(words);
-  return chatFailure(url, response, { words, gone });
-}
-
-/** The Slack connector. */
-export function createSlackConnector(deps: HttpConnectorDeps): Connector<SlackConfig> {
-  return createChatConnector<SlackConfig>(deps, {
-    schema: slackConfigSchema,
-    secrets: CHAT_SECRETS,
-    url: (config) => new URL(config.url),
-    message: slackMessage,
-    digest: slackDigest,
-    // About one message a second per webhook; 3 blocks a submission within 50.
-    pace: { maxPerMessage: 16, minGapMs: 1000 },
-    read: readSlackAnswer,
-  });
+  return chat.chatFailure(url, response, { words, gone });
 }
 
 /** The Slack destination type. */
-export const slackDestination: DestinationDescriptor<SlackConfig, "slack"> = {
+export const slackDestination = chatDestination<SlackConfig, "slack">({
   type: "slack",
   label: "Slack",
-  group: "chat",
-  docSchema: slackConfigSchema,
-  target: httpTarget,
-  hosts: urlHosts,
-  preview: (envelope, config) => slackMessage(envelope, presentation(config)),
-  secrets: CHAT_SECRETS,
-  editors: [{
-    kind: "slack",
-    label: "Slack",
-    where:
-      "In Slack: create an app at api.slack.com/apps, turn on Incoming Webhooks, add one to a channel and copy its URL.",
-    fields: [
-      {
-        name: "url",
-        label: "Incoming webhook URL",
-        kind: "url",
-        help: "https://hooks.slack.com/services/…: keep it secret, it is the key to the channel.",
-      },
-      TEMPLATE_FIELD,
-    ],
+  schema: slackConfigSchema,
+  url: (config) => new URL(config.url),
+  message: slackMessage,
+  digest: slackDigest,
+  notice: slackNotice,
+  // About one message a second per webhook; 3 blocks a submission within 50.
+  pace: { maxPerMessage: 16, minGapMs: 1000 },
+  read: readSlackAnswer,
+  where:
+    "In Slack: create an app at api.slack.com/apps, turn on Incoming Webhooks, add one to a channel and copy its URL.",
+  fields: [{
+    name: "url",
+    label: "Incoming webhook URL",
+    kind: "url",
+    help: "https://hooks.slack.com/services/…: keep it secret, it is the key to the channel.",
   }],
-  create: (deps) => createSlackConnector(deps.http),
-};
+});

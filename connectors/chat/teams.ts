@@ -8,32 +8,12 @@
  */
 import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
-import { type DestinationDescriptor, httpTarget, urlHosts } from "../descriptor.ts";
-import type { HttpConnectorDeps } from "../http.ts";
-import type { Connector } from "../types.ts";
-import {
-  CHAT_SECRETS,
-  chatFailure,
-  type ChatResponse,
-  createChatConnector,
-  cut,
-  digestPart,
-  digestTitle,
-  fieldList,
-  fieldsWithin,
-  moreFields,
-  presentation,
-  renderConfigTemplate,
-  smallPrint,
-  TEMPLATE_FIELD,
-} from "./common.ts";
-import { templateSchema } from "../../template.ts";
+import type { Notice } from "../types.ts";
+import { CHAT_WEBHOOK_FIELDS, chatDestination } from "./destination.ts";
+import * as chat from "./common.ts";
 
 /** Teams destination config. */
-export const teamsConfigSchema = z.strictObject({
-  url: z.url({ protocol: /^https?$/ }),
-  template: templateSchema.optional(),
-});
+export const teamsConfigSchema = z.strictObject(CHAT_WEBHOOK_FIELDS);
 
 export type TeamsConfig = z.infer<typeof teamsConfigSchema>;
 
@@ -71,20 +51,35 @@ function teamsEnvelope(body: unknown[]) {
   };
 }
 
+/** The Teams message of an owner notice: its title, its lines and the console link. */
+export function teamsNotice(notice: Notice) {
+  const body = [
+    textBlock(chat.cut(teamsEscape(notice.title), 300), { size: "Medium", weight: "Bolder" }),
+    textBlock(chat.noticeText(notice, teamsEscape, 4000)),
+  ];
+  if (notice.link !== null) {
+    body.push(textBlock(`[${teamsEscape(notice.link.label)}](${notice.link.url})`));
+  }
+  return teamsEnvelope(body);
+}
+
 /** The Teams message of one submission. */
 export function teamsMessage(envelope: SubmissionEnvelope, config: Pick<TeamsConfig, "template">) {
-  const title = textBlock(cut(teamsEscape(envelope.formName), 300), {
+  const title = textBlock(chat.cut(teamsEscape(envelope.formName), 300), {
     size: "Medium",
     weight: "Bolder",
   });
-  const footer = textBlock(teamsEscape(smallPrint(envelope)), { size: "Small", isSubtle: true });
+  const footer = textBlock(teamsEscape(chat.smallPrint(envelope)), {
+    size: "Small",
+    isSubtle: true,
+  });
   let budget = TEAMS_MAX_BYTES - 600 - bytes(title) - bytes(footer);
   // A character can take up to three bytes as UTF-8.
   const maxText = Math.floor(budget / 3);
-  const rendered = renderConfigTemplate(config.template, envelope, {
+  const rendered = chat.renderConfigTemplate(config.template, envelope, {
     escape: teamsEscape,
     fieldList: () =>
-      fieldList(envelope, {
+      chat.fieldList(envelope, {
         maxName: 100,
         maxValue: 500,
         escape: teamsEscape,
@@ -99,7 +94,7 @@ export function teamsMessage(envelope: SubmissionEnvelope, config: Pick<TeamsCon
   if (rendered !== null) {
     body.push(textBlock(rendered));
   } else {
-    const { shown, more } = fieldsWithin(
+    const { shown, more } = chat.fieldsWithin(
       envelope,
       { maxName: 100, maxValue: 2000, escape: teamsEscape },
       (field) => {
@@ -113,7 +108,7 @@ export function teamsMessage(envelope: SubmissionEnvelope, config: Pick<TeamsCon
       type: "FactSet",
       facts: shown.map(({ name, value }) => ({ title: name, value })),
     });
-    if (more > 0) body.push(textBlock(moreFields(more), { isSubtle: true }));
+    if (more > 0) body.push(textBlock(chat.moreFields(more), { isSubtle: true }));
   }
   body.push(footer);
   return teamsEnvelope(body);
@@ -127,10 +122,13 @@ export function teamsDigest(
   // A character can take up to three bytes as UTF-8, and JSON adds its escapes.
   const room = Math.floor((TEAMS_MAX_BYTES - 1000) / envelopes.length / 3) - 150;
   const body: unknown[] = [
-    textBlock(cut(teamsEscape(digestTitle(envelopes)), 300), { size: "Medium", weight: "Bolder" }),
+    textBlock(chat.cut(teamsEscape(chat.digestTitle(envelopes)), 300), {
+      size: "Medium",
+      weight: "Bolder",
+    }),
   ];
   for (const envelope of envelopes) {
-    const text = digestPart(envelope, {
+    const text = chat.digestPart(envelope, {
       template: config.template,
       escape: teamsEscape,
       line: (name, value) => `**${name}:** ${value}`,
@@ -141,7 +139,7 @@ export function teamsDigest(
       separator: true,
       items: [
         textBlock(text.replaceAll("\n", "\n\n")),
-        textBlock(teamsEscape(smallPrint(envelope)), { size: "Small", isSubtle: true }),
+        textBlock(teamsEscape(chat.smallPrint(envelope)), { size: "Small", isSubtle: true }),
       ],
     });
   }
@@ -149,48 +147,30 @@ export function teamsDigest(
 }
 
 /** Reads the Workflows answer: any 2xx (202); 404 and 410 mean the flow is gone. */
-export function readTeamsAnswer(url: URL, response: ChatResponse) {
+export function readTeamsAnswer(url: URL, response: chat.ChatResponse) {
   if (response.status >= 200 && response.status < 300) return { statusCode: response.status };
-  return chatFailure(url, response, { gone: response.status === 404 || response.status === 410 });
-}
-
-/** The Teams connector. */
-export function createTeamsConnector(deps: HttpConnectorDeps): Connector<TeamsConfig> {
-  return createChatConnector<TeamsConfig>(deps, {
-    schema: teamsConfigSchema,
-    secrets: CHAT_SECRETS,
-    url: (config) => new URL(config.url),
-    message: teamsMessage,
-    digest: teamsDigest,
-    pace: { maxPerMessage: 10, minGapMs: 1000 },
-    read: readTeamsAnswer,
+  return chat.chatFailure(url, response, {
+    gone: response.status === 404 || response.status === 410,
   });
 }
 
 /** The Teams destination type. */
-export const teamsDestination: DestinationDescriptor<TeamsConfig, "teams"> = {
+export const teamsDestination = chatDestination<TeamsConfig, "teams">({
   type: "teams",
   label: "Microsoft Teams",
-  group: "chat",
-  docSchema: teamsConfigSchema,
-  target: httpTarget,
-  hosts: urlHosts,
-  preview: (envelope, config) => teamsMessage(envelope, presentation(config)),
-  secrets: CHAT_SECRETS,
-  editors: [{
-    kind: "teams",
-    label: "Microsoft Teams",
-    where:
-      'In Teams: Workflows → "Post to a channel when a webhook request is received", pick the channel, then copy the URL it gives.',
-    fields: [
-      {
-        name: "url",
-        label: "Workflow webhook URL",
-        kind: "url",
-        help: "The HTTP POST URL of the workflow: keep it secret, anyone with it can post.",
-      },
-      TEMPLATE_FIELD,
-    ],
+  schema: teamsConfigSchema,
+  url: (config) => new URL(config.url),
+  message: teamsMessage,
+  digest: teamsDigest,
+  notice: teamsNotice,
+  pace: { maxPerMessage: 10, minGapMs: 1000 },
+  read: readTeamsAnswer,
+  where:
+    'In Teams: Workflows → "Post to a channel when a webhook request is received", pick the channel, then copy the URL it gives.',
+  fields: [{
+    name: "url",
+    label: "Workflow webhook URL",
+    kind: "url",
+    help: "The HTTP POST URL of the workflow: keep it secret, anyone with it can post.",
   }],
-  create: (deps) => createTeamsConnector(deps.http),
-};
+});

@@ -8,26 +8,10 @@
  */
 import { z } from "zod";
 import type { SubmissionEnvelope } from "../../submission.ts";
-import type { DestinationDescriptor, SecretKind } from "../descriptor.ts";
-import type { HttpConnectorDeps } from "../http.ts";
-import type { Connector } from "../types.ts";
-import {
-  answerJson,
-  chatFailure,
-  type ChatResponse,
-  createChatConnector,
-  cutEscaped,
-  digestPart,
-  digestTitle,
-  fieldsWithin,
-  moreFields,
-  presentation,
-  renderConfigTemplate,
-  serviceWords,
-  smallPrint,
-  TEMPLATE_FIELD,
-} from "./common.ts";
-import { templateSchema } from "../../template.ts";
+import type { SecretKind } from "../descriptor.ts";
+import type { Notice } from "../types.ts";
+import { CHAT_WEBHOOK_FIELDS, chatDestination } from "./destination.ts";
+import * as chat from "./common.ts";
 
 /** Telegram destination config. */
 export const telegramConfigSchema = z.strictObject({
@@ -39,7 +23,7 @@ export const telegramConfigSchema = z.strictObject({
     z.number().int(),
     z.string().regex(/^(@[A-Za-z][A-Za-z0-9_]{3,}|-?\d{1,20})$/, 'Expected a number or "@channel"'),
   ]),
-  template: templateSchema.optional(),
+  template: CHAT_WEBHOOK_FIELDS.template,
 });
 
 export type TelegramConfig = z.infer<typeof telegramConfigSchema>;
@@ -59,18 +43,18 @@ export function telegramMessage(
   envelope: SubmissionEnvelope,
   config: Pick<TelegramConfig, "chatId" | "template">,
 ) {
-  const title = `<b>${cutEscaped(envelope.formName, 300, telegramEscape)}</b>`;
-  const footer = `<i>${telegramEscape(smallPrint(envelope))}</i>`;
+  const title = `<b>${chat.cutEscaped(envelope.formName, 300, telegramEscape)}</b>`;
+  const footer = `<i>${telegramEscape(chat.smallPrint(envelope))}</i>`;
   // Room for the title, the small print and a "(N more fields)" line.
   let budget = TELEGRAM_MAX_CHARS - title.length - footer.length - 40;
   const lines = (maxValue: number, fits: (size: number) => boolean) => {
-    const { shown, more } = fieldsWithin(
+    const { shown, more } = chat.fieldsWithin(
       envelope,
       { maxName: 100, maxValue, escape: telegramEscape },
       (field) => fits(field.name.length + field.value.length + 10),
     );
     const list = shown.map(({ name, value }) => `<b>${name}:</b> ${value}`);
-    if (more > 0) list.push(moreFields(more));
+    if (more > 0) list.push(chat.moreFields(more));
     return list.join("\n");
   };
   const fitsBudget = (size: number) => {
@@ -78,7 +62,7 @@ export function telegramMessage(
     budget -= size;
     return true;
   };
-  const rendered = renderConfigTemplate(config.template, envelope, {
+  const rendered = chat.renderConfigTemplate(config.template, envelope, {
     escape: telegramEscape,
     fieldList: () => lines(300, fitsBudget),
     maxFieldChars: budget,
@@ -93,16 +77,30 @@ export function telegramMessage(
   };
 }
 
+/** The `sendMessage` body of an owner notice: its title, its lines and the console link. */
+export function telegramNotice(notice: Notice, config: Pick<TelegramConfig, "chatId">) {
+  const title = `<b>${chat.cutEscaped(notice.title, 300, telegramEscape)}</b>`;
+  const link = notice.link === null
+    ? ""
+    : `\n\n<a href="${telegramEscape(notice.link.url)}">${telegramEscape(notice.link.label)}</a>`;
+  return {
+    chat_id: config.chatId,
+    text: `${title}\n\n${chat.noticeText(notice, telegramEscape, 3000)}${link}`,
+    parse_mode: "HTML",
+    link_preview_options: { is_disabled: true },
+  };
+}
+
 /** The `sendMessage` body of several submissions, within the one text's 4 096 characters. */
 export function telegramDigest(
   envelopes: SubmissionEnvelope[],
   config: Pick<TelegramConfig, "chatId" | "template">,
 ) {
-  const title = `<b>${cutEscaped(digestTitle(envelopes), 300, telegramEscape)}</b>`;
+  const title = `<b>${chat.cutEscaped(chat.digestTitle(envelopes), 300, telegramEscape)}</b>`;
   const room = Math.floor((TELEGRAM_MAX_CHARS - title.length) / envelopes.length) - 4;
   const parts = envelopes.map((envelope) => {
-    const footer = `<i>${telegramEscape(smallPrint(envelope))}</i>`;
-    const text = digestPart(envelope, {
+    const footer = `<i>${telegramEscape(chat.smallPrint(envelope))}</i>`;
+    const text = chat.digestPart(envelope, {
       template: config.template,
       escape: telegramEscape,
       line: (name, value) => `<b>${name}:</b> ${value}`,
@@ -119,12 +117,12 @@ export function telegramDigest(
 }
 
 /** Reads the Bot API's answer: `{"ok":true}`; 429 with `parameters.retry_after`; a lost chat pauses. */
-export function readTelegramAnswer(url: URL, response: ChatResponse) {
-  const json = answerJson(response.body);
+export function readTelegramAnswer(url: URL, response: chat.ChatResponse) {
+  const json = chat.answerJson(response.body);
   if (response.status >= 200 && response.status < 300 && json.ok === true) {
     return { statusCode: response.status };
   }
-  const words = serviceWords(json.description);
+  const words = chat.serviceWords(json.description);
   const parameters = (json.parameters ?? {}) as Record<string, unknown>;
   const retryAfter = Number(parameters.retry_after);
   const retryAfterMs = response.status === 429 && Number.isFinite(retryAfter) && retryAfter >= 0
@@ -134,59 +132,41 @@ export function readTelegramAnswer(url: URL, response: ChatResponse) {
   const gone = [401, 403, 404].includes(response.status) ||
     (response.status === 400 &&
       /chat not found|group chat was (deleted|upgraded)/i.test(words ?? ""));
-  return chatFailure(url, response, { words, gone, retryAfterMs });
-}
-
-/** The Telegram connector. */
-export function createTelegramConnector(
-  deps: HttpConnectorDeps,
-  apiUrl: string,
-): Connector<TelegramConfig> {
-  return createChatConnector<TelegramConfig>(deps, {
-    schema: telegramConfigSchema,
-    secrets: TELEGRAM_SECRETS,
-    url: (config) => new URL(`${apiUrl}/bot${config.botToken}/sendMessage`),
-    message: telegramMessage,
-    digest: telegramDigest,
-    // About one message a second per chat; 300 characters at least per submission.
-    pace: { maxPerMessage: 8, minGapMs: 1000 },
-    read: readTelegramAnswer,
-  });
+  return chat.chatFailure(url, response, { words, gone, retryAfterMs });
 }
 
 /** The Telegram destination type. */
-export const telegramDestination: DestinationDescriptor<TelegramConfig, "telegram"> = {
+export const telegramDestination = chatDestination<TelegramConfig, "telegram">({
   type: "telegram",
   label: "Telegram",
-  group: "chat",
-  docSchema: telegramConfigSchema,
-  // The API base is the deployment's setting, not the tenant's: the Bot API's host.
+  schema: telegramConfigSchema,
+  secrets: TELEGRAM_SECRETS,
+  // The API base is the deployment's setting (TELEGRAM_API_URL), not the tenant's.
+  url: (config, deps) => new URL(`${deps.config.telegramApiUrl}/bot${config.botToken}/sendMessage`),
   target: () => ({ method: "POST", url: "https://api.telegram.org" }),
   hosts: () => [],
-  secrets: TELEGRAM_SECRETS,
-  preview: (envelope, config) => telegramMessage(envelope, presentation(config)),
-  editors: [{
-    kind: "telegram",
-    label: "Telegram",
-    where:
-      "In Telegram: talk to @BotFather, send /newbot and copy the token; add the bot to your group or channel.",
-    fields: [
-      {
-        name: "botToken",
-        label: "Bot token",
-        kind: "secret",
-        help: 'From @BotFather, e.g. "123456789:AAE…".',
-      },
-      {
-        name: "chatId",
-        label: "Chat",
-        kind: "text",
-        numeric: true,
-        help:
-          'A chat id (a number; groups start with "-") or a public channel\'s "@name". The bot must be a member.',
-      },
-      TEMPLATE_FIELD,
-    ],
-  }],
-  create: (deps) => createTelegramConnector(deps.http, deps.config.telegramApiUrl),
-};
+  message: telegramMessage,
+  digest: telegramDigest,
+  notice: telegramNotice,
+  // About one message a second per chat; 300 characters at least per submission.
+  pace: { maxPerMessage: 8, minGapMs: 1000 },
+  read: readTelegramAnswer,
+  where:
+    "In Telegram: talk to @BotFather, send /newbot and copy the token; add the bot to your group or channel.",
+  fields: [
+    {
+      name: "botToken",
+      label: "Bot token",
+      kind: "secret",
+      help: 'From @BotFather, e.g. "123456789:AAE…".',
+    },
+    {
+      name: "chatId",
+      label: "Chat",
+      kind: "text",
+      numeric: true,
+      help:
+        'A chat id (a number; groups start with "-") or a public channel\'s "@name". The bot must be a member.',
+    },
+  ],
+});

@@ -95,23 +95,12 @@ export function buildMessage(
     headers.push(textHeader("X-Formrelay-Form-Id", envelope.formId));
     headers.push(textHeader("X-Formrelay-Submission-Id", envelope.submissionId));
     headers.push(header("MIME-Version", "1.0"));
-    // "=_" cannot occur in quoted-printable text, so the boundary never appears in a part.
-    const boundary = `=_formrelay_${crypto.getRandomValues(new Uint8Array(12)).toHex()}`;
-    headers.push(header("Content-Type", `multipart/alternative; boundary="${boundary}"`));
-    body = [
-      `--${boundary}`,
-      "Content-Type: text/plain; charset=UTF-8",
-      "Content-Transfer-Encoding: quoted-printable",
-      "",
-      // The CRLF before a boundary belongs to the boundary (RFC 2046 5.1.1).
-      encodeQuotedPrintable(plainText(envelope, replyTo).replace(/\n$/, "")),
-      `--${boundary}`,
-      "Content-Type: text/html; charset=UTF-8",
-      "Content-Transfer-Encoding: quoted-printable",
-      "",
-      encodeQuotedPrintable(htmlText(envelope, replyTo, subject).replace(/\n$/, "")),
-      `--${boundary}--`,
-    ].join(CRLF);
+    const parts = alternativeParts(
+      plainText(envelope, replyTo),
+      htmlText(envelope, replyTo, subject),
+    );
+    headers.push(header("Content-Type", parts.contentType));
+    body = parts.body;
   }
   return {
     from: options.from,
@@ -119,6 +108,33 @@ export function buildMessage(
     data: headers.join(CRLF) + CRLF + CRLF + body + (body.endsWith(CRLF) ? "" : CRLF),
     messageId,
   };
+}
+
+/**
+ * A multipart/alternative body of a plain text and an HTML part, both quoted-printable,
+ * and the Content-Type header value that names its boundary.
+ */
+export function alternativeParts(
+  text: string,
+  html: string,
+): { contentType: string; body: string } {
+  // "=_" cannot occur in quoted-printable text, so the boundary never appears in a part.
+  const boundary = `=_formrelay_${crypto.getRandomValues(new Uint8Array(12)).toHex()}`;
+  const body = [
+    `--${boundary}`,
+    "Content-Type: text/plain; charset=UTF-8",
+    "Content-Transfer-Encoding: quoted-printable",
+    "",
+    // The CRLF before a boundary belongs to the boundary (RFC 2046 5.1.1).
+    encodeQuotedPrintable(text.replace(/\n$/, "")),
+    `--${boundary}`,
+    "Content-Type: text/html; charset=UTF-8",
+    "Content-Transfer-Encoding: quoted-printable",
+    "",
+    encodeQuotedPrintable(html.replace(/\n$/, "")),
+    `--${boundary}--`,
+  ].join(CRLF);
+  return { contentType: `multipart/alternative; boundary="${boundary}"`, body };
 }
 
 /**
@@ -291,7 +307,7 @@ export function textHeader(name: string, value: string): string {
   return `${name}: ${encodeHeaderText(value, name.length)}`;
 }
 
-function addressListHeader(name: string, addresses: string[]): string {
+export function addressListHeader(name: string, addresses: string[]): string {
   return `${name}: ${addresses.map(oneLine).join("," + CRLF + " ")}`;
 }
 

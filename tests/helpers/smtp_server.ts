@@ -44,6 +44,8 @@ export interface SmtpServerOptions {
   authMethodsBeforeTls?: string[];
   /** Reply codes for recipients the server refuses, by address. */
   rejectRecipients?: Record<string, number>;
+  /** Refuse every MAIL FROM with this code and text of the server's own. */
+  refuseMail?: { code: number; text: string };
   /** Leave STARTTLS out of the EHLO reply (for the downgrade test). */
   hideStartTls?: boolean;
   /** Leave SMTPUTF8 out of the EHLO reply (a relay that cannot take addresses that are not ASCII). */
@@ -140,6 +142,11 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
         logins.failed++;
         callback(withCode(new Error("Invalid username or password"), 535));
       }
+    },
+    onMailFrom(_address, _session, callback) {
+      const refusal = options.refuseMail;
+      if (refusal === undefined) callback();
+      else callback(withCode(new Error(refusal.text), refusal.code));
     },
     onRcptTo(address, _session, callback) {
       const code = options.rejectRecipients?.[address.address];
