@@ -72,14 +72,21 @@ export const SPAM_RULES: SpamRule[] = [
   "disposable",
 ];
 
-/** The signature of a page token's time for a form. */
-function signature(sealer: Sealer, publicKey: string, issuedMs: number): string {
-  return sealer.pseudonym(`page-token\0${publicKey}\0${issuedMs}`);
+/** The signature of a page token's time and random part for a form. */
+function signature(sealer: Sealer, publicKey: string, issuedMs: number, nonce: string): string {
+  // Tokens minted before they carried a random part sign the time alone.
+  const nonced = nonce === "" ? "" : `\0${nonce}`;
+  return sealer.pseudonym(`page-token\0${publicKey}\0${issuedMs}${nonced}`);
 }
 
-/** A page token for a form's page loaded at `now`. */
+/**
+ * A page token for a form's page loaded at `now`: `<ms>.<random>.<signature>`. The random
+ * part gives two pages loaded in the same millisecond tokens of their own, so the second
+ * visitor's submission is not taken for a reuse of the first's token.
+ */
 export function pageToken(sealer: Sealer, publicKey: string, now: number): string {
-  return `${now}.${signature(sealer, publicKey, now)}`;
+  const nonce = crypto.getRandomValues(new Uint8Array(9)).toBase64({ alphabet: "base64url" });
+  return `${now}.${nonce}.${signature(sealer, publicKey, now, nonce)}`;
 }
 
 /** A good page token: when its page loaded, and its signature (what records its use). */
@@ -88,16 +95,25 @@ export interface PageToken {
   signature: string;
 }
 
-/** A page token's time and signature, or null when it is missing, forged or expired. */
+/**
+ * A page token's time and signature, or null when it is missing, forged or expired. A
+ * token of the older form `<ms>.<signature>` (a page loaded before the random part was
+ * added, good for TOKEN_MAX_AGE_MS at most) is still read.
+ */
 export function readPageToken(
   sealer: Sealer,
   { publicKey, token, now }: { publicKey: string; token: unknown; now: number },
 ): PageToken | null {
   if (typeof token !== "string" || token.length > 100) return null;
-  const [time, sig] = token.split(".");
+  const parts = token.split(".");
+  if (parts.length !== 2 && parts.length !== 3) return null;
+  const [time, nonce, sig] = parts.length === 3 ? parts : [parts[0], "", parts[1]];
   const issued = Number(time);
   if (!/^\d{1,15}$/.test(time) || issued > now || now - issued > TOKEN_MAX_AGE_MS) return null;
-  return sig === signature(sealer, publicKey, issued) ? { loadedAt: issued, signature: sig } : null;
+  if (parts.length === 3 && !/^[A-Za-z0-9_-]{1,24}$/.test(nonce)) return null;
+  return sig === signature(sealer, publicKey, issued, nonce)
+    ? { loadedAt: issued, signature: sig }
+    : null;
 }
 
 /** Every string value of a payload, nested ones too (at most `limit` of them). */
