@@ -18,6 +18,7 @@ import type { OutboundBudget } from "../delivery/outbound_budget.ts";
 import { nextRetryDelay } from "../delivery/retry.ts";
 import { describeError, type Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
+import { getOrg } from "../store/orgs.ts";
 import { getDestination } from "../store/destinations.ts";
 import type { JobRecord } from "../store/job_record.ts";
 import {
@@ -27,6 +28,8 @@ import {
   countDestinationJobs,
   destinationFailingCount,
   dispatchEvent,
+  dropEvent,
+  dropJob,
   dueEvents,
   dueJobs,
   finishJob,
@@ -131,8 +134,14 @@ export function startNotifier(deps: NotifierDeps): Notifier {
       await queueSummaries();
     }
     for (const entry of await dueEvents(db, { now: now(), limit: PER_PASS })) {
+      const org = await getOrg(db, entry.value.orgId);
+      if (org === null) {
+        await dropEvent(db, entry);
+        continue;
+      }
       const settings = await getNotificationSettings(db, entry.value.orgId);
-      const channels = channelsFor(settings, entry.value);
+      // A disabled organization is told nothing: its events are dropped (docs/notifications.md).
+      const channels = org.disabledAt ? [] : channelsFor(settings, entry.value);
       await dispatchEvent(db, entry, { channels, now: now(), groupMs: config.notify.groupMs });
     }
     for (const entry of await dueJobs(db, { now: now(), limit: PER_PASS })) {
@@ -145,6 +154,13 @@ export function startNotifier(deps: NotifierDeps): Notifier {
   /** Sends one claimed job; logs, retries or gives up. */
   async function send(claimed: Deno.KvEntry<NotifyJob>) {
     const job = claimed.value;
+    // Deleted or disabled since the job was queued: nothing goes out.
+    const org = await getOrg(db, job.orgId);
+    if (org === null) return await dropJob(db, claimed);
+    if (org.disabledAt) {
+      const error = "Not sent: the organization is disabled";
+      return await finishJob(db, claimed, { delivered: false, error, now: now() });
+    }
     const settings = await getNotificationSettings(db, job.orgId);
     const target = await channelTarget(db, { orgId: job.orgId, channel: job.channel, settings });
     if (!target.ok) {
@@ -198,7 +214,7 @@ export function startNotifier(deps: NotifierDeps): Notifier {
   /** Queues each organization's summary of the last complete day or week, once. */
   async function queueSummaries() {
     for (const { orgId, settings } of await listNotificationSettings(db)) {
-      if (settings.summary === "off") continue;
+      if (settings.summary === "off" || (await getOrg(db, orgId))?.disabledAt) continue;
       const period = lastPeriod(settings.summary, now());
       if (!await claimSummary(db, orgId, period.id)) continue;
       const figures = await summaryFigures(db, orgId, period);
@@ -217,6 +233,8 @@ export function startNotifier(deps: NotifierDeps): Notifier {
   const queued = new Map<string, NewEvent[]>();
 
   async function record(event: NewEvent) {
+    // A deleted organization's last deliveries tell no one (nor leave an outbox behind).
+    if (await getOrg(db, event.orgId) === null) return;
     const key = JSON.stringify([event.orgId, event.type, event.subject]);
     const waiting = queued.get(key);
     if (waiting !== undefined) {

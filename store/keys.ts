@@ -371,3 +371,73 @@ export const notifySummaryKey = (
   orgId: string,
   period: string,
 ): ["notify_summaries", string, string] => ["notify_summaries", orgId, period];
+
+// What each family names, so that deleting an organization finds all it owns.
+
+/** The kinds of id a key or a value names. */
+export type IdKind = "org" | "form" | "destination" | "submission" | "tenantKey" | "publicKey";
+
+/**
+ * What a family's entries name: `key` by position (1 is the part after the family's
+ * name), `value` by field (a stored tuple's fields are its indexes); `defines` the kinds
+ * whose ids its matching entries give (a form's destinations, a job's submission), so that
+ * deletion learns them. Null: the family names no organization (its entries expire or are
+ * the service's own).
+ */
+export interface FamilyNames {
+  key: Partial<Record<number, IdKind>>;
+  value?: Record<string, IdKind>;
+  defines?: IdKind[];
+}
+
+/**
+ * Every key family and what it names. A new family must be listed here (store/keys_test.ts
+ * fails otherwise): deleting an organization (store/org_deletion.ts) walks this list.
+ */
+export const KEY_FAMILIES: Record<string, FamilyNames | null> = {
+  orgs: { key: { 1: "org" } },
+  tenant_keys_by_org: { key: { 1: "org", 2: "tenantKey" }, defines: ["tenantKey"] },
+  // Revoked keys leave the index: their records are found by the organization they name.
+  tenant_keys: { key: { 1: "tenantKey" }, value: { orgId: "org" } },
+  forms_by_org: { key: { 1: "org", 2: "form" }, defines: ["form"] },
+  forms: {
+    key: { 1: "form" },
+    value: { orgId: "org", publicKey: "publicKey" },
+    defines: ["publicKey"],
+  },
+  forms_by_public_key: { key: { 1: "publicKey" } },
+  destinations: { key: { 1: "form", 2: "destination" }, defines: ["destination"] },
+  destination_failing: { key: { 1: "destination" } },
+  // A stored job or retained failure is a tuple: [formId, orgId, …] (job_record.ts).
+  jobs: {
+    key: { 2: "submission", 3: "destination" },
+    value: { 0: "form", 1: "org" },
+    defines: ["submission"],
+  },
+  retained: {
+    key: { 2: "submission", 3: "destination" },
+    value: { 0: "form", 1: "org" },
+    defines: ["submission"],
+  },
+  deliveries: { key: { 1: "form", 3: "submission", 4: "destination" }, defines: ["submission"] },
+  envelopes: { key: { 2: "submission" } },
+  envelope_checks: { key: { 2: "submission", 3: "destination" } },
+  jobs_by_destination: { key: { 1: "destination", 3: "submission" } },
+  retained_by_destination: { key: { 1: "destination", 3: "submission" } },
+  rate: { key: { 1: "form" } },
+  test_send_under_way: { key: { 1: "destination" } },
+  process_shares: null,
+  relay_usage: { key: { 1: "org" } },
+  health: null,
+  refusals: { key: { 1: "form" } },
+  confirmation_sent: { key: { 1: "form" } },
+  confirmation_hour: { key: { 1: "form" } },
+  page_token_uses: { key: { 1: "form" } },
+  notify_settings: { key: { 1: "org" } },
+  notify_outbox: { key: { 1: "org" } },
+  notify_last: { key: { 1: "org" } },
+  notify_jobs: { key: {}, value: { orgId: "org" } },
+  notify_log: { key: { 1: "org" } },
+  notify_told_failing: { key: { 1: "destination" } },
+  notify_summaries: { key: { 1: "org" } },
+};

@@ -344,6 +344,16 @@ export async function finishJob(
   );
 }
 
+/** Deletes a claimed job without a trace: its organization is gone. */
+export async function dropJob(db: Db, claimed: Deno.KvEntry<NotifyJob>): Promise<void> {
+  await retryWhileBusy(() => db.kv.atomic().check(claimed).delete(claimed.key).commit());
+}
+
+/** Deletes a waiting event without a trace: its organization is gone. */
+export async function dropEvent(db: Db, entry: Deno.KvEntry<PendingEvent>): Promise<void> {
+  await retryWhileBusy(() => db.kv.atomic().check(entry).delete(entry.key).commit());
+}
+
 /** Puts a claimed job back, due at `dueAt` (its attempt kept counted unless `uncounted`). */
 export async function retryJob(
   db: Db,

@@ -15,7 +15,7 @@ import {
   tenantKeysByOrgPrefix,
 } from "./keys.ts";
 import { newKey, sha256Hex } from "./sealing.ts";
-import { deleteForm, listForms } from "./forms.ts";
+import { deleteOrgKeys } from "./org_deletion.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
 
 /** An organization: the owner of forms and tenant keys. */
@@ -93,22 +93,16 @@ export async function setOrgDisabled(
 }
 
 /**
- * Deletes an organization: its forms with their destinations (as the API's form
- * deletion does: jobs still waiting find their destination gone), its active tenant
- * keys and its record. False for no such org.
+ * Deletes an organization and everything that names it, its forms, destinations, keys
+ * or submissions: records, unfinished jobs and envelopes, outcomes, counts, health,
+ * notification settings, outbox, jobs and log (org_deletion.ts walks every key family).
+ * False for no such org.
  */
 export async function deleteOrg(db: Db, orgId: string): Promise<boolean> {
   if (await getOrg(db, orgId) === null) return false;
   // Disabled first, so that no form is created or submission accepted meanwhile.
   await setOrgDisabled(db, orgId, true);
-  for (const form of await listForms(db, orgId)) await deleteForm(db, orgId, form.id);
-  await retryAtomic(async () => {
-    const op = db.kv.atomic();
-    for await (const index of db.kv.list({ prefix: tenantKeysByOrgPrefix(orgId) })) {
-      op.delete(index.key).delete(tenantKeyKey(hashOfTenantKeyByOrgKey(index.key)));
-    }
-    return { op: op.delete(orgKey(orgId)), result: true };
-  });
+  await deleteOrgKeys(db, orgId);
   db.formVersion.bump();
   return true;
 }
