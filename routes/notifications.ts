@@ -26,7 +26,7 @@ import {
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
 import { tooManyRequests } from "./limits.ts";
-import { createTokenBuckets } from "../delivery/token_buckets.ts";
+import { takeTestSend } from "../store/test_send_limits.ts";
 import { ERRORS } from "./errors.ts";
 
 /** The events an organization may choose (the summary is chosen apart). */
@@ -103,8 +103,6 @@ function redactedUrl(url: string): string {
 /** `/notifications` routes. */
 export function notificationRoutes({ db, config, notifier }: AppDeps) {
   const router = new Hono<AdminEnv>();
-  // Tests are outbound traffic a tenant triggers at will: bounded like test sends.
-  const tests = createTokenBuckets({ capacity: config.testSendLimits.perOrg, windowMs: 60_000 });
 
   async function current(orgId: string): Promise<NotificationSettings> {
     return await getNotificationSettings(db, orgId) ?? defaultSettings(config.notify.summary);
@@ -199,9 +197,12 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
     await readEmptyBody(c);
     const settings = await getNotificationSettings(db, orgId);
     const now = Date.now();
-    const waitMs = tests.waitMs(orgId, 1, now);
-    if (waitMs > 0) tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: waitMs });
-    tests.take(orgId, 1, now);
+    // Outbound traffic a tenant triggers at will: bounded like test sends, deployment-wide.
+    const bucket = { scope: "notifications", capacity: config.testSendLimits.perOrg };
+    const taken = await takeTestSend(db, orgId, [bucket], now);
+    if (!taken.ok) {
+      tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: taken.retryAfterMs });
+    }
     const channels = channelsFor(settings, testEvent(orgId, now));
     const queued = await queueTest(db, { orgId, channels, now });
     notifier?.wake();

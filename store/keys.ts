@@ -25,7 +25,9 @@
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>/<counterId>` rate-limit counts, one per process
  *   (and per counter it made); `health` the /healthz probe.
- * - `test_send_under_way/<destinationId>` the one test send under way to a destination.
+ * - `test_send_under_way/<destinationId>` the one test send under way to a destination;
+ *   `test_send_buckets/<orgId>/<scope>` an organization's test sends lately, per scope
+ *   (`sends`, `destination:<id>`, `notifications`): test_send_limits.ts.
  * - `process_shares/<processId>/<chunk>` what a live process shares with the others: its
  *   paces and its recent budget usage (process_shares.ts); they expire within seconds.
  * - `page_token_uses/<formId>/<signature>` a time-trap page token that let a submission
@@ -264,6 +266,12 @@ export const testSendUnderWayKey = (
   destinationId: string,
 ): ["test_send_under_way", string] => ["test_send_under_way", destinationId];
 
+/** An organization's test sends lately in one scope (store/test_send_limits.ts). */
+export const testSendBucketKey = (
+  orgId: string,
+  scope: string,
+): ["test_send_buckets", string, string] => ["test_send_buckets", orgId, scope];
+
 /** One chunk of what a process shares with the others (store/process_shares.ts). */
 export const processSharesKey = (
   processId: string,
@@ -426,6 +434,7 @@ export const KEY_FAMILIES: Record<string, FamilyNames | null> = {
   retained_by_destination: { key: { 1: "destination", 3: "submission" } },
   rate: { key: { 1: "form" } },
   test_send_under_way: { key: { 1: "destination" } },
+  test_send_buckets: { key: { 1: "org" } },
   process_shares: null,
   relay_usage: { key: { 1: "org" } },
   health: null,
