@@ -84,6 +84,8 @@ const envSchema = z.object({
   NOTIFY_GROUP_MINUTES: z.coerce.number().min(1).max(24 * 60).default(60),
   /** Owner notifications: the summary an organization gets until it chooses one. */
   NOTIFY_SUMMARY: z.enum(["off", "daily", "weekly"]).default("off"),
+  /** Where browsers reach this service (`https://forms.example.com`): links in its own emails. */
+  PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** Hours a failed submission's sealed data is kept for redelivery; 0 (default) not at all. */
   FAILED_RETENTION_HOURS: z.coerce.number().min(0).max(24 * 30).default(0),
   /** Test sends per destination per minute; 0: no limit. */
@@ -196,6 +198,8 @@ export interface Config {
   failedRetentionMs: number;
   /** Owner notifications' host-wide defaults (notify/). */
   notify: { failingAfterAttempts: number; groupMs: number; summary: "off" | "daily" | "weekly" };
+  /** PUBLIC_URL's origin, or null: the base of the links in the service's own emails. */
+  publicUrl: string | null;
   /** `/metrics`: bearer token (null: open) and whether labels carry form and destination ids. */
   metrics: { token: string | null; perForm: boolean };
   /** `/readyz` answers 503 once this many jobs are due and not yet delivered. */
@@ -298,6 +302,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       groupMs: Math.round(e.NOTIFY_GROUP_MINUTES * 60_000),
       summary: e.NOTIFY_SUMMARY,
     },
+    publicUrl: e.PUBLIC_URL === undefined ? null : new URL(e.PUBLIC_URL).origin,
     metrics: { token: e.METRICS_TOKEN ?? null, perForm: e.METRICS_PER_FORM },
     readyMaxBacklog: e.READY_MAX_BACKLOG,
     logLevel: e.LOG_LEVEL,

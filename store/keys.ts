@@ -43,7 +43,8 @@
  *   `notify_jobs/<id>` one notification to send to one channel;
  *   `notify_log/<orgId>/<at>/<id>` what was sent; `notify_told_failing/<destinationId>` a
  *   destination its owner was told is failing; `notify_summaries/<orgId>/<period>` a
- *   summary period already queued.
+ *   summary period already queued; `notify_confirm_tokens/<sha256>` the link that confirms
+ *   a notification address (notify_confirmations.ts).
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
  * new entries append at the end of the KV's B-tree instead of landing on random pages,
@@ -380,6 +381,12 @@ export const notifySummaryKey = (
   period: string,
 ): ["notify_summaries", string, string] => ["notify_summaries", orgId, period];
 
+/** A notification address's confirmation link, by the SHA-256 of its token. */
+export const notifyConfirmTokenKey = (tokenHash: string): ["notify_confirm_tokens", string] => [
+  "notify_confirm_tokens",
+  tokenHash,
+];
+
 // What each family names, so that deleting an organization finds all it owns.
 
 /** The kinds of id a key or a value names. */
@@ -449,4 +456,5 @@ export const KEY_FAMILIES: Record<string, FamilyNames | null> = {
   notify_log: { key: { 1: "org" } },
   notify_told_failing: { key: { 1: "destination" } },
   notify_summaries: { key: { 1: "org" } },
+  notify_confirm_tokens: { key: {}, value: { orgId: "org" } },
 };

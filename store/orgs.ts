@@ -60,19 +60,24 @@ export async function getOrg(db: Db, orgId: string): Promise<OrgRecord | null> {
 }
 
 /**
- * The org id of an active tenant key, or null when the key is unknown or revoked, or its
- * organization disabled or deleted.
+ * What a tenant key opens: its organization's id; `disabled` for an active key of an
+ * organization the host disabled (told apart so its owner reads why); null when the key
+ * is unknown or revoked, or its organization deleted.
  */
-export async function authenticateTenantKey(db: Db, tenantKey: string): Promise<string | null> {
+export async function authenticateTenantKey(
+  db: Db,
+  tenantKey: string,
+): Promise<{ orgId: string } | "disabled" | null> {
   const entry = await db.kv.get<TenantKeyRecord>(tenantKeyKey(await sha256Hex(tenantKey)));
   if (entry.value === null || entry.value.revokedAt !== null) return null;
   const org = await getOrg(db, entry.value.orgId);
-  return org !== null && !org.disabledAt ? org.id : null;
+  if (org === null) return null;
+  return org.disabledAt ? "disabled" : { orgId: org.id };
 }
 
 /**
  * Disables an organization, or enables it again: while disabled its tenant keys are
- * refused (401) and its forms accept nothing (404, as for a disabled form); what it
+ * refused (401 Organization disabled), its notifications are not sent, and its forms accept nothing (404, as for a disabled form); what it
  * accepted before is still delivered. Returns the record, or null for no such org.
  */
 export async function setOrgDisabled(

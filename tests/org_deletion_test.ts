@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { loadConfig } from "../config.ts";
 import { startService } from "../service.ts";
 import { queueTest } from "../store/notifications.ts";
-import { createOrg, deleteOrg, getOrg } from "../store/orgs.ts";
+import { createOrg, deleteOrg, getOrg, setOrgDisabled } from "../store/orgs.ts";
 import { sha256Hex } from "../store/sealing.ts";
 import { pageToken, TIME_TRAP_FIELD } from "../rules/spam.ts";
 import { storedJobs, submitAndSettle, webhook } from "./helpers/deliveries.ts";
@@ -145,4 +145,37 @@ Deno.test("nothing is sent for a deleted organization: neither by a running noti
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("a disabled organization: its key answers 401 Organization disabled, and it is told nothing until enabled", async () => {
+  await using h = await startHarness();
+  await using ops = startWebhookSink();
+  assert.equal((await h.admin("PUT", "/notifications", { webhook: { url: ops.url } })).status, 200);
+  await setOrgDisabled(h.service.db, h.orgId, true);
+  const refused = await h.admin("GET", "/forms");
+  assert.equal(refused.status, 401);
+  assert.deepEqual(await refused.json(), {
+    ok: false,
+    error: "Organization disabled: the host of this service has disabled it",
+  });
+  const unknown = await h.admin("GET", "/forms", undefined, { tenantKey: "sk_unknown" });
+  assert.equal((await unknown.json()).error, "Invalid tenant key");
+  // A job queued just before, and an event meanwhile: neither is sent.
+  await queueTest(h.service.db, {
+    orgId: h.orgId,
+    channels: [{ kind: "webhook" }],
+    now: Date.now(),
+  });
+  await h.service.notifier.record({ orgId: h.orgId, type: "tenant_key.rotated", subject: "org" });
+  await h.service.notifier.runOnce();
+  assert.equal(ops.received.length, 0);
+
+  await setOrgDisabled(h.service.db, h.orgId, false);
+  const sent = await (await h.admin("GET", "/notifications/sent")).json();
+  assert.deepEqual(sent.sent.map((s: { error: string }) => s.error), [
+    "Not sent: the organization is disabled",
+  ]);
+  assert.equal((await h.admin("POST", "/notifications/test")).status, 200);
+  await waitFor(() => ops.received.length === 1, { message: "told again once enabled" });
+  assert.equal(ops.received[0].json?.type, "test", "the events of the disabled time were dropped");
 });
