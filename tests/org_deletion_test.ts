@@ -14,6 +14,7 @@ import { storedJobs, submitAndSettle, webhook } from "./helpers/deliveries.ts";
 import { type Harness, startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { countKeys } from "./helpers/kv.ts";
 
 /** Every key of the KV, as JSON-able parts. */
 async function allKeys(kv: Deno.Kv): Promise<Deno.KvKey[]> {
@@ -43,11 +44,31 @@ async function busyOrg(h: Harness, tenantKey: string, ops: { url: string }) {
   const added = await admin("POST", `/forms/${form.id}/destinations`, webhook(failing.url));
   const destinationId = (await added.json()).destination.id;
   ids.add(destinationId);
+  // An email address through a relay that is not there: pending, with its link stored.
+  const relay = await admin("POST", `/forms/${form.id}/destinations`, {
+    type: "smtp",
+    config: {
+      host: "127.0.0.1",
+      port: 9,
+      secureTransport: "off",
+      username: "u",
+      password: "p",
+      from: "f@example.org",
+      to: ["t@example.org"],
+    },
+  });
+  const relayId = (await relay.json()).destination.id;
+  ids.add(relayId);
   const put = await admin("PUT", "/notifications", {
+    email: { to: ["owner@example.org"], via: relayId },
     webhook: { url: ops.url, secret: null },
     summary: "daily",
   });
   assert.equal(put.status, 200);
+  await waitFor(async () => {
+    const view = await (await admin("GET", "/notifications")).json();
+    return view.notifications.email.addresses[0].error !== null;
+  }, { message: "the confirmation tried" });
   for (let i = 0; i < 3; i++) {
     const token = pageToken(h.service.db.sealer, form.publicKey, Date.now() - 9000);
     const response = await h.submit(form.publicKey, { i, [TIME_TRAP_FIELD]: token });
@@ -96,11 +117,16 @@ Deno.test("delete-org leaves no key naming the organization, its forms, destinat
   const families = new Set(naming(before, ids).map((key) => String(key[0])));
   const expected = ["notify_settings", "notify_log", "notify_summaries", "notify_told_failing"];
   expected.push("deliveries", "retained", "destination_failing", "page_token_uses", "rate");
-  for (const family of [...expected, "tenant_keys", "envelopes", "forms_by_public_key"]) {
+  expected.push("tenant_keys", "envelopes", "forms_by_public_key");
+  for (const family of expected) {
     assert.ok(families.has(family), `the doomed org has ${family} to delete`);
   }
 
+  // A link's key names only its token's hash: its value names the organization.
+  assert.equal(await countKeys(h.service.db.kv, "notify_confirm_tokens"), 1);
+
   assert.equal(await deleteOrg(h.service.db, doomed.orgId), true);
+  assert.equal(await countKeys(h.service.db.kv, "notify_confirm_tokens"), 0);
   const after = await allKeys(h.service.db.kv);
   assert.deepEqual(naming(after, ids), [], "no key names the deleted organization");
   assert.equal(await getOrg(h.service.db, doomed.orgId), null);
