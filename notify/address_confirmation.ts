@@ -121,9 +121,15 @@ export function createAddressConfirmations(deps: AddressConfirmationDeps) {
     email: NonNullable<NotificationSettings["email"]>,
     address: string,
   ): Promise<ConfirmationSent> {
-    if (publicUrl === null) return { sent: false, error: "PUBLIC_URL is not set on this service" };
-    if (mail === undefined) {
-      return { sent: false, error: "This service's connectors send no email" };
+    // Said where the owner looks (the address's state), not only in the answer.
+    const unable = publicUrl === null
+      ? "PUBLIC_URL is not set on this service"
+      : mail === undefined
+      ? "This service's connectors send no email"
+      : null;
+    if (unable !== null || mail === undefined) {
+      const error = new DeliveryError(unable ?? "No mail", { permanent: true });
+      return await failed(orgId, address, error);
     }
     const now = Date.now();
     let config: SmtpConfig;
