@@ -1,4 +1,5 @@
 import { notificationRoutes } from "./routes/notifications.ts";
+import { notifyConfirmRoutes } from "./routes/notify_confirm.ts";
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { consoleRoutes } from "./console/serve.ts";
@@ -89,6 +90,7 @@ export function createApp(deps: AppDeps): Hono {
   admin.route("/", notificationRoutes(deps));
   app.route("/v1/admin", admin);
   app.route("/v1/f", pageTokenRoutes(deps.db));
+  app.route("/", notifyConfirmRoutes(deps));
   app.route("/v1/f", ingestRoutes(deps));
   app.route("/", openApiRoutes(deps.config));
   app.route("/", consoleRoutes());

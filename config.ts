@@ -68,8 +68,8 @@ const envSchema = z.object({
   /** Share of BACKLOG_MAX_JOBS one organization may fill (0 < share <= 1). */
   BACKLOG_ORG_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /**
-   * The address the service is reached at (`https://forms.example.com`): owner
-   * notifications link to the console's page for what they tell. Unset: no link.
+   * The address browsers reach the service at (`https://forms.example.com`): the base of the
+   * links in its own emails (the console's page a notice tells of, an address's confirmation).
    */
   PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** Whether a KV that offers queues carries wake-ups through them (false: the sweep alone, as on Deploy). */
@@ -197,7 +197,7 @@ export interface Config {
   sweepIntervalMs: number;
   /** KV_QUEUES: use the KV's queues where it has them. */
   kvQueues: boolean;
-  /** PUBLIC_URL without a trailing slash, or null: where the console is for links in notices. */
+  /** PUBLIC_URL without a trailing slash, or null: the base of the links in the service's emails. */
   publicUrl: string | null;
   leaseMs: number;
   retryScheduleMs: number[];

@@ -24,11 +24,13 @@ import type { JobRef } from "../store/job_record.ts";
 import {
   type ClaimedNotice,
   claimNotice,
+  dropNotice,
   finishNotice,
   type NoticeRef,
   retryNotice,
 } from "../store/notice_jobs.ts";
 import { getNotificationSettings } from "../store/notifications.ts";
+import { getOrg } from "../store/orgs.ts";
 import { type AttemptResult, checkConfig } from "./attempt.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
 import { nextRetryDelay } from "./retry.ts";
@@ -39,6 +41,8 @@ export const NOTICE_IN_FLIGHT = 2;
 export const NOTICE_TIMEOUT_MS = 5_000;
 
 const LANE = "notice:";
+/** The held reason of a notice whose organization was deleted: the job goes without a trace. */
+const ORG_DELETED = "organization deleted";
 
 /** A notice job as the dispatcher holds it: its lane is its organization's channel. */
 export function noticeJobRef(ref: NoticeRef): JobRef {
@@ -85,6 +89,10 @@ export function createNoticeJobs(deps: {
 
   async function attempt(claimed: ClaimedNotice, signal: AbortSignal): Promise<AttemptResult> {
     const { job } = claimed;
+    // Deleted or disabled since the job was queued: nothing goes out (docs/notifications.md).
+    const org = await getOrg(db, job.orgId);
+    if (org === null) return { delivered: false, held: true, reason: ORG_DELETED };
+    if (org.disabledAt) throw refused("Not sent: the organization is disabled");
     const settings = await getNotificationSettings(db, job.orgId);
     const target = await channelTarget(db, { orgId: job.orgId, channel: job.channel, settings });
     if (!target.ok) throw refused(target.error);
@@ -123,6 +131,7 @@ export function createNoticeJobs(deps: {
     if ("deferred" in result) {
       return await retryNotice(db, claimed, { dueAt: result.deferred.until, uncounted: true });
     }
+    if ("held" in result && result.reason === ORG_DELETED) return await dropNotice(db, claimed);
     if ("held" in result) return await retryNotice(db, claimed, { dueAt: now(), uncounted: true });
     const fields = { orgId: job.orgId, type: job.event.type, channel: job.channel.kind };
     if (result.delivered) {

@@ -25,11 +25,13 @@ function quality(accept: string, mediaType: string): number {
   return 0;
 }
 
-function escapeHtml(text: string): string {
+/** Text made safe inside HTML, attribute values included. */
+export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 }
 
-function page(title: string, body: string): string {
+/** A small self-contained page (its style inline): the service's own pages for people. */
+export function page(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en">
 <head>

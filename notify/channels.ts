@@ -1,6 +1,7 @@
 /**
  * An organization's notification channels: which ones an event goes to (never the
- * destination it is about: a channel that fails is not told about itself), and what a
+ * destination it is about: a channel that fails is not told about itself; email only to
+ * addresses whose owner followed the confirmation link), and what a
  * channel is at send time (a destination type and config the existing connectors send
  * with: SMTP through the platform relay or one of the organization's SMTP destinations'
  * relay, one of its chat destinations, or the operational webhook).
@@ -12,6 +13,7 @@ import { type DestinationRecord, openDestinationConfig } from "../store/destinat
 import { listDestinationRecords } from "../store/destinations.ts";
 import type { Db } from "../store/db.ts";
 import { listForms } from "../store/forms.ts";
+import { confirmedAddresses } from "../store/notify_confirmations.ts";
 import type { ChannelRef, NotificationSettings, PendingEvent } from "../store/notifications.ts";
 
 /** The destination types a chat channel may be. */
@@ -42,7 +44,13 @@ export function channelsFor(
   if (!wanted) return [];
   const about = event.destinationId;
   const channels: ChannelRef[] = [];
-  if (settings.email !== null && settings.email.via !== about) channels.push({ kind: "email" });
+  // Email goes to confirmed addresses only: none confirmed, no email channel.
+  if (
+    settings.email !== null && settings.email.via !== about &&
+    confirmedAddresses(settings.email).length > 0
+  ) {
+    channels.push({ kind: "email" });
+  }
   for (const destinationId of settings.chat) {
     if (destinationId !== about) channels.push({ kind: "chat", destinationId });
   }
@@ -73,7 +81,9 @@ export async function channelTarget(
   }
   if (channel.kind === "email") {
     if (settings.email === null) return { ok: false, error: "The email addresses were removed" };
-    const { to, via } = settings.email;
+    const { via } = settings.email;
+    const to = confirmedAddresses(settings.email);
+    if (to.length === 0) return { ok: false, error: "No email address is confirmed" };
     if (via === "platform") {
       return { ok: true, type: "smtp", config: { to, subjectTemplate: SUBJECT } };
     }

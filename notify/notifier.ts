@@ -15,9 +15,10 @@ import type { Config } from "../config.ts";
 import { describeError, type Logger } from "../log.ts";
 import type { Db } from "../store/db.ts";
 import { type HealthChange, markFailingTold } from "../store/destination_health.ts";
+import { getOrg } from "../store/orgs.ts";
 import { getDestination } from "../store/destinations.ts";
 import type { JobRecord } from "../store/job_record.ts";
-import { dispatchEvent, type NoticeRef } from "../store/notice_jobs.ts";
+import { dispatchEvent, dropEvent, type NoticeRef } from "../store/notice_jobs.ts";
 import {
   claimSummary,
   countDestinationJobs,
@@ -113,8 +114,14 @@ export function startNotifier(deps: NotifierDeps): Notifier {
     }
     for (const entry of await dueEvents(db, { now: now(), limit: PER_PASS })) {
       if (closed) return;
+      const org = await getOrg(db, entry.value.orgId);
+      if (org === null) {
+        await dropEvent(db, entry);
+        continue;
+      }
       const settings = await getNotificationSettings(db, entry.value.orgId);
-      const channels = channelsFor(settings, entry.value);
+      // A disabled organization is told nothing: its events are dropped (docs/notifications.md).
+      const channels = org.disabledAt ? [] : channelsFor(settings, entry.value);
       const refs = await dispatchEvent(db, entry, {
         channels,
         now: now(),
@@ -127,7 +134,7 @@ export function startNotifier(deps: NotifierDeps): Notifier {
   /** Queues each organization's summary of the last complete day or week, once. */
   async function queueSummaries() {
     for (const { orgId, settings } of await listNotificationSettings(db)) {
-      if (settings.summary === "off") continue;
+      if (settings.summary === "off" || (await getOrg(db, orgId))?.disabledAt) continue;
       const period = lastPeriod(settings.summary, now());
       if (!await claimSummary(db, orgId, period.id)) continue;
       const figures = await summaryFigures(db, orgId, period);
@@ -146,6 +153,8 @@ export function startNotifier(deps: NotifierDeps): Notifier {
   const queued = new Map<string, NewEvent[]>();
 
   async function record(event: NewEvent) {
+    // A deleted organization's last deliveries tell no one (nor leave an outbox behind).
+    if (await getOrg(db, event.orgId) === null) return;
     const key = JSON.stringify([event.orgId, event.type, event.subject]);
     const waiting = queued.get(key);
     if (waiting !== undefined) {

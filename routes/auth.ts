@@ -11,9 +11,11 @@ export function tenantAuth(db: Db) {
     const key = c.req.header("x-tenant-key");
     if (key === undefined || key === "") throw new ApiError(ERRORS.missingTenantKey);
     // Hashing a huge header costs time; a real key is short.
-    const orgId = key.length <= 200 ? await authenticateTenantKey(db, key) : null;
-    if (orgId === null) throw new ApiError(ERRORS.invalidTenantKey);
-    c.set("orgId", orgId);
+    const opened = key.length <= 200 ? await authenticateTenantKey(db, key) : null;
+    if (opened === null) throw new ApiError(ERRORS.invalidTenantKey);
+    // A 401 as for any key that opens nothing, with a text of its own: the owner reads why.
+    if (opened === "disabled") throw new ApiError(ERRORS.orgDisabled);
+    c.set("orgId", opened.orgId);
     await next();
   });
 }

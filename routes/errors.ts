@@ -73,6 +73,10 @@ export const ERRORS = {
   // Admin API.
   missingTenantKey: { status: 401, text: "Missing x-tenant-key" },
   invalidTenantKey: { status: 401, text: "Invalid tenant key" },
+  orgDisabled: {
+    status: 401,
+    text: "Organization disabled: the host of this service has disabled it",
+  },
   adminContentType: { status: 415, text: "Unsupported content type: use application/json" },
   adminTooLarge: { status: 413, text: "Payload too large (max 64KB)" },
   invalidJsonBody: { status: 400, text: "Invalid JSON body" },
@@ -108,7 +112,13 @@ export const ERRORS = {
     text: "A test send to this destination is already under way",
   },
   tooManyTestSends: { status: 429, text: "Too many test sends: try again later" },
+  tooManyConfirmations: {
+    status: 429,
+    text: "Too many confirmation emails to this address: try again later",
+  },
   outboundLimit: { status: 429, text: "Outbound limit reached: try again later" },
+  notifyAddressNotFound: { status: 404, text: "Notification address not found" },
+  addressConfirmed: { status: 409, text: "Address already confirmed" },
   sendNowNotWaiting: {
     status: 409,
     text: "Delivery is not waiting for a retry: delivered, failed, or not of this form",

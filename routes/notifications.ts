@@ -19,14 +19,20 @@ import {
   listNotifyLog,
   type NotificationSettings,
   NOTIFY_EVENTS,
-  putNotificationSettings,
   testEvent,
 } from "../store/notifications.ts";
 import { queueTest } from "../store/notice_jobs.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
 import { tooManyRequests } from "./limits.ts";
-import { createTokenBuckets } from "../delivery/token_buckets.ts";
+import { takeTestSend } from "../store/test_send_limits.ts";
+import {
+  addressId,
+  confirmationOf,
+  saveNotificationSettings,
+} from "../store/notify_confirmations.ts";
+import { createAddressConfirmations } from "../notify/address_confirmation.ts";
+import { describeError } from "../log.ts";
 import { ERRORS } from "./errors.ts";
 
 /** The events an organization may choose (the summary is chosen apart). */
@@ -40,6 +46,8 @@ export const notificationSettingsSchema = z.strictObject({
   email: z.strictObject({
     to: z.array(z.email()).min(1).max(20),
     via: z.string().min(1).default("platform"),
+    /** Answered, ignored: each address's confirmation is the service's to keep. */
+    addresses: z.array(z.unknown()).optional(),
   }).nullable().default(null),
   chat: z.array(z.string().min(1)).max(10).default([]),
   webhook: z.strictObject({
@@ -52,9 +60,29 @@ export const notificationSettingsSchema = z.strictObject({
   summary: z.enum(["off", "daily", "weekly"]).optional(),
 });
 
+/** One notification address as answered. */
+const addressView = z.strictObject({
+  address: z.string(),
+  state: z.enum(["pending", "confirmed"]),
+  confirmedAt: z.iso.datetime().nullable(),
+  /** The last confirmation message sent, or null. */
+  sentAt: z.iso.datetime().nullable(),
+  /** Why the last confirmation message could not be sent, or null. */
+  error: z.string().nullable(),
+});
+
+/** `POST /notifications/email/confirmation`'s body. */
+export const confirmationRequestSchema = z.strictObject({ address: z.string().min(1).max(254) });
+
 /** The settings as answered (OpenAPI). */
 export const notificationSettingsView = z.strictObject({
-  email: z.strictObject({ to: z.array(z.string()), via: z.string() }).nullable(),
+  email: z.strictObject({
+    to: z.array(z.string()),
+    via: z.string(),
+    addresses: z.array(addressView).meta({
+      description: "Each address's confirmation: notifications go to confirmed ones only",
+    }),
+  }).nullable(),
   chat: z.array(z.string()),
   webhook: z.strictObject({
     url: z.string().meta({ description: "scheme://host[:port]/********" }),
@@ -91,7 +119,25 @@ function settingsView(settings: NotificationSettings) {
     secret: settings.webhook.secret === null ? null : REDACTED,
     signed: settings.webhook.secret !== null,
   };
-  return { ...settings, webhook };
+  const email = settings.email === null ? null : {
+    to: settings.email.to,
+    via: settings.email.via,
+    addresses: settings.email.to.map((address) => addressOf(settings.email, address)),
+  };
+  return { ...settings, email, webhook };
+}
+
+/** One address's confirmation as answered. */
+function addressOf(email: NotificationSettings["email"], address: string) {
+  const state = confirmationOf(email, address);
+  const iso = (at: number | null | undefined) => at == null ? null : new Date(at).toISOString();
+  return {
+    address,
+    state: state.confirmedAt === null ? "pending" as const : "confirmed" as const,
+    confirmedAt: iso(state.confirmedAt),
+    sentAt: iso(state.sent.at(-1)),
+    error: state.error,
+  };
 }
 
 /** `scheme://host[:port]/********`: a webhook URL's path and query are its secret. */
@@ -101,10 +147,31 @@ function redactedUrl(url: string): string {
 }
 
 /** `/notifications` routes. */
-export function notificationRoutes({ db, config, notifier }: AppDeps) {
+export function notificationRoutes(
+  { db, config, notifier, connectors, outbound, logger }: AppDeps,
+) {
   const router = new Hono<AdminEnv>();
-  // Tests are outbound traffic a tenant triggers at will: bounded like test sends.
-  const tests = createTokenBuckets({ capacity: config.testSendLimits.perOrg, windowMs: 60_000 });
+  const confirmations = createAddressConfirmations({
+    db,
+    mail: connectors.smtp.mail,
+    outbound,
+    publicUrl: config.publicUrl,
+    logger,
+  });
+
+  /** Sends a new address its confirmation in the background: the owner sees its state. */
+  function confirmLater(
+    orgId: string,
+    email: NonNullable<NotificationSettings["email"]>,
+    address: string,
+  ) {
+    confirmations.send(orgId, email, address).catch((error) =>
+      logger.error("notification address confirmation failed", {
+        orgId,
+        error: describeError(error),
+      })
+    );
+  }
 
   async function current(orgId: string): Promise<NotificationSettings> {
     return await getNotificationSettings(db, orgId) ?? defaultSettings(config.notify.summary);
@@ -123,6 +190,13 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
     let email: NotificationSettings["email"] = null;
     if (body.email !== null) {
       const { to, via } = body.email;
+      if (config.publicUrl === null) {
+        issues.push({
+          path: "email",
+          message:
+            "Email notifications need PUBLIC_URL on this service (each address is sent a link to confirm it): ask its host",
+        });
+      }
       if (via === "platform") {
         if (config.platformSmtp === null) {
           issues.push({
@@ -190,8 +264,28 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
       events: [...new Set(body.events)],
       summary: body.summary ?? before.summary,
     };
-    await putNotificationSettings(db, orgId, settings);
-    return c.json({ ok: true, notifications: settingsView(settings) });
+    const saved = await saveNotificationSettings(db, orgId, settings);
+    for (const address of saved.added) confirmLater(orgId, saved.settings.email!, address);
+    return c.json({ ok: true, notifications: settingsView(saved.settings) });
+  });
+
+  router.post("/notifications/email/confirmation", async (c) => {
+    const orgId = c.get("orgId");
+    const { address } = await readValidJson(c, confirmationRequestSchema);
+    const { email } = await current(orgId);
+    const listed = email?.to.find((candidate) => addressId(candidate) === addressId(address));
+    if (email == null || listed === undefined) throw new ApiError(ERRORS.notifyAddressNotFound);
+    const result = await confirmations.send(orgId, email, listed);
+    if (!result.sent && "refused" in result) {
+      if (result.refused === "limit") {
+        tooManyRequests(c, ERRORS.tooManyConfirmations, { retryAfterMs: result.retryAfterMs });
+      }
+      throw new ApiError(
+        result.refused === "confirmed" ? ERRORS.addressConfirmed : ERRORS.notifyAddressNotFound,
+      );
+    }
+    const after = await current(orgId);
+    return c.json({ ok: true, address: addressOf(after.email, listed) });
   });
 
   router.post("/notifications/test", async (c) => {
@@ -199,9 +293,12 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
     await readEmptyBody(c);
     const settings = await getNotificationSettings(db, orgId);
     const now = Date.now();
-    const waitMs = tests.waitMs(orgId, 1, now);
-    if (waitMs > 0) tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: waitMs });
-    tests.take(orgId, 1, now);
+    // Outbound traffic a tenant triggers at will: bounded like test sends, deployment-wide.
+    const bucket = { scope: "notifications", capacity: config.testSendLimits.perOrg };
+    const taken = await takeTestSend(db, orgId, [bucket], now);
+    if (!taken.ok) {
+      tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: taken.retryAfterMs });
+    }
     const channels = channelsFor(settings, testEvent(orgId, now));
     const jobs = await queueTest(db, { orgId, channels, now });
     notifier?.wakeNotices(jobs);
@@ -213,6 +310,12 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
     return c.json({ ok: true, sent });
   });
 
-  refuseOtherMethods(router, "/notifications", "/notifications/test", "/notifications/sent");
+  refuseOtherMethods(
+    router,
+    "/notifications",
+    "/notifications/test",
+    "/notifications/sent",
+    "/notifications/email/confirmation",
+  );
   return router;
 }

@@ -21,6 +21,7 @@ import { formCreateSchema, formPatchSchema } from "./forms.ts";
 import { ERRORS, type ErrorSpec, submissionTypeError } from "./errors.ts";
 import { refusalsQuerySchema } from "./refusals.ts";
 import {
+  confirmationRequestSchema,
   notificationSentSchema,
   notificationSettingsSchema,
   notificationSettingsView,
@@ -714,6 +715,48 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       errors: [...jsonBodyErrors, ERRORS.tooManyTestSends],
     },
     {
+      method: "post",
+      path: "/v1/admin/notifications/email/confirmation",
+      summary: "Sends a pending notification address its confirmation link again (at most " +
+        "3 a day per address, a minute apart); nothing else goes to it until it is followed",
+      tag: "Admin: notifications",
+      admin: true,
+      body: { schema: confirmationRequestSchema, required: true },
+      answers: {
+        200: {
+          description: "Sent (or why not, in `error`)",
+          schema: z.strictObject({
+            ok,
+            address: notificationSettingsView.shape.email.unwrap().shape.addresses.element,
+          }),
+        },
+      },
+      errors: [
+        ...jsonBodyErrors,
+        ERRORS.notifyAddressNotFound,
+        ERRORS.addressConfirmed,
+        ERRORS.tooManyConfirmations,
+      ],
+    },
+    ...(["get", "post"] as const).map((method): OperationSpec => ({
+      method,
+      path: "/v1/notifications/confirm",
+      summary: method === "get"
+        ? "A notification address's confirmation link (`?token=`): a page with one button, " +
+          "changing nothing"
+        : "The button's form post (`token`, form-encoded): confirms the address",
+      tag: "Service",
+      ...(method === "get" ? { query: z.strictObject({ token: z.string() }) } : {}),
+      answers: {
+        200: { description: "The page", contentType: "text/html" },
+        404: {
+          description: "The link is unknown, expired, replaced or used",
+          contentType: "text/html",
+        },
+      },
+      errors: [],
+    })),
+    {
       method: "get",
       path: "/v1/admin/notifications/sent",
       summary: "The last 50 notifications of the past 7 days, newest first, with their result",
@@ -796,7 +839,7 @@ function pathParameters(path: string) {
   }));
 }
 
-const ADMIN_ERRORS = [ERRORS.missingTenantKey, ERRORS.invalidTenantKey];
+const ADMIN_ERRORS = [ERRORS.missingTenantKey, ERRORS.invalidTenantKey, ERRORS.orgDisabled];
 
 /**
  * Every answer of an operation by status: its successes, then its errors with every text

@@ -11,8 +11,8 @@ import { type Context, Hono } from "hono";
 import { checkConfig, sendEnvelope } from "../delivery/attempt.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import { describeError } from "../log.ts";
-import { createTokenBuckets } from "../delivery/token_buckets.ts";
 import { claimTestSend } from "../store/test_sends.ts";
+import { takeTestSend } from "../store/test_send_limits.ts";
 import { type Destination, getDestination } from "../store/destinations.ts";
 import type { FormRecord } from "../store/forms.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
@@ -65,18 +65,14 @@ function testEnvelope(form: Pick<FormRecord, "id" | "name">): SubmissionEnvelope
 /**
  * `POST /forms/:id/destinations/:destId/test`: one synchronous delivery of a sample.
  * Bounded, paused and disabled destinations alike: one at a time per destination,
- * TEST_SENDS_PER_DESTINATION and TEST_SENDS_PER_ORG a minute, and the outbound budget
+ * TEST_SENDS_PER_DESTINATION and TEST_SENDS_PER_ORG a minute for the whole deployment
+ * (store/test_send_limits.ts), and the outbound budget
  * (deliveries' too: outbound_budget.ts); past any, `429` with Retry-After.
  */
 export function testSendRoutes(deps: AppDeps) {
   const { db, connectors, logger, config } = deps;
   const router = new Hono<AdminEnv>();
   const { outbound } = deps;
-  const perMinute = (capacity: number) => createTokenBuckets({ capacity, windowMs: 60_000 });
-  const perDestination = perMinute(config.testSendLimits.perDestination);
-  const perOrg = perMinute(config.testSendLimits.perOrg);
-  outbound.share("testSendsPerDestination", perDestination);
-  outbound.share("testSendsPerOrg", perOrg);
   /** Destinations with a test send under way in this process (the KV claim covers all). */
   const underWay = new Set<string>();
 
@@ -86,16 +82,21 @@ export function testSendRoutes(deps: AppDeps) {
       tooManyRequests(c, ERRORS.testSendUnderWay, { retryAfterMs: 1000 });
     }
     const now = Date.now();
-    const waitMs = Math.max(
-      perDestination.waitMs(destinationId, 1, now),
-      perOrg.waitMs(orgId, 1, now),
-    );
-    if (waitMs > 0) tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: waitMs });
     // One under way per destination in every process sharing the KV.
     const release = await claimTestSend(db, destinationId, { ttlMs: TEST_SEND_CLAIM_MS, now });
     if (release === null) tooManyRequests(c, ERRORS.testSendUnderWay, { retryAfterMs: 1000 });
-    perDestination.take(destinationId, 1, now);
-    perOrg.take(orgId, 1, now);
+    // The limits of the whole deployment, in KV.
+    const taken = await takeTestSend(db, orgId, [
+      { scope: `destination:${destinationId}`, capacity: config.testSendLimits.perDestination },
+      { scope: "sends", capacity: config.testSendLimits.perOrg },
+    ], now).catch(async (error) => {
+      await release();
+      throw error;
+    });
+    if (!taken.ok) {
+      await release();
+      tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: taken.retryAfterMs });
+    }
     return release;
   }
 

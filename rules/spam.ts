@@ -72,12 +72,23 @@ export const SPAM_RULES: SpamRule[] = [
   "disposable",
 ];
 
-/** What a page token's signature signs: the form's public key and the page's time. */
-const signed = (publicKey: string, issuedMs: number) => `page-token\0${publicKey}\0${issuedMs}`;
+/**
+ * What a page token's signature signs: the form's public key, the page's time and the token's
+ * random part (tokens minted before they carried one sign the time alone).
+ */
+function signed(publicKey: string, issuedMs: number, nonce: string): string {
+  const nonced = nonce === "" ? "" : `\0${nonce}`;
+  return `page-token\0${publicKey}\0${issuedMs}${nonced}`;
+}
 
-/** A page token for a form's page loaded at `now`. */
+/**
+ * A page token for a form's page loaded at `now`: `<ms>.<random>.<signature>`. The random
+ * part gives two pages loaded in the same millisecond tokens of their own, so the second
+ * visitor's submission is not taken for a reuse of the first's token.
+ */
 export function pageToken(sealer: Sealer, publicKey: string, now: number): string {
-  return `${now}.${sealer.pseudonym(signed(publicKey, now))}`;
+  const nonce = crypto.getRandomValues(new Uint8Array(9)).toBase64({ alphabet: "base64url" });
+  return `${now}.${nonce}.${sealer.pseudonym(signed(publicKey, now, nonce))}`;
 }
 
 /** A good page token: when its page loaded, and its signature (what records its use). */
@@ -86,17 +97,24 @@ export interface PageToken {
   signature: string;
 }
 
-/** A page token's time and signature, or null when it is missing, forged or expired. */
+/**
+ * A page token's time and signature, or null when it is missing, forged or expired. A
+ * token of the older form `<ms>.<signature>` (a page loaded before the random part was
+ * added, good for TOKEN_MAX_AGE_MS at most) is still read.
+ */
 export function readPageToken(
   sealer: Sealer,
   { publicKey, token, now }: { publicKey: string; token: unknown; now: number },
 ): PageToken | null {
   if (typeof token !== "string" || token.length > 100) return null;
-  const [time, sig] = token.split(".");
+  const parts = token.split(".");
+  if (parts.length !== 2 && parts.length !== 3) return null;
+  const [time, nonce, sig] = parts.length === 3 ? parts : [parts[0], "", parts[1]];
   const issued = Number(time);
   if (!/^\d{1,15}$/.test(time) || issued > now || now - issued > TOKEN_MAX_AGE_MS) return null;
+  if (parts.length === 3 && !/^[A-Za-z0-9_-]{1,24}$/.test(nonce)) return null;
   // Any key of the ring: a page served before a rotation, or by a process not yet rotated, is good.
-  return typeof sig === "string" && sealer.isPseudonym(signed(publicKey, issued), sig)
+  return typeof sig === "string" && sealer.isPseudonym(signed(publicKey, issued, nonce), sig)
     ? { loadedAt: issued, signature: sig }
     : null;
 }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createSealer } from "../store/sealing.ts";
 import {
   pageToken,
+  readPageToken,
   spamRuleCaught,
   type SpamRules,
   spamRulesSchema,
@@ -22,15 +23,15 @@ Deno.test("time trap: a real page time passes, one too recent, forged or expired
   const verdict = await spamRuleCaught(rules, { payload, sealer, publicKey, orgId: "o", now });
   assert.deepEqual(verdict, {
     rule: null,
-    pageToken: { loadedAt: now - 10_000, signature: loaded.split(".")[1] },
+    pageToken: { loadedAt: now - 10_000, signature: loaded.split(".")[2] },
   }, "the token to record as used");
   assert.equal(TIME_TRAP_FIELD in payload, false, "the page's field is not delivered");
 
   const tooSoon = pageToken(sealer, publicKey, now - 1_000);
   assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: tooSoon }), "time_trap");
   // An older time with the signature of a real (recent) token: the signature is of the time.
-  const [, signature] = tooSoon.split(".");
-  const forged = `${now - 60_000}.${signature}`;
+  const [, nonce, signature] = tooSoon.split(".");
+  const forged = `${now - 60_000}.${nonce}.${signature}`;
   assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: forged }), "time_trap");
   const otherForm = pageToken(sealer, "pk_" + "b".repeat(40), now - 10_000);
   assert.equal(await caught(rules, { [TIME_TRAP_FIELD]: otherForm }), "time_trap");
@@ -94,4 +95,22 @@ Deno.test("time trap across a key rotation: a page served under any ring key pas
     "new key accepted",
   );
   assert.equal(await verdict(after, before), "time_trap", "a key the reader lacks");
+});
+
+Deno.test("page tokens minted in the same millisecond differ, and each is good", () => {
+  const loadedAt = now - 10_000;
+  const first = pageToken(sealer, publicKey, loadedAt);
+  const second = pageToken(sealer, publicKey, loadedAt);
+  assert.notEqual(first, second);
+  const read = (token: string) => readPageToken(sealer, { publicKey, token, now });
+  assert.equal(read(first)?.loadedAt, loadedAt);
+  assert.equal(read(second)?.loadedAt, loadedAt);
+  assert.notEqual(read(first)?.signature, read(second)?.signature, "each recorded apart");
+  // The random part is signed: another one with the same signature is a forgery.
+  const [time, , signature] = first.split(".");
+  const [, otherNonce] = second.split(".");
+  assert.equal(read(`${time}.${otherNonce}.${signature}`), null);
+  // A token of the older form (the time alone signed), from a page loaded before, is read.
+  const legacy = `${loadedAt}.${sealer.pseudonym(`page-token\0${publicKey}\0${loadedAt}`)}`;
+  assert.equal(read(legacy)?.loadedAt, loadedAt);
 });

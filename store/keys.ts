@@ -26,7 +26,9 @@
  * - `rate/<formId>/<client hash>/<window>/<counterId>` rate-limit counts, one per process
  *   (and per counter it made); `rate_processes/<processId>` when a process that counts
  *   clients last said it runs (kept two windows); `health` the /healthz probe.
- * - `test_send_under_way/<destinationId>` the one test send under way to a destination.
+ * - `test_send_under_way/<destinationId>` the one test send under way to a destination;
+ *   `test_send_buckets/<orgId>/<scope>` an organization's test sends lately, per scope
+ *   (`sends`, `destination:<id>`, `notifications`): test_send_limits.ts.
  * - `process_shares/<processId>/<chunk>` what a live process shares with the others: its
  *   paces and its recent budget usage (process_shares.ts); they expire within seconds.
  * - `page_token_uses/<formId>/<signature>` a time-trap page token that let a submission
@@ -46,7 +48,8 @@
  *   a summary period already queued. The `*_due` indexes lead with the time, so a pass
  *   lists what is due and stops; every family carries the organization id. Whether a
  *   destination's owner was told it is failing is part of its failing record
- *   (`destination_failing`, destination_health.ts).
+ *   (`destination_failing`, destination_health.ts); `notify_confirm_tokens/<sha256>` the link
+ *   that confirms a notification address (notify_confirmations.ts).
  *
  * Keys under `jobs`, `envelopes` and `envelope_checks` lead with the acceptance time:
  * new entries append at the end of the KV's B-tree instead of landing on random pages,
@@ -286,6 +289,12 @@ export const testSendUnderWayKey = (
   destinationId: string,
 ): ["test_send_under_way", string] => ["test_send_under_way", destinationId];
 
+/** An organization's test sends lately in one scope (store/test_send_limits.ts). */
+export const testSendBucketKey = (
+  orgId: string,
+  scope: string,
+): ["test_send_buckets", string, string] => ["test_send_buckets", orgId, scope];
+
 /** One chunk of what a process shares with the others (store/process_shares.ts). */
 export const processSharesKey = (
   processId: string,
@@ -429,3 +438,83 @@ export const notifySummaryKey = (
   orgId: string,
   period: string,
 ): ["notify_summaries", string, string] => ["notify_summaries", orgId, period];
+
+/** A notification address's confirmation link, by the SHA-256 of its token. */
+export const notifyConfirmTokenKey = (tokenHash: string): ["notify_confirm_tokens", string] => [
+  "notify_confirm_tokens",
+  tokenHash,
+];
+
+// What each family names, so that deleting an organization finds all it owns.
+
+/** The kinds of id a key or a value names. */
+export type IdKind = "org" | "form" | "destination" | "submission" | "tenantKey" | "publicKey";
+
+/**
+ * What a family's entries name: `key` by position (1 is the part after the family's
+ * name), `value` by field (a stored tuple's fields are its indexes); `defines` the kinds
+ * whose ids its matching entries give (a form's destinations, a job's submission), so that
+ * deletion learns them. Null: the family names no organization (its entries expire or are
+ * the service's own).
+ */
+export interface FamilyNames {
+  key: Partial<Record<number, IdKind>>;
+  value?: Record<string, IdKind>;
+  defines?: IdKind[];
+}
+
+/**
+ * Every key family and what it names. A new family must be listed here (store/keys_test.ts
+ * fails otherwise): deleting an organization (store/org_deletion.ts) walks this list.
+ */
+export const KEY_FAMILIES: Record<string, FamilyNames | null> = {
+  orgs: { key: { 1: "org" } },
+  tenant_keys_by_org: { key: { 1: "org", 2: "tenantKey" }, defines: ["tenantKey"] },
+  // Revoked keys leave the index: their records are found by the organization they name.
+  tenant_keys: { key: { 1: "tenantKey" }, value: { orgId: "org" } },
+  forms_by_org: { key: { 1: "org", 2: "form" }, defines: ["form"] },
+  forms: {
+    key: { 1: "form" },
+    value: { orgId: "org", publicKey: "publicKey" },
+    defines: ["publicKey"],
+  },
+  forms_by_public_key: { key: { 1: "publicKey" } },
+  destinations: { key: { 1: "form", 2: "destination" }, defines: ["destination"] },
+  destination_failing: { key: { 1: "destination" } },
+  // A stored job or retained failure is a tuple: [formId, orgId, …] (job_record.ts).
+  jobs: {
+    key: { 2: "submission", 3: "destination" },
+    value: { 0: "form", 1: "org" },
+    defines: ["submission"],
+  },
+  retained: {
+    key: { 2: "submission", 3: "destination" },
+    value: { 0: "form", 1: "org" },
+    defines: ["submission"],
+  },
+  deliveries: { key: { 1: "form", 3: "submission", 4: "destination" }, defines: ["submission"] },
+  envelopes: { key: { 2: "submission" } },
+  envelope_checks: { key: { 2: "submission", 3: "destination" } },
+  jobs_by_destination: { key: { 1: "destination", 3: "submission" } },
+  retained_by_destination: { key: { 1: "destination", 3: "submission" } },
+  rate: { key: { 1: "form" } },
+  test_send_under_way: { key: { 1: "destination" } },
+  test_send_buckets: { key: { 1: "org" } },
+  process_shares: null,
+  rate_processes: null,
+  relay_usage: { key: { 1: "org" } },
+  health: null,
+  refusals: { key: { 1: "form" } },
+  confirmation_sent: { key: { 1: "form" } },
+  confirmation_hour: { key: { 1: "form" } },
+  page_token_uses: { key: { 1: "form" } },
+  notify_settings: { key: { 1: "org" } },
+  notify_outbox: { key: { 1: "org" } },
+  notify_last: { key: { 1: "org" } },
+  notify_outbox_due: { key: { 2: "org" } },
+  notify_jobs: { key: { 1: "org" } },
+  notify_due: { key: { 2: "org" } },
+  notify_log: { key: { 1: "org" } },
+  notify_summaries: { key: { 1: "org" } },
+  notify_confirm_tokens: { key: {}, value: { orgId: "org" } },
+};

@@ -102,6 +102,20 @@ export async function dispatchEvent(
   return versionstamp === null ? null : jobs.map(refOf);
 }
 
+/** Deletes a waiting event and its due entry without a trace: its organization is gone. */
+export async function dropEvent(db: Db, entry: Deno.KvEntry<PendingEvent>): Promise<void> {
+  const { value: event } = entry;
+  await db.batcher.commit({
+    apply(op) {
+      op.check(entry).delete(entry.key)
+        .delete(notifyOutboxDueKey(event.dueAt, event.orgId, event.type, event.subject));
+    },
+    mutations: 2,
+    checks: 1,
+    bytes: NOTICE_BYTES,
+  });
+}
+
 /** Queues a test notification to each channel now; returns the jobs' refs. */
 export async function queueTest(
   db: Db,
@@ -197,6 +211,21 @@ export async function finishNotice(
         .set(notifyLogKey(job.orgId, outcome.now, job.id), log, { expireIn: LOG_TTL_MS });
     },
     mutations: 3,
+    checks: 1,
+    bytes: NOTICE_BYTES,
+  });
+}
+
+/** Deletes a claimed job and its due entry without a trace: its organization is gone. */
+export async function dropNotice(db: Db, claimed: ClaimedNotice): Promise<void> {
+  const { job } = claimed;
+  const key = notifyJobKey(job.orgId, job.id);
+  await db.batcher.commit({
+    apply(op) {
+      op.check({ key, versionstamp: claimed.versionstamp }).delete(key)
+        .delete(notifyDueKey(job.dueAt, job.orgId, job.id));
+    },
+    mutations: 2,
     checks: 1,
     bytes: NOTICE_BYTES,
   });

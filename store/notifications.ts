@@ -41,8 +41,16 @@ export type NotifyEventType = typeof NOTIFY_EVENTS[number];
 
 /** Where an organization is told. */
 export interface NotificationSettings {
-  /** Addresses, through the platform relay or one of the organization's SMTP destinations. */
-  email: { to: string[]; via: "platform" | string } | null;
+  /**
+   * Addresses, through the platform relay or one of the organization's SMTP destinations;
+   * each is sent notifications only once confirmed (`confirmations`, by lower-cased
+   * address: notify_confirmations.ts).
+   */
+  email: {
+    to: string[];
+    via: "platform" | string;
+    confirmations?: Record<string, AddressConfirmation>;
+  } | null;
   /** Ids of the organization's chat destinations. */
   chat: string[];
   /** An operational webhook, signed (Standard Webhooks) when `secret` is set. */
@@ -50,6 +58,18 @@ export interface NotificationSettings {
   /** The events told; the summary is chosen apart, a test is always sent. */
   events: Exclude<NotifyEventType, "summary" | "test">[];
   summary: "off" | "daily" | "weekly";
+}
+
+/** Where a notification address stands: pending until its link is followed. */
+export interface AddressConfirmation {
+  /** When the link was followed (epoch ms), or null: pending. */
+  confirmedAt: number | null;
+  /** When confirmation messages were sent in the last day (epoch ms), oldest first. */
+  sent: number[];
+  /** The SHA-256 of the link's token now good, or null (confirmed, or none sent yet). */
+  tokenHash: string | null;
+  /** Why the last confirmation message could not be sent, or null. */
+  error: string | null;
 }
 
 /** Events of one type and subject, grouped until they are told. */
@@ -156,9 +176,21 @@ export async function getNotificationSettings(
   return JSON.parse(decoder.decode(plain)) as NotificationSettings;
 }
 
-/** Stores an organization's settings, sealed. */
-export async function putNotificationSettings(
+/** An organization's settings with the entry they were read from (for a checked update). */
+export async function readNotificationSettingsEntry(
   db: Db,
+  orgId: string,
+): Promise<{ entry: Deno.KvEntryMaybe<unknown>; settings: NotificationSettings | null }> {
+  const entry = await db.kv.get<Uint8Array<ArrayBuffer>>(notifySettingsKey(orgId));
+  if (entry.value === null) return { entry, settings: null };
+  const plain = await db.sealer.open(entry.value, `notify_settings:${orgId}`);
+  return { entry, settings: JSON.parse(decoder.decode(plain)) as NotificationSettings };
+}
+
+/** Adds the write of an organization's settings, sealed, to `op`. */
+export async function setNotificationSettings(
+  db: Db,
+  op: Deno.AtomicOperation,
   orgId: string,
   settings: NotificationSettings,
 ): Promise<void> {
@@ -166,9 +198,18 @@ export async function putNotificationSettings(
     encoder.encode(JSON.stringify(settings)),
     `notify_settings:${orgId}`,
   );
-  const result = await retryWhileBusy(() =>
-    db.kv.atomic().set(notifySettingsKey(orgId), sealed).commit()
-  );
+  op.set(notifySettingsKey(orgId), sealed);
+}
+
+/** Stores an organization's settings, sealed (the API's saving: notify_confirmations.ts). */
+export async function putNotificationSettings(
+  db: Db,
+  orgId: string,
+  settings: NotificationSettings,
+): Promise<void> {
+  const op = db.kv.atomic();
+  await setNotificationSettings(db, op, orgId, settings);
+  const result = await retryWhileBusy(() => op.commit());
   if (!result.ok) throw new Error("Cannot store notification settings: KV commit failed");
 }
 

@@ -15,7 +15,7 @@ import {
   tenantKeysByOrgPrefix,
 } from "./keys.ts";
 import { newKey, sha256Hex } from "./sealing.ts";
-import { deleteForm, listForms } from "./forms.ts";
+import { deleteOrgKeys } from "./org_deletion.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
 
 /** An organization: the owner of forms and tenant keys. */
@@ -60,19 +60,24 @@ export async function getOrg(db: Db, orgId: string): Promise<OrgRecord | null> {
 }
 
 /**
- * The org id of an active tenant key, or null when the key is unknown or revoked, or its
- * organization disabled or deleted.
+ * What a tenant key opens: its organization's id; `disabled` for an active key of an
+ * organization the host disabled (told apart so its owner reads why); null when the key
+ * is unknown or revoked, or its organization deleted.
  */
-export async function authenticateTenantKey(db: Db, tenantKey: string): Promise<string | null> {
+export async function authenticateTenantKey(
+  db: Db,
+  tenantKey: string,
+): Promise<{ orgId: string } | "disabled" | null> {
   const entry = await db.kv.get<TenantKeyRecord>(tenantKeyKey(await sha256Hex(tenantKey)));
   if (entry.value === null || entry.value.revokedAt !== null) return null;
   const org = await getOrg(db, entry.value.orgId);
-  return org !== null && !org.disabledAt ? org.id : null;
+  if (org === null) return null;
+  return org.disabledAt ? "disabled" : { orgId: org.id };
 }
 
 /**
  * Disables an organization, or enables it again: while disabled its tenant keys are
- * refused (401) and its forms accept nothing (404, as for a disabled form); what it
+ * refused (401 Organization disabled), its notifications are not sent, and its forms accept nothing (404, as for a disabled form); what it
  * accepted before is still delivered. Returns the record, or null for no such org.
  */
 export async function setOrgDisabled(
@@ -93,22 +98,16 @@ export async function setOrgDisabled(
 }
 
 /**
- * Deletes an organization: its forms with their destinations (as the API's form
- * deletion does: jobs still waiting find their destination gone), its active tenant
- * keys and its record. False for no such org.
+ * Deletes an organization and everything that names it, its forms, destinations, keys
+ * or submissions: records, unfinished jobs and envelopes, outcomes, counts, health,
+ * notification settings, outbox, jobs and log (org_deletion.ts walks every key family).
+ * False for no such org.
  */
 export async function deleteOrg(db: Db, orgId: string): Promise<boolean> {
   if (await getOrg(db, orgId) === null) return false;
   // Disabled first, so that no form is created or submission accepted meanwhile.
   await setOrgDisabled(db, orgId, true);
-  for (const form of await listForms(db, orgId)) await deleteForm(db, orgId, form.id);
-  await retryAtomic(async () => {
-    const op = db.kv.atomic();
-    for await (const index of db.kv.list({ prefix: tenantKeysByOrgPrefix(orgId) })) {
-      op.delete(index.key).delete(tenantKeyKey(hashOfTenantKeyByOrgKey(index.key)));
-    }
-    return { op: op.delete(orgKey(orgId)), result: true };
-  });
+  await deleteOrgKeys(db, orgId);
   db.formVersion.bump();
   return true;
 }

@@ -1,7 +1,7 @@
 /** A form's own rules end to end: routing by field, spam rules, the confirmation to the visitor. */
 import assert from "node:assert/strict";
 import { registry } from "../metrics.ts";
-import { pageToken, TIME_TRAP_FIELD } from "../rules/spam.ts";
+import { pageToken, readPageToken, TIME_TRAP_FIELD } from "../rules/spam.ts";
 import { UNROUTED_WARNING } from "../routes/ingest.ts";
 import { outcomeViews, storedJobs, submitAndSettle, webhook } from "./helpers/deliveries.ts";
 import { type Harness, startHarness } from "./helpers/harness.ts";
@@ -138,7 +138,11 @@ Deno.test("spam rules: a caught submission is answered 202 like a honeypot catch
     const body = await response.json();
     assert.equal(body.field, TIME_TRAP_FIELD);
     const [time] = body.token.split(".");
-    assert.equal(body.token, pageToken(sealer, form.publicKey, Number(time)));
+    assert.deepEqual(
+      readPageToken(sealer, { publicKey: form.publicKey, token: body.token, now: Date.now() })
+        ?.loadedAt,
+      Number(time),
+    );
     assert.equal((await h.request("/v1/f/nope/page-token")).status, 404);
   });
 
@@ -217,6 +221,31 @@ Deno.test("spam rules: a caught submission is answered 202 like a honeypot catch
       before + 5,
     );
   });
+
+  await t.step(
+    "two pages loaded in the same millisecond get tokens of their own: each lets one through",
+    async () => {
+      const loadedAt = Date.now() - 9000;
+      const first = pageToken(sealer, form.publicKey, loadedAt);
+      const second = pageToken(sealer, form.publicKey, loadedAt);
+      assert.notEqual(first, second);
+      const delivered = sink.received.length;
+      for (const [i, token] of [first, second, first, second].entries()) {
+        const answer = await h.submit(form.publicKey, {
+          message: `visitor ${i}`,
+          [TIME_TRAP_FIELD]: token,
+        });
+        assert.equal(answer.status, 202);
+      }
+      await waitFor(async () =>
+        (await storedJobs(h)).length === 0 && sink.received.length === delivered + 2
+      );
+      const messages = sink.received.slice(delivered).map((r) =>
+        (r.json!.payload as Record<string, unknown>).message
+      );
+      assert.deepEqual(messages.sort(), ["visitor 0", "visitor 1"], "each once, reuses dropped");
+    },
+  );
 });
 
 Deno.test("spam rules in observe mode deliver as usual and count what each rule would have caught", async (t) => {

@@ -14,6 +14,7 @@ import { type Harness, startHarness } from "./helpers/harness.ts";
 import { type Received, startWebhookSink } from "./helpers/sink.ts";
 import { platformRelayOf, startSmtpServer } from "./helpers/smtp_server.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { confirmAddresses } from "./helpers/notify_confirm.ts";
 
 const SECRET = `whsec_${btoa("0123456789abcdef0123456789abcdef")}`;
 /** A payload value that must never reach a notification. */
@@ -205,15 +206,16 @@ Deno.test("a key rotation is told by email through the platform relay and counts
     await using h = await startHarness({ platformSmtp: platformRelayOf(server) });
     const put = await putSettings(h, { email: { to: ["owner@example.org"], via: "platform" } });
     assert.equal(put.status, 200);
+    await confirmAddresses(h, server, 1);
     const rotated = await h.admin("POST", "/keys/rotate");
     assert.equal(rotated.status, 200);
     const { tenantKey } = await rotated.json();
-    await server.waitForMessages(1);
-    const [message] = server.messages;
+    await server.waitForMessages(2);
+    const [, message] = server.messages;
     assert.deepEqual(message.to, ["owner@example.org"]);
     assert.match(message.raw, /Subject: formrelay: A tenant key was rotated/);
     assert.ok(!message.raw.includes(tenantKey), "never the key");
-    assert.equal(await relayUsage(h.service.db, h.orgId, Date.now()), 1);
+    assert.equal(await relayUsage(h.service.db, h.orgId, Date.now()), 2, "and its confirmation");
   } finally {
     await server.close();
   }
@@ -254,9 +256,11 @@ Deno.test("email goes through the relay of one of the organization's SMTP destin
     });
     const put = await putSettings(h, { email: { to: ["owner@tenant.example"], via: smtpId } });
     assert.equal(put.status, 200);
+    await confirmAddresses(h, server, 1);
+    assert.deepEqual(server.messages[0].to, ["owner@tenant.example"], "confirmed through it too");
     assert.equal((await h.admin("POST", "/keys/rotate")).status, 200);
-    await server.waitForMessages(1);
-    const [message] = server.messages;
+    await server.waitForMessages(2);
+    const [, message] = server.messages;
     assert.deepEqual(message.to, ["owner@tenant.example"]);
     assert.equal(message.from, "forms@tenant.example");
     assert.equal(message.user, "relay-user");

@@ -224,15 +224,19 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("PUT", "/notifications", { summary: "weekly" });
   await admin("POST", "/notifications/test");
   await admin("GET", "/notifications/sent");
+  await admin("POST", "/notifications/email/confirmation", { address: "nobody@example.org" });
   // The rotation last: it ends the harness's key.
   await admin("POST", "/keys/rotate");
   await admin("POST", "/keys/rotate");
   await admin("DELETE", `/forms/${form.id}`, undefined, "sk_revoked");
   // Every operation but the preflight and the non-JSON answers (the document itself, the
-  // metrics: tests/observability_test.ts) was checked at least once.
+  // metrics: tests/observability_test.ts; the confirmation page: notification_addresses_test.ts)
+  // was checked at least once.
   const unchecked = specs.map((op) => `${op.method} ${op.path}`).filter((op) => !covered.has(op));
   assert.deepEqual(unchecked, [
     "options /v1/f/{publicKey}",
+    "get /v1/notifications/confirm",
+    "post /v1/notifications/confirm",
     "get /metrics",
     "get /v1/openapi.json",
   ]);

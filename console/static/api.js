@@ -21,8 +21,24 @@ export function signOut() {
   sessionStorage.removeItem(KEY);
 }
 
-/** Thrown for a 401: the key is no longer valid (rotated elsewhere, or revoked). */
-export class SignedOut extends Error {}
+/**
+ * Thrown for a 401: the key is no longer valid (rotated elsewhere, or revoked), or
+ * (`disabled`) its organization was disabled by the host.
+ */
+export class SignedOut extends Error {
+  get disabled() {
+    return this.message.startsWith("Organization disabled");
+  }
+}
+
+/** What the sign-in page says after a SignedOut. */
+export function signedOutNotice(error) {
+  return error.disabled
+    ? "Your organization is disabled by the host of this service: its keys are refused and " +
+      "its forms take no submissions, and no notification is sent to you meanwhile. Ask the " +
+      "host to enable it again."
+    : `Signed out: ${error.message}. The key may have been rotated.`;
+}
 
 /**
  * Calls the admin API; resolves `{ status, body }` for any JSON answer (errors too, so

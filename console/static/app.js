@@ -3,7 +3,7 @@
  * Routes: #/forms, #/forms/new, #/forms/<id>/(settings|snippet|destinations|deliveries), #/key,
  * #/notifications.
  */
-import { api, SignedOut, signIn, signOut, tenantKey } from "./api.js";
+import { api, SignedOut, signedOutNotice, signIn, signOut, tenantKey } from "./api.js";
 import { deliveriesView } from "./deliveries.js";
 import { destinationsView } from "./destinations.js";
 import { clearErrors, field, formError, h, showErrors } from "./dom.js";
@@ -48,6 +48,7 @@ function signInView(message) {
           route();
         } catch (error) {
           if (!(error instanceof SignedOut)) throw error;
+          if (error.disabled) return signInView(signedOutNotice(error));
           showErrors(form, {
             error: "Sign-in failed",
             issues: [{ path: "key", message: error.message }],
@@ -93,7 +94,7 @@ export async function route() {
   } catch (error) {
     if (error instanceof SignedOut) {
       signOut();
-      return signInView(`Signed out: ${error.message}. The key may have been rotated.`);
+      return signInView(signedOutNotice(error));
     }
     show(
       "Error",
@@ -112,7 +113,7 @@ addEventListener("hashchange", route);
 document.addEventListener("console-problem", ({ detail: error }) => {
   if (error instanceof SignedOut) {
     signOut();
-    signInView(`Signed out: ${error.message}. The key may have been rotated.`);
+    signInView(signedOutNotice(error));
   } else {
     problem.textContent = `That did not work: ${error?.message ?? error}`;
   }

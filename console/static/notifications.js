@@ -1,7 +1,8 @@
 /**
  * Notifications: where the organization is told when delivery goes wrong (email, its
  * chat destinations, an operational webhook), of what, and the summary; and what was
- * sent lately. The webhook's secret is never shown: left as it is, it is kept.
+ * sent lately. The webhook's secret is never shown: left as it is, it is kept. Each email
+ * address shows whether its owner confirmed it (only confirmed ones are sent anything).
  */
 import { api, apiOk } from "./api.js";
 import { clearErrors, field, formError, h, showErrors, when } from "./dom.js";
@@ -54,6 +55,8 @@ export async function notificationsView() {
     smtp.map((d) => h("option", { value: d.id }, `The relay of ${describe(d)}`)),
   );
   via.value = settings.email?.via ?? "platform";
+  const addressList = h("ul", { class: "addresses", "aria-label": "Confirmation of each address" });
+  showAddresses(addressList, settings.email?.addresses ?? []);
 
   const chatBoxes = chats.map((d) => {
     const input = h("input", {
@@ -115,6 +118,7 @@ export async function notificationsView() {
         };
         const { status, body: answer } = await api("PUT", "/notifications", body);
         if (status !== 200) return showErrors(form, answer);
+        showAddresses(addressList, answer.notifications.email?.addresses ?? []);
         webhookUrl.value = answer.notifications.webhook?.url ?? "";
         webhookSecret.value = answer.notifications.webhook?.signed ? REDACTED : "";
         saved.textContent = "Saved.";
@@ -124,9 +128,11 @@ export async function notificationsView() {
       field({
         label: "Addresses",
         path: "email.to",
-        hint: "One per line. Empty: no email.",
+        hint:
+          "One per line. Empty: no email. Each new address is sent a link to confirm it: it gets nothing else until it is followed.",
         input: emailTo,
       }),
+      addressList,
       field({ label: "Send through", path: "email.via", input: via }),
     ]),
     h(
@@ -190,6 +196,52 @@ export async function notificationsView() {
     form,
     sentCard(sent),
   );
+}
+
+/** Each saved address: confirmed, or pending with a way to send its confirmation again. */
+function showAddresses(list, addresses) {
+  list.replaceChildren(...addresses.map((a) => addressItem(a)));
+}
+
+function addressItem(address) {
+  const status = h("span", { class: "hint", role: "status" });
+  const confirmed = address.state === "confirmed";
+  const said = confirmed
+    ? `confirmed ${when(address.confirmedAt)}`
+    : address.error
+    ? `not confirmed: the confirmation could not be sent (${address.error})`
+    : address.sentAt
+    ? `waiting for its owner to follow the link sent ${when(address.sentAt)}`
+    : "waiting: no confirmation sent yet";
+  const item = h(
+    "li",
+    {},
+    h(
+      "span",
+      { class: `badge ${confirmed ? "delivered" : "held"}` },
+      confirmed ? "Confirmed" : "Pending",
+    ),
+    " ",
+    h("strong", {}, address.address),
+    " ",
+    h("span", { class: "hint" }, said),
+    " ",
+    confirmed ? null : h("button", {
+      type: "button",
+      onclick: async () => {
+        const { status: code, body } = await api("POST", "/notifications/email/confirmation", {
+          address: address.address,
+        });
+        if (code === 200) return item.replaceWith(addressItem(body.address));
+        status.textContent = body.retryAfter
+          ? `${body.error} (in ${Math.ceil(body.retryAfter / 60)} min)`
+          : body.error;
+      },
+    }, "Send the confirmation again"),
+    " ",
+    status,
+  );
+  return item;
 }
 
 /** What was sent lately. */

@@ -3,7 +3,12 @@ import { type Config, loadConfig } from "../../config.ts";
 /** Config for tests: defaults plus overrides, with an in-memory KV and private targets allowed. */
 export function testConfig(overrides: Partial<Config> = {}): Config {
   return {
-    ...loadConfig({ KV_PATH: ":memory:", ALLOW_PRIVATE_DESTINATIONS: "true", LOG_LEVEL: "silent" }),
+    ...loadConfig({
+      KV_PATH: ":memory:",
+      ALLOW_PRIVATE_DESTINATIONS: "true",
+      LOG_LEVEL: "silent",
+      PUBLIC_URL: "http://127.0.0.1:8000",
+    }),
     ...overrides,
   };
 }
