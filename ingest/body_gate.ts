@@ -16,8 +16,8 @@
  */
 import type { Context } from "hono";
 import type { Config } from "../config.ts";
-import { ApiError, type BodyRoom } from "../routes/http.ts";
-import { ERRORS } from "../routes/errors.ts";
+import type { BodyRoom } from "../routes/http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** Room reserved for one body; release it once the body's data is no longer held. */
 export interface BodyLease extends BodyRoom {

@@ -1,7 +1,7 @@
+import { ApiError } from "../errors.ts";
 import assert from "node:assert/strict";
 import type { Context } from "hono";
 import { type BodyGate, createBodyGate } from "./body_gate.ts";
-import { ApiError } from "../routes/http.ts";
 
 /** The headers a refusal sets, on a stand-in context. */
 function context() {

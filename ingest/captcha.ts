@@ -1,6 +1,5 @@
 import type { Logger } from "../log.ts";
-import { ERRORS } from "../routes/errors.ts";
-import { ApiError } from "../routes/http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** How long a captcha provider may take before it counts as unavailable. */
 const CAPTCHA_TIMEOUT_MS = 5000;

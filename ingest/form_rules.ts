@@ -10,10 +10,8 @@ import { countConfirmation, countSpamCaught, countUnrouted } from "../metrics.ts
 import { CONFIRMATION_DESTINATION_ID, mailboxOf, visitorAddress } from "../rules/confirmation.ts";
 import { LaneFullError } from "../rules/patterns.ts";
 import { routeSubmission } from "../rules/routing.ts";
-import { type PageToken, pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
-import { Hono } from "hono";
-import { ApiError, refuseOtherMethods } from "../routes/http.ts";
-import { ERRORS } from "../routes/errors.ts";
+import { type PageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 import { reserveConfirmation } from "../store/confirmations.ts";
 import type { Db } from "../store/db.ts";
 import type { RefusalCounter } from "../store/refusals.ts";
@@ -130,29 +128,4 @@ export function dropPageToken(payload: unknown): SpamCheck {
 export function sentNowhere(destinations: IngestTarget["destinations"]): boolean {
   const confirmations = destinations.at(-1)?.id === CONFIRMATION_DESTINATION_ID ? 1 : 0;
   return destinations.length === confirmations;
-}
-
-/**
- * `GET /v1/f/:publicKey/page-token`: a signed page-load time for the time trap
- * (rules/spam.ts). The page's script asks for it when it loads and puts it in the
- * hidden field `_formrelay_loaded`. No KV read: the token only signs the time and the
- * key, so anyone may have one; what it proves is when it was asked for.
- */
-export function pageTokenRoutes(db: Db) {
-  const router = new Hono();
-  router.get("/:publicKey/page-token", (c) => {
-    const publicKey = c.req.param("publicKey");
-    if (!/^pk_[A-Za-z0-9_-]{16,100}$/.test(publicKey)) {
-      throw new ApiError(ERRORS.formEndpointNotFound);
-    }
-    c.header("Access-Control-Allow-Origin", "*");
-    c.header("Cache-Control", "no-store");
-    return c.json({
-      ok: true,
-      token: pageToken(db.sealer, publicKey, Date.now()),
-      field: TIME_TRAP_FIELD,
-    });
-  });
-  refuseOtherMethods(router, "/:publicKey/page-token");
-  return router;
 }

@@ -1,5 +1,5 @@
-import { ApiError, strictUtf8 } from "../routes/http.ts";
-import { ERRORS } from "../routes/errors.ts";
+import { strictUtf8 } from "../routes/http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** The body formats ingestion accepts. */
 export type BodyKind = "json" | "urlencoded" | "multipart";

@@ -12,6 +12,7 @@ import { bodyTimingOf } from "../routes/app_deps.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter } from "../store/rate_limit.ts";
+import { isPublicKey } from "../store/sealing.ts";
 import { submissionIdAt } from "../store/submission_id.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import { createFormRules } from "./form_rules.ts";
@@ -33,8 +34,6 @@ import {
 
 /** How long a form's settings may be cached by ingestion (see createIngestTargets). */
 const TARGET_CACHE_MS = 1000;
-
-const PUBLIC_KEY = /^pk_[A-Za-z0-9_-]{16,100}$/;
 
 /** A request to an enabled form that passed the door's HTTP checks (type, size, origin). */
 export interface IngestRequest {
@@ -86,7 +85,7 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
   const { addressRule } = parts;
 
   async function find(publicKey: string): Promise<IngestTarget | null> {
-    if (!PUBLIC_KEY.test(publicKey)) return null;
+    if (!isPublicKey(publicKey)) return null;
     const target = await targets.get(publicKey);
     return target !== null && target.form.enabled ? target : null;
   }

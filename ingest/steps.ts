@@ -13,7 +13,7 @@
  *
  * Each step is a plain function of {@linkcode IngestParts} and what the steps before it
  * produced, so it can be read, tested and profiled alone. A refusal is an ApiError of
- * the catalogue (routes/errors.ts); one with `retryAfter` in its details gets that
+ * the catalogue (errors.ts); one with `retryAfter` in its details gets that
  * Retry-After header from the route.
  *
  * @module
@@ -23,8 +23,8 @@ import type { Config } from "../config.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
 import type { Logger } from "../log.ts";
-import { ERRORS } from "../routes/errors.ts";
-import { ApiError, type BodyTiming, readBodyWithin } from "../routes/http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
+import { type BodyTiming, readBodyWithin } from "../routes/http.ts";
 import type { Db } from "../store/db.ts";
 import { sealEnvelope } from "../store/envelope.ts";
 import type { IngestTarget } from "../store/form_cache.ts";

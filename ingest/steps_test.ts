@@ -1,5 +1,5 @@
+import { ApiError } from "../errors.ts";
 import assert from "node:assert/strict";
-import { ApiError } from "../routes/http.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
 import type { FormRecord } from "../store/forms.ts";
 import type { RateLimiter, RateSlot } from "../store/rate_limit.ts";

@@ -25,8 +25,8 @@ import { redeliver } from "../store/redelivery.ts";
 import { conditionsSchema } from "../rules/routing.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
-import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
-import { ERRORS } from "./errors.ts";
+import { readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** A destination's name: telling two of one type apart in the console, logs and notices. */
 const destinationName = z.string().trim().min(1).max(100).meta({

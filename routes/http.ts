@@ -1,34 +1,11 @@
 import { concatBytes } from "../bytes.ts";
 import type { Context, Hono } from "hono";
-import { HTTPException } from "hono/http-exception";
 import { z } from "zod";
 import { humanMessages } from "../validation_messages.ts";
-import type { RefusalReason } from "../refusal_reasons.ts";
-import type { ErrorSpec } from "./errors.ts";
-import { ERRORS } from "./errors.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
 export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
-
-/**
- * An error answer of the catalogue (routes/errors.ts) with the contract's body
- * `{ ok: false, error, ...details }`.
- */
-export class ApiError extends HTTPException {
-  readonly details: Record<string, unknown>;
-  /** Why a submission was refused (the catalogue's reason), for the refusal counts. */
-  readonly reason: RefusalReason | undefined;
-  constructor(error: ErrorSpec, details: Record<string, unknown> = {}) {
-    super(error.status, { message: error.text });
-    this.details = details;
-    this.reason = error.reason;
-  }
-}
-
-/** The JSON error body of the contract. */
-export function errorBody(error: string, details: Record<string, unknown> = {}) {
-  return { ok: false as const, error, ...details };
-}
 
 /** Issue list of `400 Validation error`: dotted paths under an optional prefix. */
 export function validationIssues(error: z.ZodError, prefix: PropertyKey[] = []) {

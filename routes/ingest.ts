@@ -9,12 +9,18 @@ import { type Context, Hono } from "hono";
 import type { AppDeps } from "./app_deps.ts";
 import type { FormRecord } from "../store/forms.ts";
 import { isFormRefusalReason } from "../refusal_reasons.ts";
-import { ApiError, declaredLength, refuseOtherMethods } from "./http.ts";
+import { declaredLength, refuseOtherMethods } from "./http.ts";
 import { bodyKind } from "../ingest/parse.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "../ingest/pages.ts";
 import { createIngestPipeline } from "../ingest/pipeline.ts";
 import { MAX_SUBMISSION_BYTES } from "../ingest/steps.ts";
-import { ERRORS, INGEST_REFUSALS, refusalReasonOfStatus, submissionTypeError } from "./errors.ts";
+import {
+  ApiError,
+  ERRORS,
+  INGEST_REFUSALS,
+  refusalReasonOfStatus,
+  submissionTypeError,
+} from "../errors.ts";
 import { countRefused, openRefusalSeries } from "../metrics.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
@@ -56,7 +62,7 @@ export const UNROUTED_WARNING =
 /**
  * Counts a refusal of `POST /v1/f/:publicKey` in the metrics (called by the app for every
  * request; anything else, and every answer below 400, returns at once: acceptances are
- * counted by the pipeline). The reason is the catalogue's (routes/errors.ts) for the
+ * counted by the pipeline). The reason is the catalogue's (errors.ts) for the
  * error thrown; an answer without one (a browser form post's error page, an unknown
  * path) takes the first reason of its status.
  */

@@ -24,10 +24,10 @@ import {
   testEvent,
 } from "../store/notifications.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
-import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
+import { readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
 import { tooManyRequests } from "./limits.ts";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";
-import { ERRORS } from "./errors.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** The events an organization may choose (the summary is chosen apart). */
 const CHOOSABLE = NOTIFY_EVENTS.filter((type) => type !== "summary" && type !== "test") as [

@@ -18,8 +18,8 @@ import type { FormRecord } from "../store/forms.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { tooManyRequests } from "./limits.ts";
-import { ApiError, readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
-import { ERRORS } from "./errors.ts";
+import { readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /**
  * How long a test send's claim on its destination lasts at most: past the longest

@@ -10,12 +10,14 @@
  *
  * @module
  */
-import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { RefusalReason } from "../refusal_reasons.ts";
+import type { RefusalReason } from "./refusal_reasons.ts";
+
+/** The statuses the service answers errors with (each one Hono can send with a body). */
+export type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 408 | 409 | 413 | 415 | 429 | 500 | 503;
 
 /** One error answer: its status, its exact text and, for a refused submission, why. */
 export interface ErrorSpec {
-  readonly status: ContentfulStatusCode;
+  readonly status: ErrorStatus;
   readonly text: string;
   /** Set on the answers ingestion can give; a refusal is counted by it. */
   readonly reason?: RefusalReason;
@@ -139,4 +141,26 @@ export const INGEST_REFUSALS: { status: number; reason: RefusalReason }[] = (
  */
 export function refusalReasonOfStatus(status: number): RefusalReason | undefined {
   return INGEST_REFUSALS.find((refusal) => refusal.status === status)?.reason;
+}
+
+/**
+ * An error answer of the catalogue with the contract's body `{ ok: false, error,
+ * ...details }`; app.ts answers it. Framework-free, so that any layer may throw it.
+ */
+export class ApiError extends Error {
+  readonly status: ErrorStatus;
+  readonly details: Record<string, unknown>;
+  /** Why a submission was refused (the catalogue's reason), for the refusal counts. */
+  readonly reason: RefusalReason | undefined;
+  constructor(error: ErrorSpec, details: Record<string, unknown> = {}) {
+    super(error.text);
+    this.status = error.status;
+    this.details = details;
+    this.reason = error.reason;
+  }
+}
+
+/** The JSON error body of the contract. */
+export function errorBody(error: string, details: Record<string, unknown> = {}) {
+  return { ok: false as const, error, ...details };
 }
