@@ -10,9 +10,10 @@ import { deploymentRoutes } from "./routes/deployment.ts";
 import { refusalRoutes } from "./routes/refusals.ts";
 import { destinationPreviewRoutes } from "./routes/destination_preview.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
-import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/app_deps.ts";
+import type { AdminEnv, AppDeps } from "./routes/app_deps.ts";
+import { bodyTimingOf } from "./body_reading.ts";
 import { formRoutes } from "./routes/forms.ts";
-import { countIngestAnswer, ingestRoutes } from "./routes/ingest.ts";
+import { ingestRoutes } from "./routes/ingest.ts";
 import { pageTokenRoutes } from "./routes/page_token.ts";
 import { ApiError, errorBody, ERRORS } from "./errors.ts";
 import { keyRoutes } from "./routes/keys.ts";
@@ -45,7 +46,6 @@ export function createApp(deps: AppDeps): Hono {
   app.use(async (c, next) => {
     const started = performance.now();
     await next();
-    countIngestAnswer(c);
     logger.info("request", {
       method: c.req.method,
       path: loggedPath(c.req.path),

@@ -4,9 +4,10 @@
  * submission, its reason (refusal_reasons.ts), which metrics and the form's refusal counts
  * count it under.
  *
- * Routes throw these (`new ApiError(ERRORS.formNotFound)`), routes/openapi.ts lists
- * them per operation, and routes/ingest.ts counts a refusal by the error thrown, so the
- * three cannot drift apart. A new error answer is added here first.
+ * Routes throw these (`new ApiError(ERRORS.formNotFound)`), ingestion refuses with them
+ * by name (ingest/refusal.ts), routes/openapi.ts lists them per operation, and
+ * routes/ingest.ts answers and counts a refusal by its entry, so none can drift from the
+ * others. A new error answer is added here first.
  *
  * @module
  */
@@ -135,28 +136,16 @@ export const INGEST_REFUSALS: { status: number; reason: RefusalReason }[] = (
 );
 
 /**
- * The refusal reason of an answer that carries no catalogued error (a browser form post
- * answered with a page, an unknown path): the first reason of its status in the
- * catalogue, so a page's 400 counts as "invalid" and its 503 as "busy".
- */
-export function refusalReasonOfStatus(status: number): RefusalReason | undefined {
-  return INGEST_REFUSALS.find((refusal) => refusal.status === status)?.reason;
-}
-
-/**
  * An error answer of the catalogue with the contract's body `{ ok: false, error,
  * ...details }`; app.ts answers it. Framework-free, so that any layer may throw it.
  */
 export class ApiError extends Error {
   readonly status: ErrorStatus;
   readonly details: Record<string, unknown>;
-  /** Why a submission was refused (the catalogue's reason), for the refusal counts. */
-  readonly reason: RefusalReason | undefined;
   constructor(error: ErrorSpec, details: Record<string, unknown> = {}) {
     super(error.text);
     this.status = error.status;
     this.details = details;
-    this.reason = error.reason;
   }
 }
 

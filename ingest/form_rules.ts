@@ -6,32 +6,40 @@
  *
  * @module
  */
-import { countConfirmation, countSpamCaught, countUnrouted } from "../metrics.ts";
+import { countConfirmation, countUnrouted } from "../metrics.ts";
 import { CONFIRMATION_DESTINATION_ID, mailboxOf, visitorAddress } from "../rules/confirmation.ts";
 import { LaneFullError } from "../rules/patterns.ts";
 import { routeSubmission } from "../rules/routing.ts";
-import { type PageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
-import { ApiError, ERRORS } from "../errors.ts";
+import { type PageToken, type SpamRule, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
+import { Refusal } from "./refusal.ts";
 import { reserveConfirmation } from "../store/confirmations.ts";
 import type { Db } from "../store/db.ts";
-import type { RefusalCounter } from "../store/refusals.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
 import type { FormRecord } from "../store/forms.ts";
 
 /** A form's rules at acceptance. */
 export interface FormRules {
   /**
-   * Whether the form's spam rules catch the payload (counted per rule), and otherwise the
-   * page token to record as used with the submission; call only when it has some.
+   * Whether the form's spam rules catch the payload (or in observe mode would), and
+   * otherwise the page token to record as used with the submission; call only when it
+   * has some.
    */
   caught(form: FormRecord, payload: unknown): Promise<SpamCheck>;
   /** The routed destinations of a submission, with a confirmation job when the form has one. */
   destinationsOf(target: IngestTarget, payload: unknown): Promise<IngestTarget["destinations"]>;
 }
 
-/** What a form's spam rules found: spam, or the page token that let the submission through. */
+/** What caught a submission as spam: the honeypot field or one of the form's spam rules. */
+export type SpamCatcher = "honeypot" | SpamRule;
+
+/**
+ * What a form's spam checks found: what caught the submission (null: not spam), the rules
+ * that in observe mode would have caught it (it goes on all the same), and the page token
+ * that let it through, to record as used.
+ */
 export interface SpamCheck {
-  spam: boolean;
+  caughtBy: SpamCatcher | null;
+  observed: SpamRule[];
   pageToken: PageToken | null;
 }
 
@@ -55,18 +63,15 @@ async function busyWhenLaneFull<T>(matching: Promise<T>): Promise<T> {
   } catch (error) {
     if (!(error instanceof LaneFullError)) throw error;
     await new Promise((resolve) => setTimeout(resolve, LANE_REFUSAL_DELAY_MS));
-    throw new ApiError(ERRORS.serverBusy, { retryAfter: LANE_RETRY_AFTER_SECONDS });
+    throw new Refusal("serverBusy", { retryAfter: LANE_RETRY_AFTER_SECONDS });
   }
 }
 
-/**
- * The form rules of an ingestion route; `refusals` counts each rule's catches per form
- * and day (and in observe mode, what it would have caught, while the submission goes on).
- */
-export function createFormRules(db: Db, refusals: RefusalCounter): FormRules {
+/** The form rules of an ingestion route. */
+export function createFormRules(db: Db): FormRules {
   return {
     async caught(form, payload) {
-      if (!form.spamRules) return { spam: false, pageToken: null };
+      if (!form.spamRules) return { caughtBy: null, observed: [], pageToken: null };
       const verdict = await busyWhenLaneFull(spamRuleCaught(form.spamRules, {
         payload,
         sealer: db.sealer,
@@ -77,15 +82,11 @@ export function createFormRules(db: Db, refusals: RefusalCounter): FormRules {
       const { rule } = verdict;
       // In observe mode nothing is dropped, a reused page token included: no use is recorded.
       if (rule === null) {
-        return { spam: false, pageToken: form.spamRules.observe ? null : verdict.pageToken };
+        const pageToken = form.spamRules.observe ? null : verdict.pageToken;
+        return { caughtBy: null, observed: [], pageToken };
       }
-      if (form.spamRules.observe) {
-        refusals.count(form.id, `observed:${rule}`);
-        return { spam: false, pageToken: null };
-      }
-      countSpamCaught(form.id, rule);
-      refusals.count(form.id, `spam:${rule}`);
-      return { spam: true, pageToken: null };
+      if (form.spamRules.observe) return { caughtBy: null, observed: [rule], pageToken: null };
+      return { caughtBy: rule, observed: [], pageToken: null };
     },
 
     async destinationsOf(target, payload) {
@@ -121,7 +122,7 @@ export function dropPageToken(payload: unknown): SpamCheck {
   if (typeof payload === "object" && payload !== null) {
     delete (payload as Record<string, unknown>)[TIME_TRAP_FIELD];
   }
-  return { spam: false, pageToken: null };
+  return { caughtBy: null, observed: [], pageToken: null };
 }
 
 /** Whether a submission's jobs reach none of the form's destinations (a confirmation is not one). */
