@@ -10,7 +10,13 @@ import { countConfirmation, countUnrouted } from "../metrics.ts";
 import { CONFIRMATION_DESTINATION_ID, mailboxOf, visitorAddress } from "../rules/confirmation.ts";
 import { LaneFullError } from "../rules/patterns.ts";
 import { routeSubmission } from "../rules/routing.ts";
-import { type PageToken, type SpamRule, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
+import {
+  type PageToken,
+  type SpamRule,
+  spamRuleCaught,
+  spamRulesCaught,
+  TIME_TRAP_FIELD,
+} from "../rules/spam.ts";
 import { Refusal } from "./refusal.ts";
 import { reserveConfirmation } from "../store/confirmations.ts";
 import type { Db } from "../store/db.ts";
@@ -71,22 +77,25 @@ async function busyWhenLaneFull<T>(matching: Promise<T>): Promise<T> {
 export function createFormRules(db: Db): FormRules {
   return {
     async caught(form, payload) {
-      if (!form.spamRules) return { caughtBy: null, observed: [], pageToken: null };
-      const verdict = await busyWhenLaneFull(spamRuleCaught(form.spamRules, {
+      const rules = form.spamRules;
+      if (!rules) return { caughtBy: null, observed: [], pageToken: null };
+      const input = {
         payload,
         sealer: db.sealer,
         publicKey: form.publicKey,
         orgId: form.orgId,
         now: Date.now(),
-      }));
-      const { rule } = verdict;
-      // In observe mode nothing is dropped, a reused page token included: no use is recorded.
-      if (rule === null) {
-        const pageToken = form.spamRules.observe ? null : verdict.pageToken;
-        return { caughtBy: null, observed: [], pageToken };
+      };
+      // In observe mode nothing is dropped, a reused page token included: no use is
+      // recorded, and every rule that would have caught it is counted, each judged alone.
+      if (rules.observe) {
+        const observed = await busyWhenLaneFull(spamRulesCaught(rules, input));
+        return { caughtBy: null, observed, pageToken: null };
       }
-      if (form.spamRules.observe) return { caughtBy: null, observed: [rule], pageToken: null };
-      return { caughtBy: rule, observed: [], pageToken: null };
+      const verdict = await busyWhenLaneFull(spamRuleCaught(rules, input));
+      return verdict.rule === null
+        ? { caughtBy: null, observed: [], pageToken: verdict.pageToken }
+        : { caughtBy: verdict.rule, observed: [], pageToken: null };
     },
 
     async destinationsOf(target, payload) {

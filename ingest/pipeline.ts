@@ -8,19 +8,13 @@
  * @module
  */
 import { bodyTimingOf, type BodyWatch } from "../body_reading.ts";
-import type { Config } from "../config.ts";
-import type { DeliveryEngine } from "../delivery/engine.ts";
-import type { IngestLoad } from "../delivery/ingest_load.ts";
-import type { Logger } from "../log.ts";
 import { traceSubmission } from "../metrics.ts";
 import type { SpamRule } from "../rules/spam.ts";
-import type { Db } from "../store/db.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter } from "../store/rate_limit.ts";
 import { isPublicKey } from "../store/sealing.ts";
 import { submissionIdAt } from "../store/submission_id.ts";
-import type { SubmissionWriter } from "../store/submissions.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import type { BodyGate } from "./body_gate.ts";
 import { createFormRules, type SpamCatcher } from "./form_rules.ts";
@@ -41,15 +35,9 @@ import {
 } from "./steps.ts";
 
 /** What ingestion is built from (the service's AppDeps has it all). */
-export interface IngestDeps {
-  config: Config;
-  db: Db;
-  writer: SubmissionWriter;
-  logger: Logger;
-  engine: DeliveryEngine | null;
-  ingestLoad: IngestLoad;
-  bodyGate: BodyGate;
-}
+export type IngestDeps =
+  & Pick<IngestParts, "config" | "db" | "writer" | "logger" | "engine" | "ingestLoad">
+  & { bodyGate: BodyGate };
 
 /** What the pipeline reads of an HTTP request: headers, body and where it came from. */
 export interface IncomingRequest {
