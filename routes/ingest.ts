@@ -58,6 +58,13 @@ export const NO_DESTINATION_WARNING =
 export const UNROUTED_WARNING =
   "This submission matched no destination's conditions: it was accepted but sent nowhere";
 
+/** What a refusal is counted with: the form, once known, and the request's origin. */
+interface Seen {
+  formId: string | null;
+  origin: string | null;
+}
+const NOT_SEEN: Seen = { formId: null, origin: null };
+
 /** The request as the pipeline reads it: headers, body, peer and the listener's watch. */
 function incoming(c: Context<IngestEnv>) {
   return {
@@ -75,11 +82,18 @@ export function ingestRoutes(deps: AppDeps) {
   openRefusalSeries(INGEST_REFUSALS);
   const router = new Hono<IngestEnv>();
 
-  /** Counts a refusal: in the metrics, and for its form's tenant when the form is known. */
-  function counted(refusal: Refusal, formId: string | null = null): Refusal {
+  /**
+   * Counts a refusal: in the metrics, and for its form's tenant when the form is known,
+   * with the refused site for a refusal of its origin.
+   */
+  function counted(refusal: Refusal, seen: Seen = NOT_SEEN): Refusal {
     countRefused(ERRORS[refusal.answer].status, refusal.reason);
+    const { formId, origin } = seen;
     if (formId !== null && isFormRefusalReason(refusal.reason)) {
       deps.refusals.count(formId, refusal.reason);
+      if (refusal.reason === "origin" && origin !== null) {
+        deps.refusals.refusedOrigin(formId, origin);
+      }
     }
     return refusal;
   }
@@ -116,11 +130,17 @@ export function ingestRoutes(deps: AppDeps) {
 
   router.options("/:publicKey", async (c) => {
     const form = (await pipeline.find(c.req.param("publicKey")))?.form ?? null;
-    const allow = allowedOrigin(form, originOf(c.req.header("origin")));
+    const origin = originOf(c.req.header("origin"));
+    const allow = allowedOrigin(form, origin);
     setCorsHeaders(c, allow);
     // Answered on this context, so the refusal keeps the CORS headers set above.
     if (form === null) return answer(c, new Refusal("formEndpointNotFound"), false);
-    if (allow === null) return answer(c, new Refusal("originNotAllowed"), false);
+    if (allow === null) {
+      // A page posting with fetch is refused here, before its POST is ever sent: this
+      // is the form's refusal of that site, counted as such.
+      const refusal = counted(new Refusal("originNotAllowed"), { formId: form.id, origin });
+      return answer(c, refusal, false);
+    }
     c.header("Access-Control-Allow-Methods", "POST");
     c.header("Access-Control-Allow-Headers", "Content-Type, x-captcha-token");
     c.header("Access-Control-Max-Age", "86400");
@@ -131,7 +151,7 @@ export function ingestRoutes(deps: AppDeps) {
     const contentType = c.req.header("content-type") ?? "";
     const browserPost = isBrowserFormPost(contentType, c.req.header("accept") ?? "");
     /** The form, once known: its refusals are counted for its tenant. */
-    const seen: { formId: string | null } = { formId: null };
+    const seen: Seen = { ...NOT_SEEN };
     try {
       return await accept(c, {
         publicKey: c.req.param("publicKey"),
@@ -144,7 +164,7 @@ export function ingestRoutes(deps: AppDeps) {
         countRefused(ERRORS.internal.status, ERRORS.internal.reason);
         throw error;
       }
-      return answer(c, counted(error, seen.formId), browserPost);
+      return answer(c, counted(error, seen), browserPost);
     }
   });
 
@@ -154,7 +174,7 @@ export function ingestRoutes(deps: AppDeps) {
       publicKey: string;
       contentType: string;
       browserPost: boolean;
-      seen: { formId: string | null };
+      seen: Seen;
     },
   ) {
     const declared = declaredLength(c.req.header("content-length"));
@@ -164,6 +184,7 @@ export function ingestRoutes(deps: AppDeps) {
     const form = target?.form ?? null;
     seen.formId = form?.id ?? null;
     const origin = originOf(c.req.header("origin"));
+    seen.origin = origin;
     const allow = allowedOrigin(form, origin);
     setCorsHeaders(c, allow);
 

@@ -508,6 +508,11 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
                   "What rules in observe mode would have caught (delivered all the same)",
               }),
             })),
+            refusedOrigins: z.array(z.strictObject({ origin: z.string(), lastSeen: timestamp }))
+              .meta({
+                description: "The last few (at most 5) distinct sites refused for their origin, " +
+                  "CORS preflights included, newest first: origins only, kept 30 days",
+              }),
           }),
         },
       },
