@@ -13,7 +13,7 @@ import { destinationRoutes } from "./routes/destinations.ts";
 import type { AdminEnv, AppDeps } from "./routes/app_deps.ts";
 import { bodyTimingOf } from "./body_reading.ts";
 import { formRoutes } from "./routes/forms.ts";
-import { ingestRoutes } from "./routes/ingest.ts";
+import { ingestRoutes, type LogIds } from "./routes/ingest.ts";
 import { pageTokenRoutes } from "./routes/page_token.ts";
 import { ApiError, errorBody, ERRORS } from "./errors.ts";
 import { keyRoutes } from "./routes/keys.ts";
@@ -49,6 +49,8 @@ export function createApp(deps: AppDeps): Hono {
     logger.info("request", {
       method: c.req.method,
       path: loggedPath(c.req.path),
+      // A request to a form carries whose it is (routes/ingest.ts), not only its pk_ path.
+      ...(c.var as { logIds?: LogIds }).logIds,
       status: c.res.status,
       ms: Math.round((performance.now() - started) * 10) / 10,
     });

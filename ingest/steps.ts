@@ -302,6 +302,7 @@ export async function sealAndStore(
   } catch (error) {
     if (error instanceof PageTokenUsedError) return null;
     parts.logger.error("submission not stored", {
+      orgId: form.orgId,
       formId: form.id,
       submissionId: envelope.submissionId,
       error: error instanceof Error ? error.message : String(error),

@@ -23,7 +23,16 @@ import { MAX_SUBMISSION_BYTES } from "../ingest/steps.ts";
 import { countAccepted, countRefused, countSpamCaught, openRefusalSeries } from "../metrics.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
-type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> | undefined };
+type IngestEnv = {
+  Bindings: Partial<Deno.ServeHandlerInfo> | undefined;
+  Variables: { logIds: LogIds };
+};
+
+/** The ids the app's request line carries for a request to a known form (app.ts). */
+export interface LogIds {
+  orgId: string;
+  formId: string;
+}
 
 /** Origin of a URL or Origin header, or null when it is not one. */
 function originOf(value: string | undefined): string | null {
@@ -61,9 +70,10 @@ export const UNROUTED_WARNING =
 /** What a refusal is counted with: the form, once known, and the request's origin. */
 interface Seen {
   formId: string | null;
+  orgId: string | null;
   origin: string | null;
 }
-const NOT_SEEN: Seen = { formId: null, origin: null };
+const NOT_SEEN: Seen = { formId: null, orgId: null, origin: null };
 
 /** The request as the pipeline reads it: headers, body, peer and the listener's watch. */
 function incoming(c: Context<IngestEnv>) {
@@ -84,11 +94,17 @@ export function ingestRoutes(deps: AppDeps) {
 
   /**
    * Counts a refusal: in the metrics, and for its form's tenant when the form is known,
-   * with the refused site for a refusal of its origin.
+   * with the refused site for a refusal of its origin; logs it at debug with its reason.
    */
   function counted(refusal: Refusal, seen: Seen = NOT_SEEN): Refusal {
-    countRefused(ERRORS[refusal.answer].status, refusal.reason);
-    const { formId, origin } = seen;
+    const { status } = ERRORS[refusal.answer];
+    countRefused(status, refusal.reason);
+    const { formId, orgId, origin } = seen;
+    deps.logger.debug("submission refused", {
+      ...(formId === null ? {} : { orgId, formId }),
+      reason: refusal.reason,
+      status,
+    });
     if (formId !== null && isFormRefusalReason(refusal.reason)) {
       deps.refusals.count(formId, refusal.reason);
       if (refusal.reason === "origin" && origin !== null) {
@@ -98,9 +114,15 @@ export function ingestRoutes(deps: AppDeps) {
     return refusal;
   }
 
-  /** Counts an acceptance: spam caught, rules observed, or sent nowhere. */
-  function countAcceptance(formId: string, accepted: Accepted) {
-    const { caughtBy } = accepted;
+  /** Counts and logs an acceptance: spam caught, rules observed, or sent nowhere. */
+  function countAcceptance(form: FormRecord, accepted: Accepted) {
+    const { caughtBy, observed, nowhere } = accepted;
+    const formId = form.id;
+    const ids = { orgId: form.orgId, formId, submissionId: accepted.envelope.submissionId };
+    if (caughtBy !== null) {
+      deps.logger.debug("submission caught as spam", { ...ids, rule: caughtBy });
+    } else deps.logger.info("submission accepted", { ...ids, nowhere });
+    if (observed.length > 0) deps.logger.debug("spam rules observed", { ...ids, rules: observed });
     countAccepted(formId, caughtBy !== null);
     if (caughtBy !== null) {
       deps.refusals.count(formId, "spam");
@@ -138,7 +160,9 @@ export function ingestRoutes(deps: AppDeps) {
     if (allow === null) {
       // A page posting with fetch is refused here, before its POST is ever sent: this
       // is the form's refusal of that site, counted as such.
-      const refusal = counted(new Refusal("originNotAllowed"), { formId: form.id, origin });
+      c.set("logIds", { orgId: form.orgId, formId: form.id });
+      const seen = { formId: form.id, orgId: form.orgId, origin };
+      const refusal = counted(new Refusal("originNotAllowed"), seen);
       return answer(c, refusal, false);
     }
     c.header("Access-Control-Allow-Methods", "POST");
@@ -183,6 +207,8 @@ export function ingestRoutes(deps: AppDeps) {
     const target = await pipeline.find(publicKey);
     const form = target?.form ?? null;
     seen.formId = form?.id ?? null;
+    seen.orgId = form?.orgId ?? null;
+    if (form !== null) c.set("logIds", { orgId: form.orgId, formId: form.id });
     const origin = originOf(c.req.header("origin"));
     seen.origin = origin;
     const allow = allowedOrigin(form, origin);
@@ -207,7 +233,7 @@ export function ingestRoutes(deps: AppDeps) {
       declared,
       origin,
     });
-    countAcceptance(form.id, accepted);
+    countAcceptance(form, accepted);
     const { envelope, nowhere } = accepted;
     if (browserPost) {
       // The thank-you page is the form's own setting, never taken from the request.

@@ -176,6 +176,8 @@ export function testSendRoutes(deps: AppDeps) {
         if (attempt.unexpected) {
           // Its text is not known to be free of secrets, so only the log has it.
           logger.error("test send failed", {
+            orgId: form.orgId,
+            formId: form.id,
             destinationId: destination.id,
             error: describeError(attempt.failure.cause),
           });
@@ -190,6 +192,7 @@ export function testSendRoutes(deps: AppDeps) {
       }
     }
     logger.info("test send", {
+      orgId: form.orgId,
       formId: form.id,
       destinationId: destination.id,
       type: destination.type,
