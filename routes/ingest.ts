@@ -131,8 +131,8 @@ export function ingestRoutes(deps: AppDeps) {
         deps.refusals.count(formId, `spam:${caughtBy}`);
       }
     }
-    for (const rule of accepted.observed) deps.refusals.count(formId, `observed:${rule}`);
-    if (accepted.nowhere) deps.refusals.count(formId, "nowhere");
+    for (const rule of observed) deps.refusals.count(formId, `observed:${rule}`);
+    if (nowhere) deps.refusals.count(formId, "nowhere");
   }
 
   /** The contract's answer to a refusal (a page for a browser form post), headers included. */
