@@ -40,6 +40,17 @@ const DELIVERY_OUTCOMES = [
 ] as const;
 
 const tracer = trace.getTracer("formrelay");
+/**
+ * Whether spans go anywhere: Deno's OpenTelemetry exports them with OTEL_DENO=true only.
+ * Without it a delivery's span (a no-op's attributes and start time) is not built at all.
+ */
+const tracing = (() => {
+  try {
+    return Deno.env.get("OTEL_DENO") === "true";
+  } catch {
+    return false; // Without env access Deno's telemetry is not on either.
+  }
+})();
 let perForm = false;
 
 const submissionsAccepted = new client.Counter({
@@ -368,6 +379,7 @@ export function countAttempt(
   if (outcome === "delivered") {
     byType.delivered.observe(Math.max(0, Date.now() - job.submittedAt) / 1000);
   }
+  if (!tracing) return;
   const span = tracer.startSpan("formrelay.delivery", {
     startTime: performance.timeOrigin + startedMs,
     attributes: {

@@ -10,8 +10,10 @@
  *     alternate BENCH_ROUNDS times (2), so load from elsewhere falls on both;
  *  3. idle latency: 200 submissions one after another, each waiting for both
  *     arrivals; prints p50/p99 of the time from the 202 to the arrival.
+ * Each round also gives the service's CPU time (user + system, all threads) from the
+ * first post to the last arrival, per submission (two deliveries each).
  */
-import { type BenchService, peakRssMb, startBenchService } from "./lib.ts";
+import { type BenchService, cpuSeconds, peakRssMb, startBenchService } from "./lib.ts";
 
 const N = Number(Deno.env.get("BENCH_SUBMISSIONS") ?? "6000");
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? "2");
@@ -65,6 +67,7 @@ function percentile(sorted: number[], p: number): number {
 /** 1. Throughput of one service: N submissions accepted, then their deliveries timed. */
 async function throughput(service: BenchService) {
   arrivals.clear();
+  const cpuBefore = await cpuSeconds(service.child.pid);
   const acceptStart = performance.now();
   let next = 0;
   await Promise.all(Array.from({ length: 50 }, async () => {
@@ -85,8 +88,16 @@ async function throughput(service: BenchService) {
   const duringRate = times.filter((t) => t < acceptEnd).length /
     ((acceptEnd - acceptStart) / 1000);
   const total = arrivals.size;
+  // Accept to the last arrival: each submission's whole cost, its two deliveries included.
+  const cpuMsPerSubmission = 1000 * (await cpuSeconds(service.child.pid) - cpuBefore) / N;
   arrivals.clear();
-  return { acceptSeconds: (acceptEnd - acceptStart) / 1000, steadyRate, duringRate, total };
+  return {
+    acceptSeconds: (acceptEnd - acceptStart) / 1000,
+    steadyRate,
+    duringRate,
+    total,
+    cpuMsPerSubmission,
+  };
 }
 
 /** 2. The bare durable delivery of 2 × N jobs: its deliveries per second. */
@@ -155,7 +166,7 @@ rounds.forEach(({ run, bare }, i) => {
       `${run.duringRate.toFixed(0)}/s; arrived ${run.total} of ${2 * N}; steady-state after ` +
       `acceptance ${run.steadyRate.toFixed(0)}/s; bare durable ${bare}/s; ratio ${
         (run.steadyRate / bare).toFixed(3)
-      }`,
+      }; service CPU ${run.cpuMsPerSubmission.toFixed(3)} ms per delivered submission`,
   );
 });
 const ratio = rounds.reduce((sum, r) => sum + r.run.steadyRate, 0) /

@@ -17,7 +17,8 @@
  * run alternately, BENCH_ROUNDS times each (2), so load from elsewhere on the machine falls
  * on all; then the rate limit off once and the bare Deno.serve 202 once. wrk drives 50
  * connections for BENCH_SECONDS (10 s) a run with a 200-byte JSON body and the same script
- * for all. Prints req/s, p50/p99, peak RSS and ratios. Last, one more formrelay run with the
+ * for all (BENCH_POSTS_PER_CLIENT=2: each address posts twice in a row, every visitor a
+ * repeat one). Prints req/s, p50/p99, peak RSS and ratios. Last, one more formrelay run with the
  * defaults under a CPU profile (which slows it a little) gives the JS thread's time per
  * request in each step of the pipeline (bench/profile_steps.ts).
  */
@@ -36,6 +37,8 @@ import { type CpuProfile, formatBreakdown, stepBreakdown } from "./profile_steps
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? "2");
 const CONNECTIONS = 50;
+/** Posts per client address (BENCH_POSTS_PER_CLIENT; 2: every visitor a repeat one). */
+const POSTS_PER_CLIENT = Number(Deno.env.get("BENCH_POSTS_PER_CLIENT") ?? "1");
 const BARE_DURABLE = new URL(
   "bare_durable_ingest.ts",
   Deno.env.get("BARE_DURABLE_DIR") ?? new URL("../../shared/bench/", import.meta.url),
@@ -47,7 +50,13 @@ const body = JSON.stringify({
   message: "x".repeat(200 - prefix.length),
 });
 if (new TextEncoder().encode(body).length !== 200) throw new Error("body is not 200 bytes");
-const load = { connections: CONNECTIONS, seconds: SECONDS, body, distinctClients: true };
+const load = {
+  connections: CONNECTIONS,
+  seconds: SECONDS,
+  body,
+  distinctClients: true,
+  postsPerClient: POSTS_PER_CLIENT,
+};
 
 // A local receiver for the deliveries that run during the load.
 let delivered = 0;
@@ -142,7 +151,9 @@ const ratio = total(formrelay) / total(durable);
 const cpuTotal = (runs: Run[]) => runs.reduce((sum, run) => sum + run.cpuMicros, 0);
 console.log(
   `bench:ingest — wrk -c${CONNECTIONS} -d${SECONDS}s, 200-byte JSON body, ` +
-    `a distinct X-Forwarded-For per request; ${ROUNDS} alternating rounds`,
+    `a distinct X-Forwarded-For per ${
+      POSTS_PER_CLIENT === 1 ? "request" : `${POSTS_PER_CLIENT} requests`
+    }; ${ROUNDS} alternating rounds`,
 );
 formrelay.forEach((run, i) => {
   console.log(row(`formrelay, defaults (${i + 1})`, run));

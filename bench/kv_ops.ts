@@ -7,12 +7,14 @@
  * BENCH_SUBMISSIONS (default 300) one-off visitors each post once, 10 at a time; the
  * count runs from the first post until every delivery has arrived and every job has
  * ended, and is printed per submission. The defaults otherwise (rate limit and
- * outbound budgets on).
+ * outbound budgets on). With BENCH_POSTS_PER_CLIENT=2 each address posts twice: every
+ * visitor a repeat one.
  */
 import { adminClient, createFormWith } from "../tools/admin_client.ts";
 
 const N = Number(Deno.env.get("BENCH_SUBMISSIONS") ?? "300");
 const DESTINATIONS = [1, 3, 10];
+const POSTS_PER_CLIENT = Number(Deno.env.get("BENCH_POSTS_PER_CLIENT") ?? "1");
 
 /** KV operations counted. */
 const count = { keysRead: 0, listings: 0, commits: 0, mutations: 0, checks: 0, enqueues: 0 };
@@ -141,7 +143,7 @@ async function run(destinations: number) {
     let next = 0;
     await Promise.all(Array.from({ length: 10 }, async () => {
       while (next < N) {
-        const i = next++;
+        const i = Math.floor(next++ / POSTS_PER_CLIENT);
         const response = await fetch(
           `http://127.0.0.1:${server.addr.port}/v1/f/${form.publicKey}`,
           {
@@ -179,7 +181,8 @@ async function run(destinations: number) {
 }
 
 console.log(
-  `bench:kv-ops — ${N} submissions, Deploy-like (no queues), ${navigator.hardwareConcurrency} ` +
+  `bench:kv-ops — ${N} submissions, ${POSTS_PER_CLIENT} per address, Deploy-like (no queues), ` +
+    `${navigator.hardwareConcurrency} ` +
     `cores, Deno ${Deno.version.deno}, ${new Date().toISOString()}`,
 );
 for (const destinations of DESTINATIONS) await run(destinations);

@@ -88,9 +88,10 @@ function toMs(value: string): number {
 
 /**
  * A wrk script giving every request its own client address in X-Forwarded-For, as a
- * CDN in front would (10.<thread>.<n>): each wrk thread numbers its own requests.
+ * CDN in front would (10.<thread>.<n>): each wrk thread numbers its own requests; with
+ * `posts` > 1, each address posts that many times in a row (repeat visitors).
  */
-const DISTINCT_CLIENTS_LUA = `
+const distinctClientsLua = (posts: number) => `
 local threads = 0
 function setup(thread)
   thread:set("id", threads)
@@ -98,15 +99,16 @@ function setup(thread)
 end
 local n = 0
 function request()
+  local c = math.floor(n / ${posts})
   n = n + 1
-  local address = string.format("10.%d.%d.%d", id, math.floor(n / 256) % 256, n % 256)
+  local address = string.format("10.%d.%d.%d", id, math.floor(c / 256) % 256, c % 256)
   return wrk.format(nil, nil, { ["Content-Type"] = "application/json", ["X-Forwarded-For"] = address })
 end
 `;
 
 /**
  * Runs wrk with a Lua script posting `body` as JSON; with `distinctClients`, each
- * request from its own address (DISTINCT_CLIENTS_LUA).
+ * request from its own address, or each `postsPerClient` requests (distinctClientsLua).
  */
 export async function runWrk(
   url: string,
@@ -116,6 +118,7 @@ export async function runWrk(
     body: string;
     threads?: number;
     distinctClients?: boolean;
+    postsPerClient?: number;
   },
 ): Promise<WrkResult> {
   const script = await Deno.makeTempFile({ suffix: ".lua" });
@@ -123,7 +126,7 @@ export async function runWrk(
     script,
     `wrk.method = "POST"\nwrk.body = ${JSON.stringify(options.body)}\n` +
       `wrk.headers["Content-Type"] = "application/json"\n` +
-      (options.distinctClients ? DISTINCT_CLIENTS_LUA : ""),
+      (options.distinctClients ? distinctClientsLua(options.postsPerClient ?? 1) : ""),
   );
   const output = await new Deno.Command("wrk", {
     args: [

@@ -12,6 +12,7 @@ import {
   type DeliveryReceipt,
   type MailRoute,
   type MailSender,
+  type OwnWait,
 } from "./types.ts";
 import {
   type ConsoleField,
@@ -222,9 +223,15 @@ const CONNECT_MS = 15_000;
 /** Greeting and per-command time-outs at most. */
 const COMMAND_MS = 30_000;
 const DEFAULT_IDLE_MS = 3_000;
-const MAX_IDLE_PER_RELAY = 8;
-/** Sessions open at once to one relay at most, across destinations (RelayGate). */
-const MAX_SESSIONS_PER_RELAY = 8;
+const MAX_IDLE_PER_RELAY = 20;
+/**
+ * Sessions open at once to one relay, across destinations (RelayGate): it starts with
+ * this many and grows while the relay accepts, as Postfix's destination concurrency
+ * (initial 5, limit 20)...
+ */
+const INITIAL_SESSIONS_PER_RELAY = 5;
+/** ...up to this many. */
+export const MAX_SESSIONS_PER_RELAY = 20;
 /** Replies by which a relay says it is busy with us: too many connections or messages. */
 const SLOW_DOWN_CODES = new Set([421, 451]);
 
@@ -239,7 +246,7 @@ export function createSmtpConnector(
     idleMs: deps.idleMs ?? DEFAULT_IDLE_MS,
     maxIdlePerKey: MAX_IDLE_PER_RELAY,
   });
-  const gate = new RelayGate(MAX_SESSIONS_PER_RELAY);
+  const gate = new RelayGate(INITIAL_SESSIONS_PER_RELAY, MAX_SESSIONS_PER_RELAY);
   const timeouts = {
     connectMs: Math.min(deps.timeoutMs, CONNECT_MS),
     greetingMs: Math.min(deps.timeoutMs, COMMAND_MS),
@@ -249,7 +256,11 @@ export function createSmtpConnector(
   /** Sends the message `build` makes for the config's route, through a pooled session. */
   async function sendMail(
     config: SmtpConfig,
-    { build, signal }: { build: (route: MailRoute) => MailMessage; signal: AbortSignal },
+    { build, signal, ownWait }: {
+      build: (route: MailRoute) => MailMessage;
+      signal: AbortSignal;
+      ownWait?: OwnWait;
+    },
   ): Promise<DeliveryReceipt> {
     const deadline = Date.now() + deps.timeoutMs;
     const route = resolveRoute(config, deps.platform);
@@ -263,6 +274,7 @@ export function createSmtpConnector(
       route.relay.password,
     ]);
 
+    const entering = performance.now();
     const leave = await gate.enter(key, {
       deadline,
       signal,
@@ -271,6 +283,9 @@ export function createSmtpConnector(
           permanent: false,
         }),
     });
+    const enteredAt = performance.now();
+    // Waiting for a session slot is formrelay's own limit, not the relay's latency.
+    if (ownWait) ownWait.ms += enteredAt - entering;
     let connection = pool.take(key);
     let result: SendResult | undefined;
     try {
@@ -307,12 +322,12 @@ export function createSmtpConnector(
       if (connection) await connection.quit();
       leave();
       if (error instanceof SmtpError && SLOW_DOWN_CODES.has(error.replyCode ?? 0)) {
-        gate.slowDown(key);
+        gate.slowDown(key, enteredAt);
       }
       throw toDeliveryError(error, target);
     }
-    leave();
     gate.accepted(key);
+    leave();
     if (!pool.put(key, connection)) await connection.quit();
     const receipt: DeliveryReceipt = { statusCode: 250 };
     if (result!.rejected.length > 0) {
@@ -327,7 +342,7 @@ export function createSmtpConnector(
 
     redact: (config) => redactSecrets(config, { password: "value" }),
 
-    deliver({ envelope, config, destinationId, signal }): Promise<DeliveryReceipt> {
+    deliver({ envelope, config, destinationId, signal, ownWait }): Promise<DeliveryReceipt> {
       return sendMail(config, {
         build: (route) =>
           buildMessage(envelope, {
@@ -338,6 +353,7 @@ export function createSmtpConnector(
             destinationId,
           }),
         signal,
+        ownWait,
       });
     },
 

@@ -18,6 +18,16 @@ export interface DeliveryRequest<C> {
    * by that many gaps, so that together they keep the service's pace. Absent: one.
    */
   senders?: number;
+  /**
+   * Where the connector adds the time it waited on formrelay's own limits (a free session
+   * to a relay), which says nothing about the receiver: the pace leaves it out.
+   */
+  ownWait?: OwnWait;
+}
+
+/** Milliseconds an attempt waited on formrelay itself (see DeliveryRequest.ownWait). */
+export interface OwnWait {
+  ms: number;
 }
 
 /**
@@ -139,7 +149,7 @@ export interface Connector<C = unknown> {
 export interface MailSender<C = unknown> {
   sendMail(
     config: C,
-    options: { build: (route: MailRoute) => MailMessage; signal: AbortSignal },
+    options: { build: (route: MailRoute) => MailMessage; signal: AbortSignal; ownWait?: OwnWait },
   ): Promise<DeliveryReceipt>;
 }
 

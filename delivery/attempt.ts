@@ -24,6 +24,7 @@ import type { ClaimedJob } from "../store/job_record.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
 import { createConfirmationAttempt } from "./confirmation.ts";
 import { CONFIRMATION_DESTINATION_ID } from "../rules/confirmation.ts";
+import { createStallClock } from "./loop_stall.ts";
 
 /**
  * What an attempt came to: the connector's result; held (the destination is paused); or
@@ -35,11 +36,23 @@ export type AttemptResult =
   | { delivered: false; held: true }
   | { delivered: false; deferred: { until: number; reason: string } };
 
+/**
+ * What the receiver took of an attempt that reached the connector: the connector's time
+ * less the event loop's stalls (loop_stall.ts) and its waits on formrelay's own limits
+ * (DeliveryRequest.ownWait), and the part of the connector's time those were. The pace
+ * judges the receiver by it (pace.ts signalOf).
+ */
+export interface ReceiverTime {
+  receiverMs: number;
+  ownMs: number;
+}
+
 /** What handing an envelope to a connector came to. */
 export type SendResult =
-  | { delivered: true; receipt: DeliveryReceipt }
+  | { delivered: true; receipt: DeliveryReceipt; timing?: ReceiverTime }
   | {
     delivered: false;
+    timing?: ReceiverTime;
     failure: DeliveryError;
     /**
      * The connector threw something other than a DeliveryError (a bug or an unforeseen
@@ -112,6 +125,7 @@ export function createJobAttempts(
   },
 ): JobAttempts {
   const { db, connectors, outbound } = deps;
+  const stalls = createStallClock();
   const destinations = createDestinationCache(db, { ttlMs: DESTINATION_CACHE_MS });
   // Opened and validated configs, by destination; a changed config has a new sealed text.
   const configs = new Map<string, { sealed: string; config: unknown }>();
@@ -169,14 +183,26 @@ export function createJobAttempts(
       }
     }
     const envelope = await openEnvelope(db.sealer, job.submissionId, sealed);
-    return await sendEnvelope(connector, {
+    // The receiver's time: from the hand-over to the connector to its answer, less what
+    // this process kept it waiting (its busy thread, its own limits).
+    const ownWait = { ms: 0 };
+    const release = stalls.hold();
+    const stalledBefore = stalls.read();
+    const handedAt = performance.now();
+    const sent = await sendEnvelope(connector, {
       envelope,
       config,
       deliveryId: `${job.submissionId}.${job.destinationId}`,
       destinationId: job.destinationId,
       signal,
       senders: deps.sendersOf?.(job.destinationId),
+      ownWait,
     });
+    const elapsed = performance.now() - handedAt;
+    const ownMs = Math.min(elapsed, stalls.read() - stalledBefore + ownWait.ms);
+    release();
+    sent.timing = { receiverMs: elapsed - ownMs, ownMs };
+    return sent;
   }
 
   return {

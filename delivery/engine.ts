@@ -85,6 +85,8 @@ export interface DeliveryEngine {
    * exchange; a failure is logged and settles it too): the service admits nothing before.
    */
   registered: Promise<void>;
+  /** This process's id in its process record (the rate limit marks under it too). */
+  processId: string;
 }
 
 /** A destination's pace in one process (pace.ts), with its deliveries in flight there. */
@@ -168,10 +170,12 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     },
   });
   const pace = createPace({ ...config.pace, now, onFirstUse: () => syncSoon() });
+  const processId = crypto.randomUUID();
   const shares = createShareExchange(db, {
-    processId: crypto.randomUUID(),
+    processId,
     freshMs: 3 * PACE_SYNC_MS,
     now,
+    freshLimit: Math.min(config.pace.initial, config.pace.max),
   });
   let syncingPace: Promise<void> | null = null;
   /** Until close(): after it, nothing more is shared. */
@@ -182,10 +186,21 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
    */
   function syncPace() {
     if (!sharing) return;
-    syncingPace ??= shares.exchange({ paces: pace.shares(), usage: deps.outbound?.usage() ?? [] })
+    const { outbound } = deps;
+    syncingPace ??= shares.exchange({
+      paces: pace.shares(),
+      usage: outbound?.usage() ?? [],
+      debts: outbound?.debts(now()) ?? [],
+    })
       .then((others) => {
         pace.merge(others.paces);
-        deps.outbound?.charge(others.usage, now());
+        outbound?.charge(others.usage, now());
+        outbound?.join(others, now());
+        if (others.writeError !== undefined) {
+          logger.warn("share exchange: own record not written", {
+            error: describeError(others.writeError),
+          });
+        }
       })
       .catch((error) => logger.warn("share exchange failed", { error: describeError(error) }))
       .finally(() => syncingPace = null);
@@ -193,6 +208,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   // The first exchange at once: it writes the record that counts this process as live.
   syncPace();
   const registered = syncingPace ?? Promise.resolve();
+  // The budgets spend nothing before this process has joined the others' (outbound_budget.ts).
+  deps.outbound?.holdUntil(registered);
   const paceSync = setInterval(syncPace, PACE_SYNC_MS);
   let quickSyncs: ReturnType<typeof setTimeout> | null = null;
   /**
@@ -338,6 +355,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     },
     listening: listener ?? Promise.resolve(),
     registered,
+    processId,
     async close() {
       const idle = dispatcher.close();
       clearInterval(sweeper);

@@ -4,21 +4,24 @@
  * it what each attempt came to (signalOf). No KV here: what other processes learnt
  * comes in through merge().
  *
- * - Concurrency adapts as TCP's congestion window and Envoy's adaptive concurrency
- *   treat an upstream: it starts at `initial`, doubles per round trip while the
- *   receiver answers 2xx without its latency rising (slow start), then grows by one
- *   per round trip; latency past twice the lowest seen (plus LATENCY_SLACK_MS) takes
- *   a tenth off, once per round trip; a time-out, a connection error or a 5xx (a
- *   plain `503` from a receiver at capacity included) halves it, as TCP halves its window
- *   on a loss: once per window, so an attempt that started before the last cut (it was
- *   sent under the larger limit) cuts nothing more. It never grows unless the destination uses at least
- *   half of it, and never passes `max`, nor what RATE_CEILING deliveries a second need
- *   at the lowest latency seen. Every PROBE_EVERY_MS, and when latency rises
- *   (at most every PROBE_GAP_MS), the lowest latency is measured afresh at a
- *   concurrency of PROBE_CONCURRENCY: a receiver slower whatever the load is then
- *   taken as it is (and its concurrency found again by doubling), one slower with
- *   load is cut back. Between two measures the lowest latency drifts up slowly
- *   (MIN_LATENCY_DRIFT_MS).
+ * - Concurrency adapts as TCP's congestion window and Envoy's adaptive concurrency treat
+ *   an upstream, judged by what the receiver did only: its latency is the connector's time
+ *   less what this process kept the answer waiting (its busy event loop, its own session
+ *   limits: attempt.ts, loop_stall.ts), so a flood of ingestion on the one thread never
+ *   reads as a slow receiver. It starts at `initial`, doubles per round trip while the
+ *   receiver answers 2xx without its latency rising (slow start), then grows by one per
+ *   round trip; latency past twice the lowest seen (plus LATENCY_SLACK_MS) takes a tenth
+ *   off, once per round trip; a time-out (unless this process's own waits took most of
+ *   it), a connection error or a 5xx (a plain `503` from a receiver at capacity included)
+ *   halves it, as TCP halves its window on a loss: once per window, so an attempt that
+ *   started before the last cut (it was sent under the larger limit) cuts nothing more. It
+ *   never grows unless the destination uses at least half of it, and never passes `max`,
+ *   nor what RATE_CEILING deliveries a second need at the lowest latency seen. Every
+ *   PROBE_EVERY_MS, and when latency rises (at most every PROBE_GAP_MS), the lowest
+ *   latency is measured afresh at a concurrency of PROBE_CONCURRENCY: a receiver slower
+ *   whatever the load is then taken as it is (and its concurrency found again by
+ *   doubling), one slower with load is cut back. Between two measures the lowest latency
+ *   drifts up slowly (MIN_LATENCY_DRIFT_MS).
  * - A refusal (HTTP 429, a 503 with Retry-After, an SMTP relay's 421/451, or a
  *   connector's own reading of a service's answer: PaceHint) holds the destination's
  *   whole queue and halves its concurrency: for Retry-After when given, else 1 s; refusals in a row (no delivery
@@ -99,7 +102,7 @@ export interface Pace {
   merge(others: Map<string, PaceShare[]>): void;
 }
 
-/** Latency rise that is still not congestion (loopback and a busy event loop add this much). */
+/** Latency rise that is still not congestion (loopback's and a loaded machine's jitter). */
 export const LATENCY_SLACK_MS = 50;
 /** Weight of a new sample in the smoothed latency. */
 const SMOOTHING = 0.1;
@@ -185,9 +188,16 @@ interface DestinationPace {
   usedAt: number;
 }
 
-/** What an attempt's result tells the pace; `latencyMs` is how long the attempt took. */
-export function signalOf(result: AttemptResult, latencyMs: number): PaceSignal {
+/**
+ * What an attempt's result tells the pace; `elapsedMs` is how long the attempt took.
+ * Latency is the receiver's time (result.timing, attempt.ts), not the attempt's: time the
+ * answer waited on this process's busy event loop or its own limits is not the
+ * receiver's. A time-out or connection error mostly spent waiting on this process (a
+ * blocked thread let the time-out pass) says nothing of the receiver either.
+ */
+export function signalOf(result: AttemptResult, elapsedMs: number): PaceSignal {
   if ("held" in result || "deferred" in result) return { kind: "neutral" };
+  const latencyMs = result.timing?.receiverMs ?? elapsedMs;
   if (result.delivered) return { kind: "delivered", latencyMs, hint: result.receipt.pace };
   const { failure } = result;
   if (failure.pace?.limited) return { kind: "limited", hint: failure.pace };
@@ -196,8 +206,12 @@ export function signalOf(result: AttemptResult, latencyMs: number): PaceSignal {
   }
   // Time-outs and connection errors have no status; 408 and 5xx are the receiver's strain.
   const status = failure.statusCode;
+  if (status === undefined && result.timing && result.timing.ownMs > result.timing.receiverMs) {
+    return { kind: "neutral" };
+  }
+  // An overload's whole time dates its start against the last decrease (record()).
   return status === undefined || status === 408 || status >= 500
-    ? { kind: "overloaded", latencyMs }
+    ? { kind: "overloaded", latencyMs: elapsedMs }
     : { kind: "neutral" };
 }
 
@@ -252,7 +266,8 @@ export function createPace(options: PaceOptions): Pace {
     return pace;
   }
 
-  function cut(pace: DestinationPace, factor: number, now: number) {
+  /** Multiplies the destination's concurrency by `factor` (< 1) and ends its slow start. */
+  function lowerLimit(pace: DestinationPace, factor: number, now: number) {
     pace.limit = Math.max(1, pace.limit * factor);
     pace.slowStart = false;
     pace.lastCutAt = now;
@@ -284,7 +299,7 @@ export function createPace(options: PaceOptions): Pace {
       // Whether the receiver got slower whatever the load, or slower with it, a fresh
       // measure at low concurrency tells (at most every PROBE_GAP_MS); then cut.
       if (now - pace.probedAt >= PROBE_GAP_MS) startProbe(pace, now);
-      else if (now - pace.lastCutAt >= pace.latency) cut(pace, LATENCY_CUT, now);
+      else if (now - pace.lastCutAt >= pace.latency) lowerLimit(pace, LATENCY_CUT, now);
       return;
     }
     // Growth needs evidence: a destination using less than half its limit proves nothing.
@@ -372,7 +387,7 @@ export function createPace(options: PaceOptions): Pace {
       pace.lastRefusalAt = now;
       pace.nextStartAt = pace.heldUntil;
     }
-    cut(pace, OVERLOAD_CUT, now);
+    lowerLimit(pace, OVERLOAD_CUT, now);
     pace.congestedAt = now;
   }
 
@@ -390,7 +405,7 @@ export function createPace(options: PaceOptions): Pace {
     }
     // A cut elsewhere since this process's own: the receiver was over what all sent together.
     if (congestedAt > pace.peersCongestedAt && congestedAt > pace.lastCutAt) {
-      cut(pace, OVERLOAD_CUT, now);
+      lowerLimit(pace, OVERLOAD_CUT, now);
     }
     pace.peersCongestedAt = Math.max(pace.peersCongestedAt, congestedAt);
     // Refused for rate elsewhere: keep to what each of those processes keeps to.
@@ -435,7 +450,7 @@ export function createPace(options: PaceOptions): Pace {
         // Sent under the limit before the last cut: that cut already answered it (the
         // attempts in flight together fail together).
         if (now - signal.latencyMs >= pace.lastCutAt) {
-          cut(pace, OVERLOAD_CUT, now);
+          lowerLimit(pace, OVERLOAD_CUT, now);
           pace.congestedAt = now;
         }
         return;

@@ -277,6 +277,46 @@ Deno.test("signalOf reads an attempt's result", () => {
   assert.equal(signalOf({ delivered: false, held: true }, 1).kind, "neutral");
 });
 
+Deno.test("signalOf judges the receiver's time, not what this process kept it waiting", () => {
+  const timing = { receiverMs: 3, ownMs: 117 };
+  assert.deepEqual(signalOf({ delivered: true, receipt: { statusCode: 200 }, timing }, 125), {
+    kind: "delivered",
+    latencyMs: 3,
+    hint: undefined,
+  });
+  const timedOut = new DeliveryError("no answer within 10000 ms", { permanent: false });
+  // A time-out mostly spent on a blocked thread says nothing of the receiver...
+  assert.equal(
+    signalOf({
+      delivered: false,
+      failure: timedOut,
+      unexpected: false,
+      timing: { receiverMs: 4000, ownMs: 6000 },
+    }, 10_010).kind,
+    "neutral",
+  );
+  // ...one the receiver took is its strain, and a 503 is whatever the thread did.
+  assert.deepEqual(
+    signalOf({
+      delivered: false,
+      failure: timedOut,
+      unexpected: false,
+      timing: { receiverMs: 9990, ownMs: 10 },
+    }, 10_010),
+    { kind: "overloaded", latencyMs: 10_010 },
+  );
+  const unavailable = new DeliveryError("503", { permanent: false, statusCode: 503 });
+  assert.equal(
+    signalOf({
+      delivered: false,
+      failure: unavailable,
+      unexpected: false,
+      timing: { receiverMs: 1, ownMs: 50 },
+    }, 51).kind,
+    "overloaded",
+  );
+});
+
 /**
  * `processes` paces on one clock delivering to one receiver that answers in 20 ms, but
  * at once with a 503 whenever more than 20 requests are in flight at it; each process

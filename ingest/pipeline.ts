@@ -91,7 +91,8 @@ export function createIngestPipeline(deps: IngestDeps): IngestPipeline {
     logger: deps.logger,
     engine: deps.engine,
     ingestLoad: deps.ingestLoad,
-    rateLimiter: createRateLimiter(db, config.rateLimit),
+    // The engine's process id: its process record and its rate-limit mark are one process's.
+    rateLimiter: createRateLimiter(db, { ...config.rateLimit, processId: deps.engine?.processId }),
     formRules: createFormRules(db),
     addressRule: { header: config.clientIpHeader, trustedProxyHops: config.trustedProxyHops },
     bodyTiming: bodyTimingOf(config),

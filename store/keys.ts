@@ -24,7 +24,8 @@
  *   (submission_id.ts).
  * - `relay_usage/<orgId>/<day>` platform relay recipients of an organization per UTC day.
  * - `rate/<formId>/<client hash>/<window>/<counterId>` rate-limit counts, one per process
- *   (and per counter it made); `health` the /healthz probe.
+ *   (and per counter it made); `rate_processes/<processId>` when a process that counts
+ *   clients last said it runs (kept two windows); `health` the /healthz probe.
  * - `test_send_under_way/<destinationId>` the one test send under way to a destination.
  * - `process_shares/<processId>/<chunk>` what a live process shares with the others: its
  *   paces and its recent budget usage (process_shares.ts); they expire within seconds.
@@ -260,6 +261,18 @@ export const rateCountsPrefix = (
   client: string,
   window: number,
 ): ["rate", string, string, number] => ["rate", formId, client, window];
+
+/** When process `processId` last said it counts clients (store/rate_limit.ts). */
+export const rateProcessKey = (processId: string): ["rate_processes", string] => [
+  "rate_processes",
+  processId,
+];
+/** Prefix of every rate-counting process's mark. */
+export const rateProcessesPrefix = (): ["rate_processes"] => ["rate_processes"];
+/** The process id of a rate_processes key. */
+export function processIdOfRateProcessKey(key: Deno.KvKey): string {
+  return (key as ReturnType<typeof rateProcessKey>)[1];
+}
 
 /** A test send under way to a destination, in some process (store/test_sends.ts). */
 export const testSendUnderWayKey = (

@@ -17,6 +17,15 @@
  *   client's counts (one listing: what every process wrote) and adds what it has not
  *   written yet. Past the limit it refuses without reading: counts only grow within a
  *   window.
+ * - Unless no other process can have counted the client: a service's limiter (given its
+ *   process id) marks in KV that it counts clients, before it admits anything and again
+ *   every PROCESS_COUNT_EVERY_MS while it admits, and the marks outlive two windows. When
+ *   no other process's mark is recent enough to have counted in the client's window,
+ *   the process's own counts are the whole count: a repeat visitor costs no read. A
+ *   process starting meanwhile reads this one's counts from its first request; this one
+ *   reads the newcomer's from its next look at the marks, at most PROCESS_COUNT_EVERY_MS
+ *   later, so that while it has not looked, the two let a client through at most 2 × the
+ *   limit. A process restarted within a window finds its predecessor's mark and reads.
  *
  * So the only submissions no process can see are each process's first of a client:
  * N processes admit at most the limit + N − 1 (plus requests racing in the same
@@ -34,7 +43,13 @@
  * @module
  */
 import type { Db } from "./db.ts";
-import { rateCountsPrefix, rateKey } from "./keys.ts";
+import {
+  processIdOfRateProcessKey,
+  rateCountsPrefix,
+  rateKey,
+  rateProcessesPrefix,
+  rateProcessKey,
+} from "./keys.ts";
 import { countLiveProcesses } from "./process_shares.ts";
 
 /** A reserved slot: count it or release it, once. */
@@ -60,8 +75,13 @@ export interface RateLimiter {
  * process sees, as a first one).
  */
 const MAX_TRACKED = 50_000;
-/** How often the number of processes sharing the KV is counted again (one listing). */
+/**
+ * How often the number of processes sharing the KV is counted again (one listing), and
+ * this process's mark renewed and the others' read (one write, one listing).
+ */
 const PROCESS_COUNT_EVERY_MS = 10_000;
+/** A mark older than a window's start by this much is of a process that did not count in it. */
+const MARK_SLACK_MS = 2 * PROCESS_COUNT_EVERY_MS;
 
 interface Counter {
   window: number;
@@ -87,30 +107,58 @@ interface ClientRef {
 
 const UNLIMITED: RateSlot = { count() {}, release() {} };
 
-/** A limiter of `max` per `windowMs` (0: no limit). */
+/**
+ * A limiter of `max` per `windowMs` (0: no limit). With `processId` (a service's: its
+ * process record's), it marks that it counts and skips reads no other process can
+ * affect; without, it reads whenever it has seen a client before.
+ */
 export function createRateLimiter(
   db: Db,
-  options: { max: number; windowMs: number; now?: () => number },
+  options: { max: number; windowMs: number; now?: () => number; processId?: string },
 ): RateLimiter {
+  const { processId, windowMs } = options;
   const now = options.now ?? Date.now;
   const counters = new Map<string, Counter>();
   let processes = 1;
   let processesCountedAt = -Infinity;
+  /** The newest mark of another process, as last read (unknown until read: +Infinity). */
+  let othersMarkedAt = Infinity;
+
+  /** Renews this process's mark and reads when another last marked. */
+  async function mark() {
+    if (processId === undefined) return;
+    const at = now();
+    await db.kv.set(rateProcessKey(processId), at, { expireIn: 2 * windowMs + MARK_SLACK_MS });
+    let newest = -Infinity;
+    for await (const entry of db.kv.list<number>({ prefix: rateProcessesPrefix() })) {
+      if (processIdOfRateProcessKey(entry.key) !== processId) {
+        newest = Math.max(newest, entry.value);
+      }
+    }
+    othersMarkedAt = newest;
+  }
 
   /**
-   * Counts the processes sharing the KV now and then, in the background; the first
-   * count is waited for, so that a new process knows from its first request.
+   * Counts the processes sharing the KV and renews the mark now and then, in the
+   * background; the first time is waited for, so that a new process knows from its first
+   * request, and is known before it admits anything.
    */
   async function recountProcesses() {
     if (now() - processesCountedAt < PROCESS_COUNT_EVERY_MS) return;
     const first = processesCountedAt === -Infinity;
     processesCountedAt = now();
-    const counting = countLiveProcesses(db).then(
-      (n) => void (processes = Math.max(1, n)),
-      () => {/* keep the last count */},
-    );
+    const counting = Promise.all([
+      countLiveProcesses(db).then((n) => void (processes = Math.max(1, n))),
+      mark().catch((error) => {
+        othersMarkedAt = Infinity; // not marked: others may not know of this process either
+        throw error;
+      }),
+    ]).catch(() => {/* keep the last count; unmarked, read */});
     if (first) await counting;
   }
+
+  /** No other process can have counted a client in `window`: this one's counts are all. */
+  const alone = (window: number) => othersMarkedAt + MARK_SLACK_MS < window * windowMs;
 
   /** Too many processes for each to let a client's first submission through unseen. */
   const crowded = () => 2 * processes > options.max;
@@ -160,7 +208,7 @@ export function createRateLimiter(
     counter.id ??= crypto.randomUUID();
     const key = rateKey(client.formId, hashOf(client), counter.window, counter.id);
     db.batcher.commit({
-      apply: (op) => op.set(key, count, { expireIn: options.windowMs * 2 }),
+      apply: (op) => op.set(key, count, { expireIn: windowMs * 2 }),
       mutations: 1,
     }).catch(() => {/* a lost count only loosens the limit */});
   }
@@ -169,16 +217,17 @@ export function createRateLimiter(
     async reserve(formId, clientKey) {
       if (options.max === 0) return UNLIMITED;
       await recountProcesses();
-      const window = Math.floor(now() / options.windowMs);
+      const window = Math.floor(now() / windowMs);
       const counter = counterOf(formId, clientKey, window);
       const client: ClientRef = { formId, clientKey };
       const retryAfter = () => {
-        const end = (counter.window + 1) * options.windowMs;
+        const end = (counter.window + 1) * windowMs;
         return { retryAfter: Math.max(1, Math.ceil((end - now()) / 1000)) };
       };
       if (used(counter) >= options.max) return retryAfter();
-      // Seen here before, or too many processes for a free first submission each: read.
-      if (counter.counted + counter.reserved > 0 || crowded()) {
+      // Seen here before, or too many processes for a free first submission each: read,
+      // unless no other process can have counted the client.
+      if ((counter.counted + counter.reserved > 0 || crowded()) && !alone(window)) {
         await read(counter, client);
         if (used(counter) >= options.max) return retryAfter();
       }

@@ -98,3 +98,78 @@ Deno.test("rate limit: processes starting one after another, each counted before
     assert.ok(passed <= 10 + 5, `${passed} let through (unregistered, each a free first: 21)`);
   });
 });
+
+/** A Db whose KV counts the listings of rate-limit counts (the reads of a repeat client). */
+async function withCountedReads(test: (db: Db, reads: () => number) => Promise<void>) {
+  await withDb(async (db) => {
+    let reads = 0;
+    const kv = new Proxy(db.kv, {
+      get(target, name) {
+        if (name === "list") {
+          return (selector: { prefix: Deno.KvKey }, options?: Deno.KvListOptions) => {
+            if (selector.prefix[0] === "rate") reads++;
+            return target.list(selector, options);
+          };
+        }
+        const value = Reflect.get(target, name);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    await test({ ...db, kv }, () => reads);
+  });
+}
+
+Deno.test("rate limit: a service's limiter alone on its KV reads no count back, and a process starting later reads them", async () => {
+  await withCountedReads(async (db, reads) => {
+    const alone = createRateLimiter(db, {
+      max: 10,
+      windowMs: 600_000,
+      now: midWindow,
+      processId: "p0",
+    });
+    assert.equal(await admitted([alone], "198.51.100.1", 30, db), 10);
+    assert.equal(reads(), 0, "no other process has counted: no read");
+    // A process starting now marks itself and reads what the first one wrote.
+    const later = createRateLimiter(db, {
+      max: 10,
+      windowMs: 600_000,
+      now: midWindow,
+      processId: "p1",
+    });
+    const passed = await admitted([later], "198.51.100.1", 30, db);
+    assert.ok(reads() > 0, "the newcomer reads");
+    assert.ok(passed <= 1, `${passed} let through by the newcomer: its free first at most`);
+  });
+});
+
+Deno.test("rate limit: a process restarted within the window finds its predecessor's mark and reads", async () => {
+  await withCountedReads(async (db, reads) => {
+    const options = { max: 10, windowMs: 600_000, now: midWindow };
+    const before = createRateLimiter(db, { ...options, processId: "before" });
+    assert.equal(await admitted([before], "198.51.100.2", 6, db), 6);
+    const after = createRateLimiter(db, { ...options, processId: "after" });
+    const passed = await admitted([after], "198.51.100.2", 30, db);
+    assert.ok(reads() > 0);
+    assert.ok(passed <= 5, `${passed} after the restart: 4 left, a restart one more`);
+  });
+});
+
+Deno.test("rate limit: a process that counted alone notices a newcomer at its next look at the marks: within 2 × the limit", async () => {
+  await withCountedReads(async (db) => {
+    let t = midWindow();
+    const options = { max: 10, windowMs: 600_000, now: () => t };
+    const first = createRateLimiter(db, { ...options, processId: "first" });
+    assert.equal(await admitted([first], "192.0.2.1", 1, db), 1);
+    // The newcomer takes what the first left; the first, not having looked, still admits.
+    const newcomer = createRateLimiter(db, { ...options, processId: "newcomer" });
+    const meanwhile = await admitted([newcomer, first], "198.51.100.3", 100, db);
+    assert.ok(meanwhile <= 20, `${meanwhile} let through before the first looked`);
+    // Past its next look, the first reads the newcomer's counts too.
+    t += 10_000;
+    await admitted([first], "192.0.2.2", 1, db);
+    const client = "198.51.100.4";
+    assert.equal(await admitted([newcomer], client, 5, db), 5);
+    const then = await admitted([first, newcomer], client, 100, db);
+    assert.ok(then <= 5 + 1, `${then} more once both read each other: 5 left, one free first`);
+  });
+});

@@ -81,3 +81,44 @@ Deno.test("refusals for rate do not count toward the destination's failing span"
   const failing = await h.service.db.kv.get<FailingRecord>(destinationFailingKey(id));
   assert.equal(failing.value, null, "no failing record was started");
 });
+
+Deno.test("a busy thread does not cut the concurrency of receivers that answer at once", async () => {
+  const max = 16;
+  await using h = await startHarness({
+    pace: { initial: 2, max },
+    rateLimit: { max: 0, windowMs: 60_000 },
+  });
+  await using sink = startWebhookSink();
+  const form = await h.createForm();
+  const id = await h.addDestination(form.id, webhook(sink.url));
+  const engine = h.service.engine!;
+  // The thread blocked for 80 ms out of every 90: every answer waits for it, far past the
+  // pace's threshold for rising latency (twice the lowest plus LATENCY_SLACK_MS).
+  const seen: number[] = [];
+  const hog = setInterval(() => {
+    seen.push(engine.pace(id).concurrency);
+    const until = performance.now() + 80;
+    while (performance.now() < until) { /* busy, as a burst of ingestion keeps it */ }
+  }, 10);
+  const count = 150;
+  try {
+    for (let i = 0; i < count; i++) {
+      assert.equal((await h.submit(form.publicKey, { i })).status, 202);
+    }
+    await waitFor(() => sink.received.length === count, {
+      timeoutMs: 60_000,
+      message: () => `${sink.received.length} of ${count} delivered`,
+    });
+  } finally {
+    clearInterval(hog);
+  }
+  seen.push(engine.pace(id).concurrency);
+  // The attempts did take that long, as the attempt itself measures it.
+  const slow = h.logs.filter((line) => line.includes('"delivery attempt"'))
+    .map((line) => JSON.parse(line).ms as number).filter((ms) => ms >= 80);
+  assert.ok(slow.length > count / 4, `only ${slow.length} attempts took 80 ms or more`);
+  assert.equal(seen.at(-1), max, `grew to its cap: ${seen.join(" ")}`);
+  for (let i = 1; i < seen.length; i++) {
+    assert.ok(seen[i] >= seen[i - 1], `never cut: ${seen.join(" ")}`);
+  }
+});

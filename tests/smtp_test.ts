@@ -741,3 +741,47 @@ Deno.test("SMTP a relay's 451 is a refusal for rate, which its destination's pac
   assert.equal(error.statusCode, 451);
   assert.deepEqual(error.pace, { limited: true }, "the destination's pace holds and slows");
 });
+
+/** Sends `count` messages, `atOnce` at a time; how many the relay refused with 421. */
+async function sendMany(
+  connector: ReturnType<typeof createSmtpConnector>,
+  config: SmtpConfig,
+  count: number,
+  atOnce: number,
+): Promise<number> {
+  let next = 0;
+  let refused = 0;
+  await Promise.all(Array.from({ length: atOnce }, async () => {
+    while (next < count) {
+      next++;
+      await deliver(connector, config).catch((error) => {
+        if (error instanceof DeliveryError && error.statusCode === 421) refused++;
+        else throw error;
+      });
+    }
+  }));
+  return refused;
+}
+
+Deno.test("SMTP sessions to a relay that keeps accepting grow past 8, up to 20", async () => {
+  // Each message takes the relay a while, so more sessions at once are worth having.
+  await using relay = await relayWith({ messageDelayMs: 20 });
+  const { server, connector } = relay;
+  const refused = await sendMany(connector, relayConfig(server), 400, 40);
+  assert.equal(refused, 0);
+  assert.equal(server.received, 400);
+  assert.ok(server.maxOpen > 8, `at most ${server.maxOpen} sessions open at once`);
+  assert.ok(server.maxOpen <= 20, `${server.maxOpen} sessions open at once`);
+});
+
+Deno.test("SMTP sessions to a relay that says 421 to more connections shrink below what it takes", async () => {
+  await using relay = await relayWith({ messageDelayMs: 20, maxClients: 6 });
+  const { server, connector } = relay;
+  const count = 300;
+  const refused = await sendMany(connector, relayConfig(server), count, 40);
+  // Growing past 6 is tried now and then (one 421, then half as many sessions): a gate
+  // that did not shrink would meet a 421 on most connections it opens past the sixth.
+  assert.ok(refused >= 1, "the relay's limit was met");
+  assert.ok(refused <= count / 20, `${refused} of ${count} refused`);
+  assert.equal(server.received + refused, count);
+});

@@ -153,6 +153,15 @@ export class SmtpConnection {
   #stage = "the greeting";
   /** An SMTP greeting (any reply) came: failures before it are told apart by nobody. */
   #greeted = false;
+  /** Where socket reads land (copied out at once): one buffer for the session's reads. */
+  #readInto = new Uint8Array(READ_CHUNK);
+  /**
+   * The socket operation under way: when it times out (performance.now()) and with what
+   * error. One watchdog timer serves all of a session's operations (see #bounded): a timer
+   * set and cleared per read and write cost more than the SMTP conversation's own code.
+   */
+  #pending: { until: number; error: () => SmtpError } | null = null;
+  #watchdog: { timer: ReturnType<typeof setTimeout>; at: number } | null = null;
 
   private constructor(conn: Deno.Conn, timeouts: SmtpTimeouts) {
     this.#conn = conn;
@@ -327,6 +336,8 @@ export class SmtpConnection {
   /** Closes the socket at once; pending reads and writes end. */
   close(): void {
     this.release();
+    if (this.#watchdog !== null) clearTimeout(this.#watchdog.timer);
+    this.#watchdog = null;
     if (this.#closed) return;
     this.#closed = true;
     try {
@@ -504,7 +515,7 @@ export class SmtpConnection {
           permanent: false,
         });
       }
-      const chunk = new Uint8Array(READ_CHUNK);
+      const chunk = this.#readInto;
       const n = await this.#bounded(limitMs, () => this.#conn.read(chunk), "connection failed");
       if (n === null) {
         throw new SmtpError(`connection closed by the server while waiting for ${this.#stage}`, {
@@ -550,14 +561,39 @@ export class SmtpConnection {
       this.#fail(timeoutError());
       throw this.#failure!;
     }
-    const timer = setTimeout(() => this.#fail(timeoutError()), waitMs);
+    this.#pending = { until: performance.now() + waitMs, error: timeoutError };
+    this.#arm(waitMs);
     try {
       return await op();
     } catch (error) {
       throw this.#failure ?? networkError(networkText, error);
     } finally {
-      clearTimeout(timer);
+      this.#pending = null;
     }
+  }
+
+  /**
+   * Makes sure the watchdog fires within `waitMs`: one due no later stays. When it fires it
+   * fails the operation under way if that one's time is up, and otherwise waits for
+   * whichever operation is pending then.
+   */
+  #arm(waitMs: number): void {
+    const at = performance.now() + waitMs;
+    if (this.#watchdog !== null) {
+      if (this.#watchdog.at <= at) return;
+      clearTimeout(this.#watchdog.timer);
+    }
+    const timer = setTimeout(() => {
+      this.#watchdog = null;
+      const pending = this.#pending;
+      if (pending === null || this.#closed) return;
+      const left = pending.until - performance.now();
+      if (left <= 0) this.#fail(pending.error());
+      else this.#arm(left);
+    }, waitMs);
+    // An idle pooled session's watchdog does not keep the process alive (close() clears it).
+    Deno.unrefTimer(Number(timer));
+    this.#watchdog = { timer, at };
   }
 
   #fail(error: SmtpError): void {

@@ -92,20 +92,35 @@ interface RelayLoad {
   limit: number;
   open: number;
   waiting: (() => void)[];
+  /** Messages accepted while the relay was used to its limit, since the limit last grew. */
   sent: number;
+  /** The limit at which the relay last refused (0: never), and when (performance.now()). */
+  refusedAt: number;
+  slowedAt: number;
 }
 
+/** How many more messages it takes to try the limit a relay refused at again. */
+const REPROBE_ROUNDS = 8;
+/** Relays whose learnt limit is remembered at most (least recently used go first). */
+const MAX_RELAYS = 10_000;
+
 /**
- * Sessions open at once per relay: relays limit connections per client, so messages to
- * one relay share a few (and the idle pool), however many destinations use it. A relay
- * that answers 421 or 451 ("too many connections", "slow down") gets half as many, down
- * to one; every `max` messages it accepts give one back, up to `max`.
+ * Sessions open at once per relay, as Postfix's destination concurrency: relays limit
+ * connections per client, so messages to one relay share a few (and the idle pool),
+ * however many destinations use it. A relay starts at `initial`; each `limit` messages it
+ * accepts while used to its limit give it one more, up to `max`; a 421 or 451 ("too many
+ * connections", "slow down") halves it, down to one. Back at the level where it refused,
+ * it is tried again only after REPROBE_ROUNDS times as many (so a relay's connection limit
+ * costs a refusal now and then, not every few messages). What a relay's limit came to is
+ * remembered while it differs from `initial`.
  */
 export class RelayGate {
   #relays = new Map<string, RelayLoad>();
+  #initial: number;
   #max: number;
 
-  constructor(max: number) {
+  constructor(initial: number, max: number = initial) {
+    this.#initial = Math.min(initial, max);
     this.#max = max;
   }
 
@@ -117,14 +132,22 @@ export class RelayGate {
     key: string,
     options: { deadline: number; signal: AbortSignal; timedOut: () => Error },
   ): Promise<() => void> {
-    const load = this.#relays.get(key) ?? { limit: this.#max, open: 0, waiting: [], sent: 0 };
+    const load = this.#relays.get(key) ??
+      { limit: this.#initial, open: 0, waiting: [], sent: 0, refusedAt: 0, slowedAt: -Infinity };
+    // Most recently used last.
+    this.#relays.delete(key);
     this.#relays.set(key, load);
+    if (this.#relays.size > MAX_RELAYS) {
+      const [oldest, its] = this.#relays.entries().next().value!;
+      if (its.open === 0) this.#relays.delete(oldest);
+    }
     const release = () => {
       load.open--;
-      const next = load.waiting.shift();
-      if (next) next();
-      // A relay at its full count is forgotten once idle; a slowed one is remembered.
-      else if (load.open === 0 && load.limit >= this.#max) this.#relays.delete(key);
+      // Only as many as the limit allows now (it may have been halved or grown meanwhile).
+      while (load.open < load.limit && load.waiting.length > 0) load.waiting.shift()!();
+      if (load.open > 0 || load.waiting.length > 0) return;
+      // A relay at its starting count is forgotten once idle; a grown or slowed one is remembered.
+      if (load.limit === this.#initial) this.#relays.delete(key);
     };
     if (load.open < load.limit) {
       load.open++;
@@ -155,25 +178,36 @@ export class RelayGate {
     return promise;
   }
 
-  /** The relay accepted a message. */
+  /** The relay accepted a message (called before the session's slot is released). */
   accepted(key: string): void {
     const load = this.#relays.get(key);
     if (load === undefined || load.limit >= this.#max) return;
-    if (++load.sent >= this.#max) {
+    // Growth needs demand: a relay used below its limit proves nothing about more.
+    if (load.open < load.limit && load.waiting.length === 0) return;
+    const rounds = load.limit + 1 >= load.refusedAt && load.refusedAt > 0 ? REPROBE_ROUNDS : 1;
+    if (++load.sent >= load.limit * rounds) {
       load.sent = 0;
       load.limit++;
     }
   }
 
-  /** The relay said "too many": fewer sessions to it from now on. */
-  slowDown(key: string): void {
+  /**
+   * The relay said "too many": fewer sessions to it from now on. `enteredAt` (from
+   * performance.now()) is when the refused session got its slot: one that got it before the
+   * last halving was opened under the larger limit, which that halving already answered.
+   */
+  slowDown(key: string, enteredAt: number = performance.now()): void {
     const load = this.#relays.get(key);
-    if (load !== undefined) load.limit = Math.max(1, Math.floor(load.limit / 2));
+    if (load === undefined || enteredAt < load.slowedAt) return;
+    load.slowedAt = performance.now();
+    load.refusedAt = load.limit;
+    load.limit = Math.max(1, Math.floor(load.limit / 2));
+    load.sent = 0;
   }
 
   /** Sessions that may be open to `key` now. */
   limit(key: string): number {
-    return this.#relays.get(key)?.limit ?? this.#max;
+    return this.#relays.get(key)?.limit ?? this.#initial;
   }
 }
 

@@ -28,14 +28,39 @@ Deno.test("RelayGate halves a relay's sessions when it says 421/451, and gives t
   gate.slowDown("relay");
   gate.slowDown("relay");
   assert.equal(gate.limit("relay"), 8, "a relay with no session is not tracked");
-  const leave = await gate.enter("relay", { deadline: Date.now() + 1000, signal: never, timedOut });
+  const options = { deadline: Date.now() + 1000, signal: never, timedOut };
+  const leave = await gate.enter("relay", options);
   gate.slowDown("relay");
   gate.slowDown("relay");
   assert.equal(gate.limit("relay"), 2);
-  for (let i = 0; i < 8; i++) gate.accepted("relay");
-  assert.equal(gate.limit("relay"), 3, "one back per eight accepted");
+  gate.accepted("relay");
+  gate.accepted("relay");
+  assert.equal(gate.limit("relay"), 2, "used below its limit: no evidence for more");
+  const second = await gate.enter("relay", options);
+  gate.accepted("relay");
+  gate.accepted("relay");
+  assert.equal(gate.limit("relay"), 3, "one back per limit's worth accepted at the limit");
+  second();
   leave();
   assert.equal(gate.limit("relay"), 3, "remembered while slowed");
+});
+
+Deno.test("RelayGate starts a relay low and grows it by one per round while it accepts at its limit, up to max", async () => {
+  const gate = new RelayGate(2, 5);
+  const options = { deadline: Date.now() + 1000, signal: never, timedOut };
+  assert.equal(gate.limit("relay"), 2);
+  const open = [await gate.enter("relay", options), await gate.enter("relay", options)];
+  for (let round = 0; round < 20; round++) {
+    while (open.length < gate.limit("relay")) open.push(await gate.enter("relay", options));
+    for (let i = 0; i < gate.limit("relay"); i++) gate.accepted("relay");
+  }
+  assert.equal(gate.limit("relay"), 5, "grown to max and no further");
+  for (const leave of open) leave();
+  assert.equal(gate.limit("relay"), 5, "a grown relay is remembered when idle");
+  const again = await gate.enter("relay", options);
+  gate.slowDown("relay");
+  assert.equal(gate.limit("relay"), 2);
+  again();
 });
 
 Deno.test("RelayGate gives up waiting at the deadline", async () => {

@@ -52,6 +52,10 @@ export interface SmtpServerOptions {
   discard?: boolean;
   /** Idle time after which the server says 421 and hangs up (smtp-server default 60 s). */
   socketTimeoutMs?: number;
+  /** Connections at once past which a new one is answered 421 (smtp-server's maxClients). */
+  maxClients?: number;
+  /** How long the server takes over each message's data before its 250. */
+  messageDelayMs?: number;
 }
 
 /** A running server; `close()` it at the end of the test. */
@@ -66,6 +70,8 @@ export interface TestSmtpServer {
   readonly connections: number;
   /** Connections ended so far (by either side). */
   readonly closedConnections: number;
+  /** The most sessions that were open at once (connections past maxClients not counted). */
+  readonly maxOpen: number;
   /** Successful and failed logins so far. */
   readonly logins: { ok: number; failed: number };
   /** The mechanism of each login attempt so far, in order (`LOGIN`, `PLAIN`). */
@@ -86,6 +92,8 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
   let received = 0;
   let connections = 0;
   let closedConnections = 0;
+  let open = 0;
+  let maxOpen = 0;
   const logins = { ok: 0, failed: 0 };
   const authMethodsUsed: string[] = [];
 
@@ -103,9 +111,12 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
     size: 10 * 1024 * 1024,
     closeTimeout: 100,
     ...(options.socketTimeoutMs ? { socketTimeout: options.socketTimeoutMs } : {}),
+    ...(options.maxClients ? { maxClients: options.maxClients } : {}),
     ...(options.certs ? { key: options.certs.key, cert: options.certs.cert } : {}),
     onConnect(_session, callback) {
       connections++;
+      open++;
+      maxOpen = Math.max(maxOpen, open);
       // smtp-server reads its options at each EHLO: the list shown follows the TLS state.
       if (options.authMethodsBeforeTls) serverOptions.authMethods = options.authMethodsBeforeTls;
       callback();
@@ -114,8 +125,10 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
       serverOptions.authMethods = authMethods;
       callback();
     },
-    onClose() {
+    onClose(session) {
       closedConnections++;
+      // Only sessions that were let in (onConnect) have a transaction count.
+      if (session.transaction !== undefined) open--;
       for (const wake of waiters) wake();
     },
     onAuth(auth, _session, callback) {
@@ -153,7 +166,9 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
           });
         }
         for (const wake of waiters) wake();
-        callback(null, "Message queued");
+        if (options.messageDelayMs) {
+          setTimeout(() => callback(null, "Message queued"), options.messageDelayMs);
+        } else callback(null, "Message queued");
       });
     },
   };
@@ -197,6 +212,9 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
     },
     get closedConnections() {
       return closedConnections;
+    },
+    get maxOpen() {
+      return maxOpen;
     },
     get logins() {
       return { ...logins };

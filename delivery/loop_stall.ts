@@ -1,0 +1,73 @@
+/**
+ * How long this process's event loop kept its callbacks waiting: the pace's measure of
+ * a receiver's latency leaves that time out (pace.ts). An attempt's answer that came at
+ * once still waits for the thread to finish what it is doing (an ingestion burst, a
+ * sealing, a commit's callback), and that wait says nothing about the receiver.
+ *
+ * A timer every TICK_MS runs while at least one attempt holds the clock; how late each
+ * one fires, past TIMER_SLACK_MS, adds to the stall. `read()` counts the tick that is due
+ * and has not fired yet as late by now, so a block the reader is itself just out of is
+ * counted as soon as it ends.
+ *
+ * @module
+ */
+
+/** How often the loop is sampled while attempts are under way. */
+const TICK_MS = 10;
+/** Lateness of a timer on an idle loop: not a stall. */
+const TIMER_SLACK_MS = 1;
+
+/** Milliseconds the event loop has stalled, counted while held. */
+export interface StallClock {
+  /** The stall counted so far, ms (only differences between two reads mean anything). */
+  read(): number;
+  /** Counts from now on until the returned release is called (held by each attempt). */
+  hold(): () => void;
+}
+
+/** A stall clock, sampling the loop only while held. */
+export function createStallClock(): StallClock {
+  let stalled = 0;
+  let holders = 0;
+  let due = 0;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+
+  function tick() {
+    const now = performance.now();
+    stalled += Math.max(0, now - due - TIMER_SLACK_MS);
+    timer = null;
+    schedule(now);
+  }
+
+  function schedule(now: number) {
+    if (holders === 0 || timer !== null) return;
+    due = now + TICK_MS;
+    timer = setTimeout(tick, TICK_MS);
+    // Deno timer ids are numbers; node's typings, when loaded, say Timeout.
+    Deno.unrefTimer(Number(timer));
+  }
+
+  function read() {
+    if (timer === null) return stalled;
+    return stalled + Math.max(0, performance.now() - due - TIMER_SLACK_MS);
+  }
+
+  return {
+    read,
+    hold() {
+      holders++;
+      schedule(performance.now());
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        holders--;
+        if (holders > 0 || timer === null) return;
+        // The last one out: what the pending tick would have counted is counted now.
+        stalled = read();
+        clearTimeout(timer);
+        timer = null;
+      };
+    },
+  };
+}
