@@ -32,14 +32,18 @@ Deno.test("stop signals: the first is logged with what happens next, the ones pa
     const stopping = logged.filter((entry) => /^stopping: /.test(entry.msg));
     assert.equal(stopping.length, 1, output);
     assert.equal(stopping[0].level, "info");
-    assert.equal(stopping[0].signal, "SIGINT");
     assert.match(
       stopping[0].msg,
       /^stopping: waiting for \d+ requests? under way, then for deliveries/,
     );
+    // Each later signal is said (at debug: it is the same stop). Two SIGINTs sent at once
+    // may reach the process as one (the kernel merges a pending signal), and the runtime
+    // may take SIGTERM's first: both kinds are heard, one stop, the others said.
     const again = logged.filter((entry) => entry.msg === "stop signal passed on again");
-    assert.equal(again.length, 2, "each later signal is said (at debug: it is the same stop)");
-    assert.deepEqual(again.map((entry) => entry.signal), ["SIGINT", "SIGTERM"]);
+    assert.ok(again.length >= 1 && again.length <= 2, output);
+    const heard = new Set([stopping[0], ...again].map((entry) => entry.signal));
+    assert.deepEqual([...heard].sort(), ["SIGINT", "SIGTERM"]);
+    assert.equal(logged.filter((entry) => /^stopping already/.test(entry.msg)).length, 0);
     const last = logged.at(-1);
     assert.equal(last.msg, "stopped", output);
     assert.equal(last.level, "info");
