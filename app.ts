@@ -11,12 +11,12 @@ import { deploymentRoutes } from "./routes/deployment.ts";
 import { refusalRoutes } from "./routes/refusals.ts";
 import { destinationPreviewRoutes } from "./routes/destination_preview.ts";
 import { destinationRoutes } from "./routes/destinations.ts";
-import { type AdminEnv, type AppDeps, bodyTimingOf } from "./routes/app_deps.ts";
+import type { AdminEnv, AppDeps } from "./routes/app_deps.ts";
+import { bodyTimingOf } from "./body_reading.ts";
 import { formRoutes } from "./routes/forms.ts";
-import { countIngestAnswer, ingestRoutes } from "./routes/ingest.ts";
-import { pageTokenRoutes } from "./ingest/form_rules.ts";
-import { ERRORS } from "./routes/errors.ts";
-import { ApiError, errorBody } from "./routes/http.ts";
+import { ingestRoutes, type LogIds } from "./routes/ingest.ts";
+import { pageTokenRoutes } from "./routes/page_token.ts";
+import { ApiError, errorBody, ERRORS } from "./errors.ts";
 import { keyRoutes } from "./routes/keys.ts";
 import { organizationOperationLimit } from "./routes/limits.ts";
 import { openApiRoutes } from "./routes/openapi.ts";
@@ -47,10 +47,11 @@ export function createApp(deps: AppDeps): Hono {
   app.use(async (c, next) => {
     const started = performance.now();
     await next();
-    countIngestAnswer(c);
     logger.info("request", {
       method: c.req.method,
       path: loggedPath(c.req.path),
+      // A request to a form carries whose it is (routes/ingest.ts), not only its pk_ path.
+      ...(c.var as { logIds?: LogIds }).logIds,
       status: c.res.status,
       ms: Math.round((performance.now() - started) * 10) / 10,
     });

@@ -8,3 +8,6 @@ export function concatBytes(chunks: Uint8Array[]): Uint8Array<ArrayBuffer> {
   }
   return out;
 }
+
+/** A strict UTF-8 decoder (invalid bytes throw), shared: decode() keeps no state between calls. */
+export const strictUtf8 = new TextDecoder("utf-8", { fatal: true });

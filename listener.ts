@@ -35,7 +35,7 @@ import type { Logger } from "./log.ts";
 // Read where the delivery slots are sized too (config.ts); re-exported for main.ts.
 export { ASSUMED_DESCRIPTOR_LIMIT, descriptorLimit } from "./config.ts";
 import { addressKey } from "./ingest/client_address.ts";
-import type { BodyWatch } from "./routes/http.ts";
+import type { BodyWatch } from "./body_reading.ts";
 
 /** What a request handler is told about its connection (and may tell the listener). */
 export interface ConnectionInfo extends BodyWatch {

@@ -2,6 +2,7 @@ import { type Config, ConfigError, loadConfig } from "./config.ts";
 import {
   ASSUMED_DESCRIPTOR_LIMIT,
   canGuardConnections,
+  type ConnectionInfo,
   descriptorLimit,
   maxConnectionsFor,
   serveGuarded,
@@ -30,6 +31,17 @@ if (onDeploy) {
 const service = await starting;
 const { logger } = service;
 
+/** Requests being answered now: a stop says how many it waits for. */
+let underWay = 0;
+async function handle(request: Request, info: Deno.ServeHandlerInfo | ConnectionInfo) {
+  underWay++;
+  try {
+    return await service.app.fetch(request, info);
+  } finally {
+    underWay--;
+  }
+}
+
 function listening(hostname: string, port: number, limits: Record<string, unknown>) {
   logger.info("listening", {
     url: `http://${hostname === "0.0.0.0" ? "localhost" : hostname}:${port}`,
@@ -46,21 +58,18 @@ if (onDeploy || !canGuardConnections()) {
   const server = Deno.serve({
     port: config.port,
     onListen: ({ hostname, port }) => listening(hostname, port, {}),
-  }, service.app.fetch);
+  }, handle);
   shutdown = () => server.shutdown();
 } else {
   const descriptors = config.http.maxConnections === null ? descriptorLimit() : null;
   if (config.http.maxConnections === null && descriptors === null) {
-    const assumed = maxConnectionsFor(ASSUMED_DESCRIPTOR_LIMIT);
-    // Said at info level: this is how `deno task start` runs, and the listener lowers its
-    // bound by itself should descriptors run out (listener.ts).
-    logger.info(
-      `descriptor limit not readable (it needs --allow-all): at most ${assumed} connections, ` +
-        "as for 4 096 descriptors, Linux's default hard limit, to which Deno raises its own " +
-        "(and a fifth of them for deliveries in flight); if `ulimit -Hn` is another, set " +
-        "HTTP_MAX_CONNECTIONS to three quarters of it and DELIVERY_CONCURRENCY to a fifth",
-      { maxConnections: assumed },
-    );
+    // Nothing for the host to act on: this is how `deno task start` runs (the limit needs
+    // --allow-all to be read), Linux's default hard limit is assumed, and the listener
+    // lowers its bound by itself should descriptors run out (listener.ts). The bound is
+    // in the "listening" line; docs/operations.md says when to set HTTP_MAX_CONNECTIONS.
+    logger.debug("descriptor limit not readable: assumed 4096", {
+      maxConnections: maxConnectionsFor(ASSUMED_DESCRIPTOR_LIMIT),
+    });
   }
   const limits = {
     headersTimeoutMs: config.http.headersTimeoutMs,
@@ -68,7 +77,7 @@ if (onDeploy || !canGuardConnections()) {
     maxConnections: config.http.maxConnections ??
       maxConnectionsFor(descriptors ?? ASSUMED_DESCRIPTOR_LIMIT),
   };
-  const server = serveGuarded({ port: config.port, limits, logger }, service.app.fetch);
+  const server = serveGuarded({ port: config.port, limits, logger }, handle);
   observeServer(server);
   listening(server.addr.hostname, server.addr.port, { maxConnections: limits.maxConnections });
   shutdown = () => server.shutdown();
@@ -81,17 +90,35 @@ if (onDeploy || !canGuardConnections()) {
  */
 const underWatcher = Deno.args.includes("--dev-watch");
 
+/**
+ * A second signal this soon after the first is the same stop: under `deno task start` a
+ * Ctrl-C reaches both the task runner, which passes it on, and the service.
+ */
+const SAME_STOP_MS = 1_000;
+
 /** The shutdown under way: a second stop signal (a second Ctrl-C) waits for the first. */
 let stopping: Promise<void> | null = null;
+let stopSignalAt = 0;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   const stop = () => {
     if (stopping !== null) {
-      logger.info("stopping already: waiting for requests under way to finish", { signal });
+      if (performance.now() - stopSignalAt < SAME_STOP_MS) {
+        logger.debug("stop signal passed on again", { signal });
+      } else {
+        logger.info(`stopping already: still waiting for ${requests(underWay)}`, { signal });
+      }
       return;
     }
+    stopSignalAt = performance.now();
+    logger.info(
+      `stopping: waiting for ${requests(underWay)} under way, then for deliveries in ` +
+        "flight; a job cut short is handed back and sent again after the restart",
+      { signal },
+    );
     stopping = (async () => {
       await shutdown();
       await service.close();
+      logger.info("stopped", { signal });
       if (!underWatcher) Deno.exit(0);
       // Without a listener the signal's default action ends the whole process.
       Deno.removeSignalListener(signal, stop);
@@ -99,4 +126,8 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
     })();
   };
   Deno.addSignalListener(signal, stop);
+}
+
+function requests(n: number): string {
+  return n === 1 ? "1 request" : `${n} requests`;
 }

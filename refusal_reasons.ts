@@ -1,6 +1,6 @@
 /**
  * Why a submission was refused or did not reach its form's destinations: the one
- * vocabulary of refusal reasons. The error catalogue (routes/errors.ts) gives each
+ * vocabulary of refusal reasons. The error catalogue (errors.ts) gives each
  * refusal of ingestion its reason; `/metrics` labels `formrelay_submissions_refused_total`
  * with it (metrics.ts); a known form's refusals are counted for its tenant under the same
  * name (store/refusals.ts: `GET /forms/:id/refusals`, the console's refusals card, the

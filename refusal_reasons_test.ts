@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { FORM_REFUSAL_REASONS, isFormRefusalReason, REFUSAL_REASONS } from "./refusal_reasons.ts";
-import { INGEST_REFUSALS } from "./routes/errors.ts";
+import { INGEST_REFUSALS } from "./errors.ts";
 
 function read(path: string): string {
   return Deno.readTextFileSync(new URL(path, import.meta.url));

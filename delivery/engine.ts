@@ -333,7 +333,9 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
         const { job } = claimed;
         // Whose delivery, where and why, in every line: never a secret or a payload field.
         const { error, ...outcome } = fields;
-        logger.info("delivery attempt", {
+        // A failed attempt is a host's business (warn); a delivery or a held job is the story.
+        const failed = fields.result === "failed" || fields.result === "retry";
+        logger[failed ? "warn" : "info"]("delivery attempt", {
           orgId: job.orgId,
           formId: job.formId,
           destinationId: job.destinationId,

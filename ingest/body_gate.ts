@@ -10,14 +10,13 @@
  * read ends with 408. So addresses trickling bodies hold room only while nobody else
  * needs it, and a newcomer is refused only when every body held is complete (being
  * processed). The body's deadline and minimum rate are readBodyWithin's
- * (routes/http.ts).
+ * (body_reading.ts).
  *
  * @module
  */
-import type { Context } from "hono";
 import type { Config } from "../config.ts";
-import { ApiError, type BodyRoom } from "../routes/http.ts";
-import { ERRORS } from "../routes/errors.ts";
+import type { BodyRoom } from "../body_reading.ts";
+import { Refusal } from "./refusal.ts";
 
 /** Room reserved for one body; release it once the body's data is no longer held. */
 export interface BodyLease extends BodyRoom {
@@ -27,7 +26,7 @@ export interface BodyLease extends BodyRoom {
 /** The budget of body bytes being read and processed at once. */
 export interface BodyGate {
   /** Reserves room for `bytes` of client `key`; throws 503 when there is none. */
-  admit(c: Context, key: string, bytes: number): BodyLease;
+  admit(key: string, bytes: number): BodyLease;
   /** Bytes and bodies held now. */
   stats(): { bytes: number; bodies: number };
 }
@@ -82,24 +81,22 @@ export function createBodyGate(budget: BodyBudget): BodyGate {
     return chosen;
   }
 
-  function refuse(c: Context): never {
-    c.header("Retry-After", String(RETRY_AFTER_SECONDS));
-    c.header("Connection", "close");
-    throw new ApiError(ERRORS.serverBusy, { retryAfter: RETRY_AFTER_SECONDS });
+  function refuse(): never {
+    throw new Refusal("serverBusy", { retryAfter: RETRY_AFTER_SECONDS, closeConnection: true });
   }
 
   return {
-    admit(c, key, bytes) {
+    admit(key, bytes) {
       // The budget's sums hold only for finite, non-negative amounts: NaN would switch
       // every comparison off for good. Callers parse strictly (declaredLength); this fails
       // loudly (a 500, in tests an error) should one ever not.
       if (!Number.isSafeInteger(bytes) || bytes < 0) {
         throw new RangeError(`Body gate: cannot hold ${bytes} bytes`);
       }
-      if ((byClient.get(key) ?? 0) + bytes > perClient) refuse(c);
+      if ((byClient.get(key) ?? 0) + bytes > perClient) refuse();
       while (held + bytes > budget.bodyMemoryBytes) {
         const slow = victim();
-        if (slow === null) refuse(c);
+        if (slow === null) refuse();
         slow.end!();
         free(slow);
       }

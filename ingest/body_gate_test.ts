@@ -1,25 +1,18 @@
 import assert from "node:assert/strict";
-import type { Context } from "hono";
 import { type BodyGate, createBodyGate } from "./body_gate.ts";
-import { ApiError } from "../routes/http.ts";
-
-/** The headers a refusal sets, on a stand-in context. */
-function context() {
-  const headers: Record<string, string> = {};
-  return { headers, c: { header: (name: string, value: string) => headers[name] = value } };
-}
+import { Refusal } from "./refusal.ts";
 
 function admit(gate: BodyGate, key: string, bytes: number) {
-  return gate.admit(context().c as unknown as Context, key, bytes);
+  return gate.admit(key, bytes);
 }
 
 function refusal(gate: BodyGate, key: string, bytes: number) {
-  const { c, headers } = context();
   try {
-    gate.admit(c as unknown as Context, key, bytes);
+    gate.admit(key, bytes);
   } catch (error) {
-    assert.ok(error instanceof ApiError);
-    return { status: error.status, message: error.message, headers };
+    assert.ok(error instanceof Refusal);
+    const { answer, message, retryAfter, closeConnection } = error;
+    return { answer, message, retryAfter, closeConnection };
   }
   assert.fail("admitted");
 }
@@ -31,9 +24,10 @@ Deno.test("one client holds at most its share of the body budget, whoever else i
   admit(gate, "a", 128 * KB);
   admit(gate, "a", 128 * KB);
   assert.deepEqual(refusal(gate, "a", 1), {
-    status: 503,
+    answer: "serverBusy",
     message: "Server busy: try again later",
-    headers: { "Retry-After": "1", Connection: "close" },
+    retryAfter: 1,
+    closeConnection: true,
   });
   admit(gate, "b", 128 * KB);
   assert.deepEqual(gate.stats(), { bytes: 384 * KB, bodies: 3 });
@@ -42,7 +36,7 @@ Deno.test("one client holds at most its share of the body budget, whoever else i
 Deno.test("a client's share is at most half the budget, however it is set", () => {
   const gate = createBodyGate({ bodyMemoryBytes: 256 * KB, bodyClientBytes: 1024 * KB });
   admit(gate, "a", 128 * KB);
-  assert.equal(refusal(gate, "a", 1).status, 503);
+  assert.equal(refusal(gate, "a", 1).answer, "serverBusy");
 });
 
 Deno.test("a full budget gives a newcomer the room of the oldest body arriving from the client holding the most", () => {
@@ -72,7 +66,7 @@ Deno.test("a full budget of bodies already read refuses the newcomer: nothing be
   const read = a.reading(() => ended.push("a"));
   read(); // its body is complete: being processed
   admit(gate, "b", 128 * KB); // admitted, its read not begun
-  assert.equal(refusal(gate, "c", 1).status, 503);
+  assert.equal(refusal(gate, "c", 1).answer, "serverBusy");
   assert.deepEqual(ended, []);
   a.release();
   admit(gate, "c", 1);

@@ -1,6 +1,5 @@
 import type { Logger } from "../log.ts";
-import { ERRORS } from "../routes/errors.ts";
-import { ApiError } from "../routes/http.ts";
+import { Refusal } from "./refusal.ts";
 
 /** How long a captcha provider may take before it counts as unavailable. */
 const CAPTCHA_TIMEOUT_MS = 5000;
@@ -72,16 +71,15 @@ export function captchaRefusal(
     form: { id: string; orgId: string };
     verifyUrl: string;
   },
-): ApiError {
-  if (check.outcome !== "unavailable") return new ApiError(ERRORS.captchaInvalid);
+): Refusal {
+  if (check.outcome !== "unavailable") return new Refusal("captchaInvalid");
   logger.warn("captcha provider unavailable", {
     orgId: form.orgId,
     formId: form.id,
     provider: captchaProviderOf(verifyUrl).verifyHost,
     reason: check.cause,
   });
-  // retryAfter in the details: the route sets the Retry-After header from it.
-  return new ApiError(ERRORS.captchaUnavailable, {
+  return new Refusal("captchaUnavailable", {
     detail: CAPTCHA_UNAVAILABLE_DETAIL,
     retryAfter: CAPTCHA_RETRY_AFTER_SECONDS,
   });

@@ -6,34 +6,46 @@
  *
  * @module
  */
-import { countConfirmation, countSpamCaught, countUnrouted } from "../metrics.ts";
+import { countConfirmation, countUnrouted } from "../metrics.ts";
 import { CONFIRMATION_DESTINATION_ID, mailboxOf, visitorAddress } from "../rules/confirmation.ts";
 import { LaneFullError } from "../rules/patterns.ts";
 import { routeSubmission } from "../rules/routing.ts";
-import { type PageToken, pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
-import { Hono } from "hono";
-import { ApiError, refuseOtherMethods } from "../routes/http.ts";
-import { ERRORS } from "../routes/errors.ts";
+import {
+  type PageToken,
+  type SpamRule,
+  spamRuleCaught,
+  spamRulesCaught,
+  TIME_TRAP_FIELD,
+} from "../rules/spam.ts";
+import { Refusal } from "./refusal.ts";
 import { reserveConfirmation } from "../store/confirmations.ts";
 import type { Db } from "../store/db.ts";
-import type { RefusalCounter } from "../store/refusals.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
 import type { FormRecord } from "../store/forms.ts";
 
 /** A form's rules at acceptance. */
 export interface FormRules {
   /**
-   * Whether the form's spam rules catch the payload (counted per rule), and otherwise the
-   * page token to record as used with the submission; call only when it has some.
+   * Whether the form's spam rules catch the payload (or in observe mode would), and
+   * otherwise the page token to record as used with the submission; call only when it
+   * has some.
    */
   caught(form: FormRecord, payload: unknown): Promise<SpamCheck>;
   /** The routed destinations of a submission, with a confirmation job when the form has one. */
   destinationsOf(target: IngestTarget, payload: unknown): Promise<IngestTarget["destinations"]>;
 }
 
-/** What a form's spam rules found: spam, or the page token that let the submission through. */
+/** What caught a submission as spam: the honeypot field or one of the form's spam rules. */
+export type SpamCatcher = "honeypot" | SpamRule;
+
+/**
+ * What a form's spam checks found: what caught the submission (null: not spam), the rules
+ * that in observe mode would have caught it (it goes on all the same), and the page token
+ * that let it through, to record as used.
+ */
 export interface SpamCheck {
-  spam: boolean;
+  caughtBy: SpamCatcher | null;
+  observed: SpamRule[];
   pageToken: PageToken | null;
 }
 
@@ -57,37 +69,33 @@ async function busyWhenLaneFull<T>(matching: Promise<T>): Promise<T> {
   } catch (error) {
     if (!(error instanceof LaneFullError)) throw error;
     await new Promise((resolve) => setTimeout(resolve, LANE_REFUSAL_DELAY_MS));
-    throw new ApiError(ERRORS.serverBusy, { retryAfter: LANE_RETRY_AFTER_SECONDS });
+    throw new Refusal("serverBusy", { retryAfter: LANE_RETRY_AFTER_SECONDS });
   }
 }
 
-/**
- * The form rules of an ingestion route; `refusals` counts each rule's catches per form
- * and day (and in observe mode, what it would have caught, while the submission goes on).
- */
-export function createFormRules(db: Db, refusals: RefusalCounter): FormRules {
+/** The form rules of an ingestion route. */
+export function createFormRules(db: Db): FormRules {
   return {
     async caught(form, payload) {
-      if (!form.spamRules) return { spam: false, pageToken: null };
-      const verdict = await busyWhenLaneFull(spamRuleCaught(form.spamRules, {
+      const rules = form.spamRules;
+      if (!rules) return { caughtBy: null, observed: [], pageToken: null };
+      const input = {
         payload,
         sealer: db.sealer,
         publicKey: form.publicKey,
         orgId: form.orgId,
         now: Date.now(),
-      }));
-      const { rule } = verdict;
-      // In observe mode nothing is dropped, a reused page token included: no use is recorded.
-      if (rule === null) {
-        return { spam: false, pageToken: form.spamRules.observe ? null : verdict.pageToken };
+      };
+      // In observe mode nothing is dropped, a reused page token included: no use is
+      // recorded, and every rule that would have caught it is counted, each judged alone.
+      if (rules.observe) {
+        const observed = await busyWhenLaneFull(spamRulesCaught(rules, input));
+        return { caughtBy: null, observed, pageToken: null };
       }
-      if (form.spamRules.observe) {
-        refusals.count(form.id, `observed:${rule}`);
-        return { spam: false, pageToken: null };
-      }
-      countSpamCaught(form.id, rule);
-      refusals.count(form.id, `spam:${rule}`);
-      return { spam: true, pageToken: null };
+      const verdict = await busyWhenLaneFull(spamRuleCaught(rules, input));
+      return verdict.rule === null
+        ? { caughtBy: null, observed: [], pageToken: verdict.pageToken }
+        : { caughtBy: verdict.rule, observed: [], pageToken: null };
     },
 
     async destinationsOf(target, payload) {
@@ -123,36 +131,11 @@ export function dropPageToken(payload: unknown): SpamCheck {
   if (typeof payload === "object" && payload !== null) {
     delete (payload as Record<string, unknown>)[TIME_TRAP_FIELD];
   }
-  return { spam: false, pageToken: null };
+  return { caughtBy: null, observed: [], pageToken: null };
 }
 
 /** Whether a submission's jobs reach none of the form's destinations (a confirmation is not one). */
 export function sentNowhere(destinations: IngestTarget["destinations"]): boolean {
   const confirmations = destinations.at(-1)?.id === CONFIRMATION_DESTINATION_ID ? 1 : 0;
   return destinations.length === confirmations;
-}
-
-/**
- * `GET /v1/f/:publicKey/page-token`: a signed page-load time for the time trap
- * (rules/spam.ts). The page's script asks for it when it loads and puts it in the
- * hidden field `_formrelay_loaded`. No KV read: the token only signs the time and the
- * key, so anyone may have one; what it proves is when it was asked for.
- */
-export function pageTokenRoutes(db: Db) {
-  const router = new Hono();
-  router.get("/:publicKey/page-token", (c) => {
-    const publicKey = c.req.param("publicKey");
-    if (!/^pk_[A-Za-z0-9_-]{16,100}$/.test(publicKey)) {
-      throw new ApiError(ERRORS.formEndpointNotFound);
-    }
-    c.header("Access-Control-Allow-Origin", "*");
-    c.header("Cache-Control", "no-store");
-    return c.json({
-      ok: true,
-      token: pageToken(db.sealer, publicKey, Date.now()),
-      field: TIME_TRAP_FIELD,
-    });
-  });
-  refuseOtherMethods(router, "/:publicKey/page-token");
-  return router;
 }

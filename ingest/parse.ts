@@ -1,5 +1,5 @@
-import { ApiError, strictUtf8 } from "../routes/http.ts";
-import { ERRORS } from "../routes/errors.ts";
+import { strictUtf8 } from "../bytes.ts";
+import { Refusal } from "./refusal.ts";
 
 /** The body formats ingestion accepts. */
 export type BodyKind = "json" | "urlencoded" | "multipart";
@@ -33,12 +33,12 @@ export async function parsePayload(
   return await parseMultipart(bytes, options.contentType);
 }
 
-function invalidJson(detail?: string): ApiError {
-  return new ApiError(ERRORS.invalidJsonPayload, detail ? { detail } : {});
+function invalidJson(detail?: string): Refusal {
+  return new Refusal("invalidJsonPayload", { detail });
 }
 
-function invalidForm(detail?: string): ApiError {
-  return new ApiError(ERRORS.invalidFormPayload, detail ? { detail } : {});
+function invalidForm(detail?: string): Refusal {
+  return new Refusal("invalidFormPayload", { detail });
 }
 
 function parseJson(bytes: Uint8Array, variant: "any" | "json"): unknown {
@@ -156,7 +156,7 @@ async function parseMultipart(
   }
   const entries: [string, string][] = [];
   for (const [name, value] of form) {
-    if (typeof value !== "string") throw new ApiError(ERRORS.fileUpload);
+    if (typeof value !== "string") throw new Refusal("fileUpload");
     entries.push([name, value]);
   }
   return normalizeFields(entries);

@@ -1,20 +1,23 @@
 /**
  * A submission's way from an admitted request to stored, woken jobs: the steps of
- * ingest/steps.ts run in order by {@linkcode IngestPipeline.submit}. The HTTP around it
- * (CORS, preflight, the page or JSON answer, refusal counting) is routes/ingest.ts's.
+ * ingest/steps.ts run in order by {@linkcode IngestPipeline.submit}. It sees the request
+ * as plain data ({@linkcode IncomingRequest}), refuses with a Refusal (ingest/refusal.ts)
+ * and reports what it accepted (spam caught, rules observed, sent nowhere); the HTTP
+ * around it (CORS, preflight, the answers) and the counting of both are routes/ingest.ts's.
  *
  * @module
  */
-import type { Context } from "hono";
-import { countAccepted, countSpamCaught, traceSubmission } from "../metrics.ts";
-import type { AppDeps } from "../routes/app_deps.ts";
-import { bodyTimingOf } from "../routes/app_deps.ts";
+import { bodyTimingOf, type BodyWatch } from "../body_reading.ts";
+import { traceSubmission } from "../metrics.ts";
+import type { SpamRule } from "../rules/spam.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
 import { createRateLimiter } from "../store/rate_limit.ts";
+import { isPublicKey } from "../store/sealing.ts";
 import { submissionIdAt } from "../store/submission_id.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
-import { createFormRules } from "./form_rules.ts";
+import type { BodyGate } from "./body_gate.ts";
+import { createFormRules, type SpamCatcher } from "./form_rules.ts";
 import type { BodyKind } from "./parse.ts";
 import {
   admitJobs,
@@ -31,10 +34,22 @@ import {
   wake,
 } from "./steps.ts";
 
+/** What ingestion is built from (the service's AppDeps has it all). */
+export type IngestDeps =
+  & Pick<IngestParts, "config" | "db" | "writer" | "logger" | "engine" | "ingestLoad">
+  & { bodyGate: BodyGate };
+
+/** What the pipeline reads of an HTTP request: headers, body and where it came from. */
+export interface IncomingRequest {
+  header(name: string): string | undefined;
+  body: ReadableStream<Uint8Array<ArrayBuffer>> | null;
+  remoteAddr: Deno.Addr | undefined;
+  /** The listener's watch on body reads (listener.ts). */
+  watch: BodyWatch | undefined;
+}
+
 /** How long a form's settings may be cached by ingestion (see createIngestTargets). */
 const TARGET_CACHE_MS = 1000;
-
-const PUBLIC_KEY = /^pk_[A-Za-z0-9_-]{16,100}$/;
 
 /** A request to an enabled form that passed the door's HTTP checks (type, size, origin). */
 export interface IngestRequest {
@@ -47,27 +62,28 @@ export interface IngestRequest {
   origin: string | null;
 }
 
-/** An accepted submission. */
+/** An accepted submission (answered 202 whatever it is). */
 export interface Accepted {
   envelope: SubmissionEnvelope;
   /** Accepted but sent to none of the form's destinations. */
   nowhere: boolean;
+  /** What caught it as spam (kept nowhere), null when nothing did. */
+  caughtBy: SpamCatcher | null;
+  /** The rules in observe mode that would have caught it. */
+  observed: SpamRule[];
 }
 
 /** Ingestion of one process: form look-ups and the submission pipeline. */
 export interface IngestPipeline {
   /** The enabled form behind a public key with its enabled destinations, or null. */
   find(publicKey: string): Promise<IngestTarget | null>;
-  /** Runs a request through the steps; throws the ApiError of the step that refused it. */
-  submit(c: Context, request: IngestRequest): Promise<Accepted>;
-  /** Refusals counted per form for the console. */
-  refusals: IngestParts["refusals"];
+  /** Runs a request through the steps; throws the Refusal of the step that refused it. */
+  submit(http: IncomingRequest, request: IngestRequest): Promise<Accepted>;
 }
 
 /** The ingestion pipeline of a service. */
-export function createIngestPipeline(deps: AppDeps): IngestPipeline {
+export function createIngestPipeline(deps: IngestDeps): IngestPipeline {
   const { config, db } = deps;
-  const refusals = deps.refusals;
   const parts: IngestParts = {
     config,
     db,
@@ -75,10 +91,9 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
     logger: deps.logger,
     engine: deps.engine,
     ingestLoad: deps.ingestLoad,
-    refusals,
     // The engine's process id: its process record and its rate-limit mark are one process's.
     rateLimiter: createRateLimiter(db, { ...config.rateLimit, processId: deps.engine?.processId }),
-    formRules: createFormRules(db, refusals),
+    formRules: createFormRules(db),
     addressRule: { header: config.clientIpHeader, trustedProxyHops: config.trustedProxyHops },
     bodyTiming: bodyTimingOf(config),
     envelopeTtlMs: envelopeTtlMs(config.retryScheduleMs, config.leaseMs),
@@ -87,36 +102,36 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
   const { addressRule } = parts;
 
   async function find(publicKey: string): Promise<IngestTarget | null> {
-    if (!PUBLIC_KEY.test(publicKey)) return null;
+    if (!isPublicKey(publicKey)) return null;
     const target = await targets.get(publicKey);
     return target !== null && target.form.enabled ? target : null;
   }
 
-  async function submit(c: Context, request: IngestRequest): Promise<Accepted> {
+  async function submit(http: IncomingRequest, request: IngestRequest): Promise<Accepted> {
     const { form } = request.target;
     const { client, slot } = await limitClient(parts, {
       form,
-      header: addressRule.header === null ? undefined : c.req.header(addressRule.header),
-      remoteAddr: (c.env as Partial<Deno.ServeHandlerInfo> | undefined)?.remoteAddr,
+      header: addressRule.header === null ? undefined : http.header(addressRule.header),
+      remoteAddr: http.remoteAddr,
     });
     let lease = null;
     try {
-      lease = deps.bodyGate.admit(c, client.key, request.declared ?? MAX_SUBMISSION_BYTES);
-      const bytes = await readSubmissionBody(parts, c, { kind: request.kind, slot, lease });
+      lease = deps.bodyGate.admit(client.key, request.declared ?? MAX_SUBMISSION_BYTES);
+      const bytes = await readSubmissionBody(parts, http, { kind: request.kind, slot, lease });
       const payload = await parseSubmission(parts, { ...request, bytes });
       const spamCheck = await checkSpam(parts, form, payload);
-      let spam = spamCheck.spam;
+      let { caughtBy } = spamCheck;
       await checkCaptcha(parts, {
         form,
         payload,
-        header: c.req.header("x-captcha-token"),
+        header: http.header("x-captcha-token"),
         ip: client.ip,
         slot,
       });
       const { destinations, nowhere } = await routeSubmission(parts, {
         target: request.target,
         payload,
-        spam,
+        spam: caughtBy !== null,
       });
       const room = await admitJobs(parts, form.orgId, destinations);
       try {
@@ -127,8 +142,8 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
           metadata: {
             origin: request.origin,
             ip: client.ip,
-            userAgent: c.req.header("user-agent"),
-            referer: c.req.header("referer"),
+            userAgent: http.header("user-agent"),
+            referer: http.header("referer"),
           },
           at: submittedAt,
         });
@@ -142,17 +157,11 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
             submittedAt,
             pageToken,
           });
+          // Null: its page token was used before, a bot reusing one, answered as spam.
           if (stored !== null) wake(parts, stored);
-          else {
-            // Its page token was used before: a bot reusing one, answered as spam.
-            spam = true;
-            countSpamCaught(form.id, "time_trap");
-            parts.refusals.count(form.id, "spam");
-            parts.refusals.count(form.id, "spam:time_trap");
-          }
+          else caughtBy = "time_trap";
         }
-        countAccepted(form.id, spam);
-        return { envelope, nowhere };
+        return { envelope, nowhere, caughtBy, observed: spamCheck.observed };
       } finally {
         room?.();
       }
@@ -162,5 +171,5 @@ export function createIngestPipeline(deps: AppDeps): IngestPipeline {
     }
   }
 
-  return { find, submit, refusals: parts.refusals };
+  return { find, submit };
 }

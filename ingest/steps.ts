@@ -12,25 +12,22 @@
  * 9. {@linkcode wake}: the stored jobs handed to this process's delivery engine.
  *
  * Each step is a plain function of {@linkcode IngestParts} and what the steps before it
- * produced, so it can be read, tested and profiled alone. A refusal is an ApiError of
- * the catalogue (routes/errors.ts); one with `retryAfter` in its details gets that
- * Retry-After header from the route.
+ * produced, so it can be read, tested and profiled alone. A step that refuses the
+ * submission throws a {@linkcode Refusal} (ingest/refusal.ts): the route answers and
+ * counts it. Nothing here knows HTTP's framework.
  *
  * @module
  */
-import type { Context } from "hono";
 import type { Config } from "../config.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
 import type { Logger } from "../log.ts";
-import { ERRORS } from "../routes/errors.ts";
-import { ApiError, type BodyTiming, readBodyWithin } from "../routes/http.ts";
+import { type BodyTiming, type BodyWatch, readBodyWithin } from "../body_reading.ts";
 import type { Db } from "../store/db.ts";
 import { sealEnvelope } from "../store/envelope.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import type { RateLimiter, RateSlot } from "../store/rate_limit.ts";
-import type { RefusalCounter } from "../store/refusals.ts";
 import {
   PageTokenUsedError,
   type StoredSubmission,
@@ -42,6 +39,7 @@ import type { BodyLease } from "./body_gate.ts";
 import { type CaptchaCheck, captchaRefusal, takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
 import { type ClientAddress, clientAddress, type ClientAddressRule } from "./client_address.ts";
 import { dropPageToken, type FormRules, sentNowhere, type SpamCheck } from "./form_rules.ts";
+import { Refusal, type RefusalAnswer } from "./refusal.ts";
 import { type BodyKind, parsePayload, takeHoneypot } from "./parse.ts";
 
 /** Largest accepted submission body: 128 KB (CONTRACT). */
@@ -67,7 +65,6 @@ export interface IngestParts {
   /** Null where this process only accepts and another one delivers. */
   engine: DeliveryEngine | null;
   ingestLoad: IngestLoad;
-  refusals: RefusalCounter;
   rateLimiter: RateLimiter;
   formRules: FormRules;
   /** Where the client's address is read from (config.clientIpHeader, trustedProxyHops). */
@@ -95,14 +92,14 @@ export async function limitClient(
   const client = clientAddress(parts.addressRule, request.header, request.remoteAddr);
   const reserved = await parts.rateLimiter.reserve(request.form.id, client.key);
   if ("retryAfter" in reserved) {
-    throw new ApiError(ERRORS.rateLimited, { retryAfter: reserved.retryAfter });
+    throw new Refusal("rateLimited", { retryAfter: reserved.retryAfter });
   }
   return { client, slot: reserved };
 }
 
-/** The error for an invalid payload of a body kind. */
-function invalidPayload(kind: BodyKind) {
-  return kind === "json" ? ERRORS.invalidJsonPayload : ERRORS.invalidFormPayload;
+/** The refusal of an invalid payload of a body kind. */
+function invalidPayload(kind: BodyKind): RefusalAnswer {
+  return kind === "json" ? "invalidJsonPayload" : "invalidFormPayload";
 }
 
 /**
@@ -113,24 +110,23 @@ function invalidPayload(kind: BodyKind) {
  */
 export async function readSubmissionBody(
   parts: Pick<IngestParts, "bodyTiming">,
-  c: Context,
+  source: { body: ReadableStream<Uint8Array<ArrayBuffer>> | null; watch?: BodyWatch },
   request: { kind: BodyKind; slot: RateSlot; lease: BodyLease },
 ): Promise<Uint8Array<ArrayBuffer>> {
-  const bytes = await readBodyWithin(c, {
+  const read = await readBodyWithin(source, {
     limit: MAX_SUBMISSION_BYTES,
     timing: parts.bodyTiming,
-    // A client that hangs up before its declared length is a bad request, not our error.
-    hangUp: () =>
-      new ApiError(invalidPayload(request.kind), {
-        detail: "The body ended before it was complete",
-      }),
     room: request.lease,
-  }).catch((error) => {
-    request.slot.count();
-    throw error;
   });
-  if (bytes === null) throw new ApiError(ERRORS.submissionTooLarge);
-  return bytes;
+  if (read === "too_large") throw new Refusal("submissionTooLarge");
+  if (typeof read !== "string") return read;
+  request.slot.count();
+  // A late body's connection goes, which also ends the read still pending. A client that
+  // hangs up before its declared length is a bad request, not our error.
+  if (read === "late") throw new Refusal("bodyTimeout", { closeConnection: true });
+  throw new Refusal(invalidPayload(request.kind), {
+    detail: "The body ended before it was complete",
+  });
 }
 
 /** Step 3: the payload of a complete body; throws `400` for an empty or malformed one. */
@@ -139,7 +135,7 @@ export async function parseSubmission(
   body: { kind: BodyKind; bytes: Uint8Array<ArrayBuffer>; contentType: string },
 ): Promise<unknown> {
   if (body.bytes.length === 0) {
-    throw new ApiError(invalidPayload(body.kind), { detail: "Empty body" });
+    throw new Refusal(invalidPayload(body.kind), { detail: "Empty body" });
   }
   return await parsePayload(body.kind, body.bytes, {
     contentType: body.contentType,
@@ -149,7 +145,7 @@ export async function parseSubmission(
 
 /**
  * Step 4: whether the submission is spam: its honeypot field filled, or caught by the
- * form's spam rules (counted per rule). Takes the honeypot field and the time trap's
+ * form's spam rules (and, in observe mode, which rules would have caught it). Takes the honeypot field and the time trap's
  * token out of the payload either way: they are the page's, never the visitor's.
  */
 export async function checkSpam(
@@ -158,7 +154,7 @@ export async function checkSpam(
   payload: unknown,
 ): Promise<SpamCheck> {
   if (form.honeypotField !== null && takeHoneypot(payload, form.honeypotField)) {
-    return { spam: true, pageToken: null };
+    return { caughtBy: "honeypot", observed: [], pageToken: null };
   }
   return form.spamRules ? await parts.formRules.caught(form, payload) : dropPageToken(payload);
 }
@@ -183,7 +179,7 @@ export async function checkCaptcha(
   const { form } = request;
   if (!form.verifyCaptcha) return;
   const token = takeCaptchaToken(request.payload, request.header);
-  if (token === null) throw new ApiError(ERRORS.captchaRequired);
+  if (token === null) throw new Refusal("captchaRequired");
   const secret = await openCaptchaSecret(parts.db, form);
   const verifyUrl = parts.config.captchaVerifyUrl;
   const check: CaptchaCheck = secret !== null && token.length <= 10_000
@@ -208,25 +204,19 @@ export interface Routed {
  * Step 6: the destinations of a submission: none for spam (a bot that filled the
  * honeypot gets the same answer as a person, and nothing is kept), the routed ones
  * with a confirmation job for a form that has routing or a confirmation, else all
- * the form's enabled destinations. Spam and a submission sent nowhere are counted as
- * the form's refusals: accepted all the same (the visitor did nothing wrong, and a
- * refusal would lose their message too), but the tenant is told.
+ * the form's enabled destinations. A submission sent nowhere is accepted all the same
+ * (the visitor did nothing wrong), and the route counts it for the tenant.
  */
 export async function routeSubmission(
-  parts: Pick<IngestParts, "formRules" | "refusals">,
+  parts: Pick<IngestParts, "formRules">,
   request: { target: IngestTarget; payload: unknown; spam: boolean },
 ): Promise<Routed> {
   const { target, spam } = request;
-  if (spam) {
-    parts.refusals.count(target.form.id, "spam");
-    return { destinations: [], nowhere: false };
-  }
+  if (spam) return { destinations: [], nowhere: false };
   const destinations = target.routed || target.form.confirmation
     ? await parts.formRules.destinationsOf(target, request.payload)
     : target.destinations;
-  const nowhere = sentNowhere(destinations);
-  if (nowhere) parts.refusals.count(target.form.id, "nowhere");
-  return { destinations, nowhere };
+  return { destinations, nowhere: sentNowhere(destinations) };
 }
 
 /**
@@ -247,7 +237,7 @@ export async function admitJobs(
   if (jobs === 0 || parts.engine === null) return null;
   const room = await parts.engine.admission.waitForRoom(orgId, jobs, BACKLOG_WAIT_MS);
   if (room !== null) return room;
-  throw new ApiError(ERRORS.backlogFull, { retryAfter: BACKLOG_RETRY_AFTER_SECONDS });
+  throw new Refusal("backlogFull", { retryAfter: BACKLOG_RETRY_AFTER_SECONDS });
 }
 
 /** What an envelope records of the request besides the payload. */
@@ -312,11 +302,12 @@ export async function sealAndStore(
   } catch (error) {
     if (error instanceof PageTokenUsedError) return null;
     parts.logger.error("submission not stored", {
+      orgId: form.orgId,
       formId: form.id,
       submissionId: envelope.submissionId,
       error: error instanceof Error ? error.message : String(error),
     });
-    throw new ApiError(ERRORS.storeFailed);
+    throw new Refusal("storeFailed");
   } finally {
     parts.ingestLoad.leave(form.orgId);
   }

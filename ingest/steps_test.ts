@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
-import { ApiError } from "../routes/http.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
 import type { FormRecord } from "../store/forms.ts";
 import type { RateLimiter, RateSlot } from "../store/rate_limit.ts";
-import type { RefusalCounter } from "../store/refusals.ts";
 import type { NewSubmission, StoredSubmission, SubmissionWriter } from "../store/submissions.ts";
 import type { FormRules } from "./form_rules.ts";
+import { Refusal } from "./refusal.ts";
 import {
   admitJobs,
   checkSpam,
@@ -43,30 +42,17 @@ const DESTINATIONS: IngestTarget["destinations"] = [
   { id: "dst_2", type: "webhook", held: true },
 ];
 
-/** A refusal counter that remembers what it counted. */
-function refusalLog(): RefusalCounter & { counted: string[] } {
-  const counted: string[] = [];
-  return {
-    counted,
-    count(formId, reason) {
-      counted.push(`${formId}:${reason}`);
-    },
-    pending: () => [],
-    flush: () => Promise.resolve(),
-  };
-}
-
 /** Form rules that must not be asked (a form without rules or routing). */
 const NO_RULES: FormRules = {
   caught: () => Promise.reject(new Error("spam rules asked")),
   destinationsOf: () => Promise.reject(new Error("routing asked")),
 };
 
-async function refusal(promise: Promise<unknown>): Promise<ApiError> {
+async function refusal(promise: Promise<unknown>): Promise<Refusal> {
   try {
     await promise;
   } catch (error) {
-    assert.ok(error instanceof ApiError, String(error));
+    assert.ok(error instanceof Refusal, String(error));
     return error;
   }
   assert.fail("expected a refusal");
@@ -93,8 +79,9 @@ Deno.test("limitClient reserves a slot under the client's address key, or refuse
   assert.deepEqual(limited.client, { ip: "203.0.113.9", key: "203.0.113.9" });
   full = true;
   const error = await refusal(limitClient(parts, request));
-  assert.equal(error.status, 429);
-  assert.equal(error.details.retryAfter, 7);
+  assert.equal(error.answer, "rateLimited");
+  assert.equal(error.reason, "rate_limit");
+  assert.equal(error.retryAfter, 7);
   assert.deepEqual(asked, ["form_1:203.0.113.9", "form_1:203.0.113.9"]);
 });
 
@@ -103,9 +90,9 @@ Deno.test("parseSubmission refuses an empty body with 400 and parses a urlencode
   const empty = await refusal(
     parseSubmission(parts, { kind: "json", bytes: new Uint8Array(0), contentType: "" }),
   );
-  assert.equal(empty.status, 400);
+  assert.equal(empty.answer, "invalidJsonPayload");
   assert.equal(empty.message, "Invalid JSON payload");
-  assert.equal(empty.details.detail, "Empty body");
+  assert.equal(empty.detail, "Empty body");
   const payload = await parseSubmission(parts, {
     kind: "urlencoded",
     bytes: new TextEncoder().encode("name=Ada&msg=hi"),
@@ -116,15 +103,19 @@ Deno.test("parseSubmission refuses an empty body with 400 and parses a urlencode
 
 Deno.test("checkSpam: a filled honeypot is spam without asking the rules; an empty one is taken out", async () => {
   const parts = { formRules: NO_RULES };
-  assert.equal((await checkSpam(parts, FORM, { name: "bot", website: "http://x" })).spam, true);
+  const bot = await checkSpam(parts, FORM, { name: "bot", website: "http://x" });
+  assert.equal(bot.caughtBy, "honeypot");
   const person: Record<string, unknown> = { name: "Ada", website: "" };
-  assert.deepEqual(await checkSpam(parts, FORM, person), { spam: false, pageToken: null });
+  assert.deepEqual(await checkSpam(parts, FORM, person), {
+    caughtBy: null,
+    observed: [],
+    pageToken: null,
+  });
   assert.deepEqual(person, { name: "Ada" });
 });
 
-Deno.test("routeSubmission: spam goes nowhere silently, an unrouted form to all destinations, none counts as nowhere", async () => {
-  const refusals = refusalLog();
-  const parts = { formRules: NO_RULES, refusals };
+Deno.test("routeSubmission: spam goes nowhere, an unrouted form to all destinations, none is nowhere", async () => {
+  const parts = { formRules: NO_RULES };
   const target: IngestTarget = { form: FORM, destinations: DESTINATIONS, routed: false };
   assert.deepEqual(await routeSubmission(parts, { target, payload: {}, spam: true }), {
     destinations: [],
@@ -139,7 +130,6 @@ Deno.test("routeSubmission: spam goes nowhere silently, an unrouted form to all 
     destinations: [],
     nowhere: true,
   });
-  assert.deepEqual(refusals.counted, ["form_1:spam", "form_1:nowhere"]);
 });
 
 Deno.test("admitJobs asks room for the jobs not held, and none without an engine or jobs", async () => {
@@ -213,7 +203,7 @@ Deno.test("sealAndStore answers 503 when the write fails, logging no payload, an
         pageToken: null,
       }),
     );
-    assert.equal(error.status, 503);
+    assert.equal(error.answer, "storeFailed");
     assert.equal(lines.length, 1);
     assert.match(lines[0], /submission not stored/);
     assert.doesNotMatch(lines[0], /visitor's message/);

@@ -5,7 +5,7 @@
  */
 import type { Config } from "../config.ts";
 import type { BodyGate } from "../ingest/body_gate.ts";
-import type { BodyTiming } from "./http.ts";
+import type { BodyTiming } from "../body_reading.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
@@ -46,13 +46,4 @@ export interface AppDeps {
 /** Hono environment of the admin routes: the caller's organization. */
 export interface AdminEnv {
   Variables: { orgId: string; bodyTiming: BodyTiming };
-}
-
-/** How long request bodies may take, from the configuration. */
-export function bodyTimingOf(config: Config): BodyTiming {
-  return {
-    timeoutMs: config.http.bodyTimeoutMs,
-    graceMs: config.http.bodyGraceMs,
-    minBytesPerSecond: config.http.bodyMinBytesPerSecond,
-  };
 }

@@ -1,9 +1,8 @@
 import { createMiddleware } from "hono/factory";
 import { authenticateTenantKey } from "../store/orgs.ts";
 import type { Db } from "../store/db.ts";
-import { ApiError } from "./http.ts";
 import type { AdminEnv } from "./app_deps.ts";
-import { ERRORS } from "./errors.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** Admin authentication: an active `sk_` key in `x-tenant-key` (spec section 5). */
 export function tenantAuth(db: Db) {

@@ -19,8 +19,8 @@ import { sendNow } from "../store/send_now.ts";
 import type { DeliveryOutcome } from "../store/outcomes.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
-import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
-import { ERRORS, type ErrorSpec } from "./errors.ts";
+import { readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { ApiError, ERRORS, type ErrorSpec } from "../errors.ts";
 
 /** Query of `GET /forms/:id/deliveries`. */
 export const deliveriesQuerySchema = z.strictObject({

@@ -25,8 +25,8 @@ import { redeliver } from "../store/redelivery.ts";
 import { conditionsSchema } from "../rules/routing.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
-import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
-import { ERRORS } from "./errors.ts";
+import { readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** A destination's name: telling two of one type apart in the console, logs and notices. */
 const destinationName = z.string().trim().min(1).max(100).meta({
@@ -119,7 +119,7 @@ function paceView(pace: DestinationPace) {
 }
 
 /** Destinations of a form: add, list, patch, resume, delete (spec 4.3, 4.4 and the contract). */
-export function destinationRoutes({ config: settings, db, connectors, engine }: AppDeps) {
+export function destinationRoutes({ config: settings, db, connectors, engine, logger }: AppDeps) {
   const allowPrivate = settings.allowPrivateDestinations;
   const router = new Hono<AdminEnv>();
 
@@ -223,6 +223,12 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     const resumed = await updateDestination(db, form.id, destId, { resume: true });
     if (resumed === null) throw new ApiError(ERRORS.destinationNotFound);
     const released = await releaseHeld(form.id, destId);
+    logger.info("destination resumed", {
+      orgId: form.orgId,
+      formId: form.id,
+      destinationId: destId,
+      released,
+    });
     return c.json({
       ok: true,
       destination: destinationView(resumed, connectors[resumed.type], engine),

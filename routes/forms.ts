@@ -11,8 +11,8 @@ import {
 } from "../store/forms.ts";
 import type { Db } from "../store/db.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
-import { ApiError, readValidJson, refuseOtherMethods } from "./http.ts";
-import { ERRORS } from "./errors.ts";
+import { readValidJson, refuseOtherMethods } from "./http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 import { spamRulesSchema } from "../rules/spam.ts";
 import { confirmationSchema, type ConfirmationSettings } from "../rules/confirmation.ts";
 import { getDestination } from "../store/destinations.ts";

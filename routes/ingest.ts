@@ -1,24 +1,38 @@
 /**
  * `POST /v1/f/:publicKey` and its CORS preflight: the HTTP around the ingestion
  * pipeline (ingest/pipeline.ts): CORS, the door's header checks (declared size, type,
- * form, origin), the page or JSON answer, and the form's refusals counted for its tenant.
+ * form, origin), the page or JSON answer. And the one place where what ingestion decided
+ * is counted: each refusal (a Refusal, ingest/refusal.ts) turned into the contract's
+ * answer and counted in the metrics and, for a known form, for its tenant; each
+ * acceptance with the spam it caught, the rules it observed, or that it went nowhere.
  *
  * @module
  */
 import { type Context, Hono } from "hono";
+import { type BodyWatch, declaredLength } from "../body_reading.ts";
 import type { AppDeps } from "./app_deps.ts";
 import type { FormRecord } from "../store/forms.ts";
 import { isFormRefusalReason } from "../refusal_reasons.ts";
-import { ApiError, declaredLength, refuseOtherMethods } from "./http.ts";
+import { errorBody, ERRORS, INGEST_REFUSALS } from "../errors.ts";
+import { refuseOtherMethods } from "./http.ts";
 import { bodyKind } from "../ingest/parse.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "../ingest/pages.ts";
-import { createIngestPipeline } from "../ingest/pipeline.ts";
+import { type Accepted, createIngestPipeline } from "../ingest/pipeline.ts";
+import { Refusal } from "../ingest/refusal.ts";
 import { MAX_SUBMISSION_BYTES } from "../ingest/steps.ts";
-import { ERRORS, INGEST_REFUSALS, refusalReasonOfStatus, submissionTypeError } from "./errors.ts";
-import { countRefused, openRefusalSeries } from "../metrics.ts";
+import { countAccepted, countRefused, countSpamCaught, openRefusalSeries } from "../metrics.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
-type IngestEnv = { Bindings: Partial<Deno.ServeHandlerInfo> };
+type IngestEnv = {
+  Bindings: Partial<Deno.ServeHandlerInfo> | undefined;
+  Variables: { logIds: LogIds };
+};
+
+/** The ids the app's request line carries for a request to a known form (app.ts). */
+export interface LogIds {
+  orgId: string;
+  formId: string;
+}
 
 /** Origin of a URL or Origin header, or null when it is not one. */
 function originOf(value: string | undefined): string | null {
@@ -53,18 +67,22 @@ export const NO_DESTINATION_WARNING =
 export const UNROUTED_WARNING =
   "This submission matched no destination's conditions: it was accepted but sent nowhere";
 
-/**
- * Counts a refusal of `POST /v1/f/:publicKey` in the metrics (called by the app for every
- * request; anything else, and every answer below 400, returns at once: acceptances are
- * counted by the pipeline). The reason is the catalogue's (routes/errors.ts) for the
- * error thrown; an answer without one (a browser form post's error page, an unknown
- * path) takes the first reason of its status.
- */
-export function countIngestAnswer(c: Context): void {
-  const status = c.res.status;
-  if (status < 400 || c.req.method !== "POST" || !c.req.path.startsWith("/v1/f/")) return;
-  const reason = c.error instanceof ApiError ? c.error.reason : undefined;
-  countRefused(status, reason ?? refusalReasonOfStatus(status) ?? "other");
+/** What a refusal is counted with: the form, once known, and the request's origin. */
+interface Seen {
+  formId: string | null;
+  orgId: string | null;
+  origin: string | null;
+}
+const NOT_SEEN: Seen = { formId: null, orgId: null, origin: null };
+
+/** The request as the pipeline reads it: headers, body, peer and the listener's watch. */
+function incoming(c: Context<IngestEnv>) {
+  return {
+    header: (name: string) => c.req.header(name),
+    body: c.req.raw.body,
+    remoteAddr: c.env?.remoteAddr,
+    watch: c.env as BodyWatch | undefined,
+  };
 }
 
 /** `POST /v1/f/:publicKey` and its CORS preflight (spec 4.1, CONTRACT "Ingestion"). */
@@ -74,13 +92,79 @@ export function ingestRoutes(deps: AppDeps) {
   openRefusalSeries(INGEST_REFUSALS);
   const router = new Hono<IngestEnv>();
 
+  /**
+   * Counts a refusal: in the metrics, and for its form's tenant when the form is known,
+   * with the refused site for a refusal of its origin; logs it at debug with its reason.
+   */
+  function counted(refusal: Refusal, seen: Seen = NOT_SEEN): Refusal {
+    const { status } = ERRORS[refusal.answer];
+    countRefused(status, refusal.reason);
+    const { formId, orgId, origin } = seen;
+    deps.logger.debug("submission refused", {
+      ...(formId === null ? {} : { orgId, formId }),
+      reason: refusal.reason,
+      status,
+    });
+    if (formId !== null && isFormRefusalReason(refusal.reason)) {
+      deps.refusals.count(formId, refusal.reason);
+      if (refusal.reason === "origin" && origin !== null) {
+        deps.refusals.refusedOrigin(formId, origin);
+      }
+    }
+    return refusal;
+  }
+
+  /** Counts and logs an acceptance: spam caught, rules observed, or sent nowhere. */
+  function countAcceptance(form: FormRecord, accepted: Accepted) {
+    const { caughtBy, observed, nowhere } = accepted;
+    const formId = form.id;
+    const ids = { orgId: form.orgId, formId, submissionId: accepted.envelope.submissionId };
+    if (caughtBy !== null) {
+      deps.logger.debug("submission caught as spam", { ...ids, rule: caughtBy });
+    } else deps.logger.info("submission accepted", { ...ids, nowhere });
+    if (observed.length > 0) deps.logger.debug("spam rules observed", { ...ids, rules: observed });
+    countAccepted(formId, caughtBy !== null);
+    if (caughtBy !== null) {
+      deps.refusals.count(formId, "spam");
+      if (caughtBy !== "honeypot") {
+        countSpamCaught(formId, caughtBy);
+        deps.refusals.count(formId, `spam:${caughtBy}`);
+      }
+    }
+    for (const rule of observed) deps.refusals.count(formId, `observed:${rule}`);
+    if (nowhere) deps.refusals.count(formId, "nowhere");
+  }
+
+  /** The contract's answer to a refusal (a page for a browser form post), headers included. */
+  function answer(c: Context, refusal: Refusal, browserPost: boolean) {
+    const { retryAfter } = refusal;
+    if (retryAfter !== undefined) c.header("Retry-After", String(retryAfter));
+    // The connection goes (the runtime closes it after this answer).
+    if (refusal.closeConnection) c.header("Connection", "close");
+    const { status, text } = ERRORS[refusal.answer];
+    // A person who posted a plain HTML form gets a page to read, not JSON.
+    if (browserPost) return c.html(errorPage(status, text, retryAfter !== undefined), status);
+    const details: Record<string, unknown> = {};
+    if (refusal.detail !== undefined) details.detail = refusal.detail;
+    if (retryAfter !== undefined) details.retryAfter = retryAfter;
+    return c.json(errorBody(text, details), status);
+  }
+
   router.options("/:publicKey", async (c) => {
     const form = (await pipeline.find(c.req.param("publicKey")))?.form ?? null;
-    const allow = allowedOrigin(form, originOf(c.req.header("origin")));
+    const origin = originOf(c.req.header("origin"));
+    const allow = allowedOrigin(form, origin);
     setCorsHeaders(c, allow);
-    // Thrown, the error keeps the CORS headers set above (app.onError answers on this context).
-    if (form === null) throw new ApiError(ERRORS.formEndpointNotFound);
-    if (allow === null) throw new ApiError(ERRORS.originNotAllowed);
+    // Answered on this context, so the refusal keeps the CORS headers set above.
+    if (form === null) return answer(c, new Refusal("formEndpointNotFound"), false);
+    if (allow === null) {
+      // A page posting with fetch is refused here, before its POST is ever sent: this
+      // is the form's refusal of that site, counted as such.
+      c.set("logIds", { orgId: form.orgId, formId: form.id });
+      const seen = { formId: form.id, orgId: form.orgId, origin };
+      const refusal = counted(new Refusal("originNotAllowed"), seen);
+      return answer(c, refusal, false);
+    }
     c.header("Access-Control-Allow-Methods", "POST");
     c.header("Access-Control-Allow-Headers", "Content-Type, x-captcha-token");
     c.header("Access-Control-Max-Age", "86400");
@@ -91,7 +175,7 @@ export function ingestRoutes(deps: AppDeps) {
     const contentType = c.req.header("content-type") ?? "";
     const browserPost = isBrowserFormPost(contentType, c.req.header("accept") ?? "");
     /** The form, once known: its refusals are counted for its tenant. */
-    const seen: { formId: string | null } = { formId: null };
+    const seen: Seen = { ...NOT_SEEN };
     try {
       return await accept(c, {
         publicKey: c.req.param("publicKey"),
@@ -100,23 +184,11 @@ export function ingestRoutes(deps: AppDeps) {
         seen,
       });
     } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-      if (seen.formId !== null) {
-        // A known form's refusals its tenant should see (refusal_reasons.ts) are counted for it.
-        const { reason } = error;
-        if (reason !== undefined && isFormRefusalReason(reason)) {
-          pipeline.refusals.count(seen.formId, reason);
-        }
+      if (!(error instanceof Refusal)) {
+        countRefused(ERRORS.internal.status, ERRORS.internal.reason);
+        throw error;
       }
-      const retryAfter = error.details.retryAfter;
-      if (typeof retryAfter === "number") c.header("Retry-After", String(retryAfter));
-      // A person who posted a plain HTML form gets a page to read, not JSON. Headers set
-      // before the throw (CORS, Retry-After) stay on the context, so the page has them too.
-      if (!browserPost) throw error;
-      return c.html(
-        errorPage(error.status, error.message, typeof retryAfter === "number"),
-        error.status,
-      );
+      return answer(c, counted(error, seen), browserPost);
     }
   });
 
@@ -126,33 +198,43 @@ export function ingestRoutes(deps: AppDeps) {
       publicKey: string;
       contentType: string;
       browserPost: boolean;
-      seen: { formId: string | null };
+      seen: Seen;
     },
   ) {
-    const declared = declaredLength(c);
+    const declared = declaredLength(c.req.header("content-length"));
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
     const target = await pipeline.find(publicKey);
     const form = target?.form ?? null;
     seen.formId = form?.id ?? null;
+    seen.orgId = form?.orgId ?? null;
+    if (form !== null) c.set("logIds", { orgId: form.orgId, formId: form.id });
     const origin = originOf(c.req.header("origin"));
+    seen.origin = origin;
     const allow = allowedOrigin(form, origin);
     setCorsHeaders(c, allow);
 
+    if (declared === "invalid") throw new Refusal("invalidContentLength");
     if (declared !== null && declared > MAX_SUBMISSION_BYTES) {
-      throw new ApiError(ERRORS.submissionTooLarge);
+      throw new Refusal("submissionTooLarge");
     }
-    if (kind === null) throw new ApiError(submissionTypeError(config.ingestContentTypes));
-    if (target === null || form === null) throw new ApiError(ERRORS.formEndpointNotFound);
-    if (allow === null) throw new ApiError(ERRORS.originNotAllowed);
+    if (kind === null) {
+      throw new Refusal(
+        config.ingestContentTypes === "json" ? "submissionTypeJson" : "submissionTypeAny",
+      );
+    }
+    if (target === null || form === null) throw new Refusal("formEndpointNotFound");
+    if (allow === null) throw new Refusal("originNotAllowed");
 
-    const { envelope, nowhere } = await pipeline.submit(c, {
+    const accepted = await pipeline.submit(incoming(c), {
       target,
       kind,
       contentType,
       declared,
       origin,
     });
+    countAcceptance(form, accepted);
+    const { envelope, nowhere } = accepted;
     if (browserPost) {
       // The thank-you page is the form's own setting, never taken from the request.
       if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
@@ -171,5 +253,7 @@ export function ingestRoutes(deps: AppDeps) {
   }
 
   refuseOtherMethods(router, "/:publicKey");
+  // A post to no form's path is a refusal of a submission too, counted like an unknown key.
+  router.post("/*", (c) => answer(c, counted(new Refusal("notFound")), false));
   return router;
 }

@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import { rotateTenantKey } from "../store/orgs.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
-import { ApiError, refuseOtherMethods } from "./http.ts";
-import { ERRORS } from "./errors.ts";
+import { refuseOtherMethods } from "./http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** `POST /keys/rotate` (spec 4.2). */
 export function keyRoutes({ db, notifier, logger }: AppDeps) {

@@ -1,5 +1,5 @@
 /**
- * The admin API's 429 answers (their texts are in routes/errors.ts): the answer itself
+ * The admin API's 429 answers (their texts are in errors.ts): the answer itself
  * (with `Retry-After`), and the
  * per-organization limit of operations that touch delivery jobs (resume, redelivery,
  * changing or deleting a destination).
@@ -9,8 +9,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";
 import type { AdminEnv } from "./app_deps.ts";
-import { ERRORS, type ErrorSpec } from "./errors.ts";
-import { ApiError } from "./http.ts";
+import { ApiError, ERRORS, type ErrorSpec } from "../errors.ts";
 
 /**
  * Throws `429` with `Retry-After` (whole seconds, at least 1) and `retryAfter` in the body;

@@ -23,7 +23,7 @@ import {
 } from "../store/notifications.ts";
 import { queueTest } from "../store/notice_jobs.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
-import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
+import { readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
 import { tooManyRequests } from "./limits.ts";
 import { takeTestSend } from "../store/test_send_limits.ts";
 import {
@@ -33,7 +33,7 @@ import {
 } from "../store/notify_confirmations.ts";
 import { createAddressConfirmations } from "../notify/address_confirmation.ts";
 import { describeError } from "../log.ts";
-import { ERRORS } from "./errors.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /** The events an organization may choose (the summary is chosen apart). */
 const CHOOSABLE = NOTIFY_EVENTS.filter((type) => type !== "summary" && type !== "test") as [

@@ -12,8 +12,7 @@ import { describeError } from "../log.ts";
 import { registry } from "../metrics.ts";
 import { probeKvWrite } from "../store/db.ts";
 import type { AppDeps } from "./app_deps.ts";
-import { ApiError, errorBody } from "./http.ts";
-import { ERRORS } from "./errors.ts";
+import { ApiError, errorBody, ERRORS } from "../errors.ts";
 
 /** SHA-256 of a text, for comparing tokens in constant time whatever their lengths. */
 async function digest(text: string): Promise<Uint8Array> {

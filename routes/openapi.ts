@@ -4,7 +4,7 @@
  * Request bodies and queries come from the very zod schemas the routes and connectors
  * validate with (converted by zod's own `z.toJSONSchema`), so they cannot drift from
  * the code. Answers are described by the zod schemas below, and error answers are
- * taken from the catalogue the routes throw from (routes/errors.ts); tests/openapi_test.ts
+ * taken from the catalogue the routes throw from (errors.ts); tests/openapi_test.ts
  * checks real answers against them and that every route of the app is listed here.
  *
  * @module
@@ -18,7 +18,7 @@ import { deliveriesQuerySchema, redeliverSinceSchema, SEND_NOW_CONFLICTS } from 
 import { destinationPreviewSchema } from "./destination_preview.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
-import { ERRORS, type ErrorSpec, submissionTypeError } from "./errors.ts";
+import { ERRORS, type ErrorSpec, submissionTypeError } from "../errors.ts";
 import { refusalsQuerySchema } from "./refusals.ts";
 import {
   confirmationRequestSchema,
@@ -509,6 +509,11 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
                   "What rules in observe mode would have caught (delivered all the same)",
               }),
             })),
+            refusedOrigins: z.array(z.strictObject({ origin: z.string(), lastSeen: timestamp }))
+              .meta({
+                description: "The last few (at most 5) distinct sites refused for their origin, " +
+                  "CORS preflights included, newest first: origins only, kept 30 days",
+              }),
           }),
         },
       },

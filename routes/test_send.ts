@@ -18,8 +18,8 @@ import type { FormRecord } from "../store/forms.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { tooManyRequests } from "./limits.ts";
-import { ApiError, readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
-import { ERRORS } from "./errors.ts";
+import { readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
+import { ApiError, ERRORS } from "../errors.ts";
 
 /**
  * How long a test send's claim on its destination lasts at most: past the longest
@@ -177,6 +177,8 @@ export function testSendRoutes(deps: AppDeps) {
         if (attempt.unexpected) {
           // Its text is not known to be free of secrets, so only the log has it.
           logger.error("test send failed", {
+            orgId: form.orgId,
+            formId: form.id,
             destinationId: destination.id,
             error: describeError(attempt.failure.cause),
           });
@@ -191,6 +193,7 @@ export function testSendRoutes(deps: AppDeps) {
       }
     }
     logger.info("test send", {
+      orgId: form.orgId,
       formId: form.id,
       destinationId: destination.id,
       type: destination.type,

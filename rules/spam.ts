@@ -169,52 +169,88 @@ async function isDisposable(address: unknown): Promise<boolean> {
  */
 export type SpamVerdict = { rule: SpamRule } | { rule: null; pageToken: PageToken | null };
 
+/** What the rules are judged on. */
+interface SpamInput {
+  payload: unknown;
+  sealer: Sealer;
+  publicKey: string;
+  orgId: string;
+  now: number;
+}
+
 /**
- * The rule of `rules` that catches a payload, if any. Takes the time-trap field out of
- * the payload (it is the page's, not the visitor's). Patterns are matched in the lane of
- * `orgId` (patterns.ts).
+ * The rule of `rules` that catches a payload, if any: the first in the order of
+ * SPAM_RULES, the others not asked (enforced, a catch is counted once, under the rule
+ * that caught it). Takes the time-trap field out of the payload (it is the page's, not
+ * the visitor's). Patterns are matched in the lane of `orgId` (patterns.ts).
  */
-export async function spamRuleCaught(
+export async function spamRuleCaught(rules: SpamRules, input: SpamInput): Promise<SpamVerdict> {
+  const { caught, pageToken } = await judge(rules, input, false);
+  return caught.length > 0 ? { rule: caught[0] } : { rule: null, pageToken };
+}
+
+/**
+ * Every rule of `rules` that would catch a payload, each judged alone: what observe mode
+ * counts, so that an owner sees what each rule would do before enforcing it (a fast post
+ * with two links counts for the time trap and for the link limit). Takes the time-trap
+ * field out of the payload like spamRuleCaught.
+ */
+export async function spamRulesCaught(rules: SpamRules, input: SpamInput): Promise<SpamRule[]> {
+  return (await judge(rules, input, true)).caught;
+}
+
+/** The rules that catch a payload, in SPAM_RULES order: the first only, or `every` one. */
+async function judge(
   rules: SpamRules,
-  { payload, sealer, publicKey, orgId, now }: {
-    payload: unknown;
-    sealer: Sealer;
-    publicKey: string;
-    orgId: string;
-    now: number;
-  },
-): Promise<SpamVerdict> {
+  { payload, sealer, publicKey, orgId, now }: SpamInput,
+  every: boolean,
+): Promise<{ caught: SpamRule[]; pageToken: PageToken | null }> {
   const fields = typeof payload === "object" && payload !== null && !Array.isArray(payload)
     ? payload as Record<string, unknown>
     : {};
   const token = fields[TIME_TRAP_FIELD];
   delete fields[TIME_TRAP_FIELD];
+  const caught: SpamRule[] = [];
+  /** Notes a catch; true when judging stops there. */
+  const catches = (rule: SpamRule) => {
+    caught.push(rule);
+    return !every;
+  };
+  const verdict = () => ({ caught, pageToken: caught.length > 0 ? null : pageToken });
   let pageToken: PageToken | null = null;
   if (rules.minSeconds !== undefined) {
-    if (token === undefined || token === "") return { rule: "no_page_token" };
-    pageToken = readPageToken(sealer, { publicKey, token, now });
-    if (pageToken === null || now - pageToken.loadedAt < rules.minSeconds * 1000) {
-      return { rule: "time_trap" };
+    if (token === undefined || token === "") {
+      if (catches("no_page_token")) return verdict();
+    } else {
+      pageToken = readPageToken(sealer, { publicKey, token, now });
+      if (pageToken === null || now - pageToken.loadedAt < rules.minSeconds * 1000) {
+        if (catches("time_trap")) return verdict();
+      }
     }
   }
   const values = stringsOf(payload);
-  if (rules.maxLinks !== undefined && countLinks(values) > rules.maxLinks) return { rule: "links" };
+  if (rules.maxLinks !== undefined && countLinks(values) > rules.maxLinks) {
+    if (catches("links")) return verdict();
+  }
   if (rules.blockedWords?.length) {
     const words = rules.blockedWords.map((word) => word.toLowerCase());
     const lower = values.map((value) => value.toLowerCase());
-    if (lower.some((v) => words.some((w) => v.includes(w)))) return { rule: "blocked_words" };
+    if (lower.some((v) => words.some((w) => v.includes(w)))) {
+      if (catches("blocked_words")) return verdict();
+    }
   }
   if (rules.blockedPatterns?.length) {
     const budget = matchBudget({ lane: orgId });
     for (const source of rules.blockedPatterns) {
       if (await budget.anyMatches(compilePattern(source), values)) {
-        return { rule: "blocked_patterns" };
+        if (catches("blocked_patterns")) return verdict();
+        break;
       }
     }
   }
   if (
     rules.disposableEmailField !== undefined &&
     await isDisposable(fields[rules.disposableEmailField])
-  ) return { rule: "disposable" };
-  return { rule: null, pageToken };
+  ) catches("disposable");
+  return verdict();
 }

@@ -5,6 +5,7 @@ import {
   readPageToken,
   spamRuleCaught,
   type SpamRules,
+  spamRulesCaught,
   spamRulesSchema,
   TIME_TRAP_FIELD,
   TOKEN_MAX_AGE_MS,
@@ -113,4 +114,30 @@ Deno.test("page tokens minted in the same millisecond differ, and each is good",
   // A token of the older form (the time alone signed), from a page loaded before, is read.
   const legacy = `${loadedAt}.${sealer.pseudonym(`page-token\0${publicKey}\0${loadedAt}`)}`;
   assert.equal(read(legacy)?.loadedAt, loadedAt);
+});
+
+Deno.test("spamRulesCaught judges each rule alone and names every one that catches; spamRuleCaught stops at the first", async () => {
+  const rules = { minSeconds: 3, maxLinks: 1, blockedWords: ["casino"] };
+  const fast = () => ({
+    message: "casino https://a.example https://b.example",
+    [TIME_TRAP_FIELD]: pageToken(sealer, publicKey, now - 1000),
+  });
+  const input = (payload: Record<string, unknown>) => ({
+    payload,
+    sealer,
+    publicKey,
+    orgId: "org_spam",
+    now,
+  });
+  const payload = fast();
+  assert.deepEqual(await spamRulesCaught(rules, input(payload)), [
+    "time_trap",
+    "links",
+    "blocked_words",
+  ]);
+  assert.equal(TIME_TRAP_FIELD in payload, false, "the page's field is taken out either way");
+  assert.deepEqual(await spamRuleCaught(rules, input(fast())), { rule: "time_trap" });
+  assert.deepEqual(await spamRulesCaught(rules, input({ message: "hello" })), ["no_page_token"]);
+  const person = { message: "hello", [TIME_TRAP_FIELD]: pageToken(sealer, publicKey, now - 9000) };
+  assert.deepEqual(await spamRulesCaught(rules, input(person)), []);
 });

@@ -35,6 +35,8 @@
  *   through, kept while the token could still be good (rules/spam.ts).
  * - `refusals/<formId>/<day>/<reason>` how many submissions to a form were refused (or
  *   went nowhere) on a UTC day, by reason (refusals.ts); never the submission.
+ *   `refused_origins/<formId>` the last few distinct sites refused for their origin (origins
+ *   only, with when each was last refused).
  * - `confirmation_sent/<formId>/<address hash>` a confirmation sent to a visitor's address
  *   in the last 24 hours (a keyed hash, never the address); `confirmation_hour/<formId>/<epoch
  *   hour>` a form's confirmations in one hour (confirmations.ts).
@@ -330,6 +332,11 @@ export const refusalsOfFormPrefix = (formId: string): ["refusals", string] => [
   "refusals",
   formId,
 ];
+/** The last few distinct origins a form refused (store/refusals.ts). */
+export const refusedOriginsKey = (formId: string): ["refused_origins", string] => [
+  "refused_origins",
+  formId,
+];
 /** The day and reason of a refusal count key. */
 export function refusalCountKeyParts(key: Deno.KvKey): { day: string; reason: string } {
   const [, , day, reason] = key as ReturnType<typeof refusalCountKey>;
@@ -505,6 +512,7 @@ export const KEY_FAMILIES: Record<string, FamilyNames | null> = {
   relay_usage: { key: { 1: "org" } },
   health: null,
   refusals: { key: { 1: "form" } },
+  refused_origins: { key: { 1: "form" } },
   confirmation_sent: { key: { 1: "form" } },
   confirmation_hour: { key: { 1: "form" } },
   page_token_uses: { key: { 1: "form" } },

@@ -6,12 +6,19 @@
  * counts are kept, never the submission. Counts gather in memory and are written as KV
  * sums at most every few seconds (and at close): a flood of refusals costs one small
  * commit per interval, not one per request. Counts older than 30 days are pruned when
- * read.
+ * read. Beside the counts, the last few distinct sites refused for their origin
+ * ({@linkcode MAX_REFUSED_ORIGINS}: the origin only, `scheme://host[:port]`, and when), so
+ * that an owner sees which site tried, kept and written the same way.
  *
  * @module
  */
 import type { Db } from "./db.ts";
-import { refusalCountKey, refusalCountKeyParts, refusalsOfFormPrefix } from "./keys.ts";
+import {
+  refusalCountKey,
+  refusalCountKeyParts,
+  refusalsOfFormPrefix,
+  refusedOriginsKey,
+} from "./keys.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
 import { SPAM_RULES, type SpamRule } from "../rules/spam.ts";
 import {
@@ -32,6 +39,16 @@ export type CountedReason = FormRefusalReason | RuleCount;
 
 /** How long counts are kept. */
 const KEEP_DAYS = 30;
+/** How many distinct refused origins a form keeps: the most recently refused. */
+export const MAX_REFUSED_ORIGINS = 5;
+/** Longest origin kept; a longer one (a hostile header) is not. */
+const MAX_ORIGIN_CHARS = 200;
+
+/** A site refused for its origin, and when it was last refused (ms since the epoch). */
+export interface RefusedOrigin {
+  origin: string;
+  lastSeen: number;
+}
 /** Most sums in one commit (KV allows 1000 mutations). */
 const SUMS_PER_COMMIT = 500;
 const DAY_MS = 86_400_000;
@@ -45,6 +62,10 @@ export function dayOf(ms: number): string {
 export interface RefusalCounter {
   /** Counts one refusal of a submission to a form, or one catch of a spam rule. */
   count(formId: string, reason: CountedReason): void;
+  /** Notes the origin of a submission (or preflight) refused for it. */
+  refusedOrigin(formId: string, origin: string): void;
+  /** Refused origins not yet written, for `formId`. */
+  pendingOrigins(formId: string): RefusedOrigin[];
   /** Counts not yet written, for `formId` (added to what is read from KV). */
   pending(formId: string): { day: string; reason: CountedReason; count: number }[];
   /** Writes what has been counted; resolves once written. */
@@ -60,6 +81,8 @@ export function createRefusalCounter(
   const now = options.now ?? Date.now;
   /** `formId\0day\0reason` → count. */
   let counts = new Map<string, number>();
+  /** formId → origin → when last refused. */
+  let origins = new Map<string, Map<string, number>>();
   let lastFlush = now();
   let writing: Promise<void> = Promise.resolve();
 
@@ -75,13 +98,30 @@ export function createRefusalCounter(
     }
   }
 
+  /** Merges a form's newly refused origins into its kept list (checked, retried on a race). */
+  async function writeOrigins(formId: string, seen: Map<string, number>) {
+    const key = refusedOriginsKey(formId);
+    for (let tries = 0; tries < 5; tries++) {
+      const entry = await db.kv.get<RefusedOrigin[]>(key);
+      const kept = (entry.value ?? []).toReversed();
+      const merged = latestOrigins([...kept, ...originList(seen)]);
+      const op = db.kv.atomic().check(entry).set(key, merged, { expireIn: KEEP_DAYS * DAY_MS });
+      if ((await retryWhileBusy(() => op.commit())).ok) return;
+    }
+  }
+
   function flush(): Promise<void> {
     lastFlush = now();
-    if (counts.size === 0) return writing;
+    if (counts.size === 0 && origins.size === 0) return writing;
     const batch = counts;
+    const seen = origins;
     counts = new Map();
+    origins = new Map();
     // One write at a time, in order; a failed one is lost (they are counts, not data).
-    writing = writing.then(() => write(batch)).catch(() => {});
+    writing = writing.then(async () => {
+      await write(batch);
+      for (const [formId, byOrigin] of seen) await writeOrigins(formId, byOrigin);
+    }).catch(() => {});
     return writing;
   }
 
@@ -90,6 +130,19 @@ export function createRefusalCounter(
       const name = `${formId}\0${dayOf(now())}\0${reason}`;
       counts.set(name, (counts.get(name) ?? 0) + 1);
       if (now() - lastFlush >= flushMs) flush();
+    },
+    refusedOrigin(formId, origin) {
+      if (origin.length > MAX_ORIGIN_CHARS) return;
+      let seen = origins.get(formId);
+      if (seen === undefined) origins.set(formId, seen = new Map());
+      // Delete first, so the map keeps the newest last and is cut from the oldest.
+      seen.delete(origin);
+      seen.set(origin, now());
+      if (seen.size > MAX_REFUSED_ORIGINS) seen.delete(seen.keys().next().value!);
+      if (now() - lastFlush >= flushMs) flush();
+    },
+    pendingOrigins(formId) {
+      return originList(origins.get(formId) ?? new Map());
     },
     pending(formId) {
       const found: { day: string; reason: CountedReason; count: number }[] = [];
@@ -165,4 +218,40 @@ function add(day: DayRefusals | undefined, reason: string, count: number) {
   } else if (isFormRefusalReason(reason)) {
     day[reason] += count;
   }
+}
+
+function originList(seen: Map<string, number>): RefusedOrigin[] {
+  return [...seen].map(([origin, lastSeen]) => ({ origin, lastSeen }));
+}
+
+/**
+ * The most recently refused distinct origins, newest first, at most MAX_REFUSED_ORIGINS.
+ * `list` is oldest first: of two refused in the same millisecond, the later listed is newer.
+ */
+function latestOrigins(list: RefusedOrigin[]): RefusedOrigin[] {
+  const latest = new Map<string, number>();
+  for (const { origin, lastSeen } of list) {
+    const at = Math.max(lastSeen, latest.get(origin) ?? 0);
+    latest.delete(origin);
+    latest.set(origin, at);
+  }
+  // Stable sort of the reversed list: ties keep newest first.
+  return originList(latest).reverse().sort((a, b) => b.lastSeen - a.lastSeen).slice(
+    0,
+    MAX_REFUSED_ORIGINS,
+  );
+}
+
+/**
+ * The last few distinct origins a form refused, newest first (at most
+ * MAX_REFUSED_ORIGINS), with the counter's unwritten ones.
+ */
+export async function readRefusedOrigins(
+  db: Db,
+  formId: string,
+  counter?: RefusalCounter,
+): Promise<RefusedOrigin[]> {
+  const kept = (await db.kv.get<RefusedOrigin[]>(refusedOriginsKey(formId))).value ?? [];
+  // Kept newest first; pending oldest first.
+  return latestOrigins([...kept.toReversed(), ...(counter?.pendingOrigins(formId) ?? [])]);
 }

@@ -244,3 +244,11 @@ export function newKey(prefix: "sk" | "pk"): string {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
   return `${prefix}_${bytes.toBase64({ alphabet: "base64url", omitPadding: true })}`;
 }
+
+/**
+ * Whether a string may be a form's public key: `pk_` and 16 to 100 base64url characters
+ * (newKey makes 43). Checked before any look-up, so a hostile path costs no KV read.
+ */
+export function isPublicKey(value: string): boolean {
+  return /^pk_[A-Za-z0-9_-]{16,100}$/.test(value);
+}

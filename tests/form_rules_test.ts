@@ -293,6 +293,42 @@ Deno.test("spam rules in observe mode deliver as usual and count what each rule 
   );
 });
 
+Deno.test("each rule judged alone: observed, a fast post with two links counts for the time trap and the link limit; enforced, once, under the rule that caught it", async (t) => {
+  await using h = await startHarness();
+  await using sink = startWebhookSink();
+  const rules = { minSeconds: 3, maxLinks: 1 };
+  const form = await h.createForm({ spamRules: { ...rules, observe: true } });
+  await h.addDestination(form.id, webhook(sink.url));
+  const fastWithTwoLinks = () => ({
+    message: "see https://a.example and https://b.example",
+    [TIME_TRAP_FIELD]: pageToken(h.service.db.sealer, form.publicKey, Date.now() - 1000),
+  });
+
+  await t.step("observe mode: both rules counted, the post delivered", async () => {
+    await submitAndSettle(h, form.publicKey, fastWithTwoLinks());
+    assert.equal(sink.received.length, 1);
+    const today = await refusalsToday(h, form.id);
+    assert.equal(today.spam, 0);
+    assert.equal(today.observedByRule.time_trap, 1);
+    assert.equal(today.observedByRule.links, 1);
+    assert.equal(today.observedByRule.no_page_token, 0);
+  });
+
+  await t.step("enforced: caught once, under the time trap, which judged first", async () => {
+    const before = await metricValue("formrelay_spam_caught_total", { rule: "links" });
+    const patched = await h.admin("PATCH", `/forms/${form.id}`, { spamRules: rules });
+    assert.equal(patched.status, 200);
+    assert.equal((await h.submit(form.publicKey, fastWithTwoLinks())).status, 202);
+    assert.equal((await storedJobs(h)).length, 0, "caught: nothing kept");
+    const today = await refusalsToday(h, form.id);
+    assert.equal(today.spam, 1);
+    assert.equal(today.spamByRule.time_trap, 1);
+    assert.equal(today.spamByRule.links, 0);
+    assert.equal(today.observedByRule.links, 1, "the observed days stay shown");
+    assert.equal(await metricValue("formrelay_spam_caught_total", { rule: "links" }), before);
+  });
+});
+
 /** A harness whose platform relay is a local SMTP server. */
 async function withRelay(server: TestSmtpServer, overrides = {}) {
   return await startHarness({ platformSmtp: platformRelayOf(server), ...overrides });

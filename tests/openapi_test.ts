@@ -6,7 +6,7 @@ import { DESTINATION_TYPES } from "../connectors/registry.ts";
 import assert from "node:assert/strict";
 import { Validator } from "./deps.ts";
 import { loadConfig } from "../config.ts";
-import { ERRORS } from "../routes/errors.ts";
+import { ERRORS } from "../errors.ts";
 import { answersOf, operations, type OperationSpec } from "../routes/openapi.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";

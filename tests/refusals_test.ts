@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { startHarness } from "./helpers/harness.ts";
-import { createRefusalCounter, readRefusals } from "../store/refusals.ts";
+import {
+  createRefusalCounter,
+  MAX_REFUSED_ORIGINS,
+  readRefusals,
+  readRefusedOrigins,
+} from "../store/refusals.ts";
 
 const DAY = "2026-11-24";
 
@@ -146,6 +151,88 @@ Deno.test("the refusal counter writes sums at most every interval and on flush, 
     let left = 0;
     for await (const _ of kv.list({ prefix: ["refusals"] })) left++;
     assert.equal(left, 0);
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("a site refused at the CORS preflight (a page posting with fetch) counts as the form's origin refusal, and the form lists the last few distinct refused sites", async () => {
+  await using h = await startHarness({}, { deliver: false });
+  const form = await h.createForm({ allowedOrigins: ["https://site.example"] });
+  const preflight = (origin: string) =>
+    h.request(`/v1/f/${form.publicKey}`, {
+      method: "OPTIONS",
+      headers: {
+        origin,
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type",
+      },
+    });
+  const refusalsOf =
+    async () => (await (await h.admin("GET", `/forms/${form.id}/refusals`)).json());
+
+  await expectError(
+    await preflight("https://blog.example"),
+    403,
+    "Origin is not allowed for this form",
+  );
+  const allowed = await preflight("https://site.example");
+  assert.equal(allowed.status, 204);
+  let answer = await refusalsOf();
+  assert.equal(answer.days[6].origin, 1, "the refused preflight is counted, the allowed one not");
+  assert.deepEqual(answer.refusedOrigins.map((o: { origin: string }) => o.origin), [
+    "https://blog.example",
+  ]);
+  assert.ok(!Number.isNaN(Date.parse(answer.refusedOrigins[0].lastSeen)));
+
+  // A POST refused for its origin is listed too; each site once, newest first, at most 5.
+  await expectError(
+    await h.submit(form.publicKey, { a: 1 }, { origin: "https://old.example/page?x=1" }),
+    403,
+    "Origin is not allowed for this form",
+  );
+  for (let i = 0; i < 6; i++) await (await preflight(`https://s${i}.example`)).body?.cancel();
+  await (await preflight("https://blog.example")).body?.cancel();
+  answer = await refusalsOf();
+  assert.equal(answer.days[6].origin, 9);
+  assert.deepEqual(answer.refusedOrigins.map((o: { origin: string }) => o.origin), [
+    "https://blog.example",
+    "https://s5.example",
+    "https://s4.example",
+    "https://s3.example",
+    "https://s2.example",
+  ]);
+  assert.equal(answer.refusedOrigins.length, MAX_REFUSED_ORIGINS);
+});
+
+Deno.test("refused origins are kept like the counts: gathered, written at the interval, merged, bounded, expiring", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = { kv } as Parameters<typeof createRefusalCounter>[0];
+    let now = Date.parse(`${DAY}T10:00:00Z`);
+    const counter = createRefusalCounter(db, { flushMs: 1000, now: () => now });
+    const form = crypto.randomUUID();
+    counter.refusedOrigin(form, "https://a.example");
+    now += 10;
+    counter.refusedOrigin(form, "https://b.example");
+    counter.refusedOrigin(form, "https://" + "x".repeat(300) + ".example");
+    assert.equal((await kv.get(["refused_origins", form])).value, null, "not written yet");
+    const names = async () => (await readRefusedOrigins(db, form, counter)).map((o) => o.origin);
+    assert.deepEqual(await names(), ["https://b.example", "https://a.example"]);
+    await counter.flush();
+    assert.deepEqual(counter.pendingOrigins(form), []);
+    now += 10;
+    counter.refusedOrigin(form, "https://a.example");
+    await counter.flush();
+    assert.deepEqual(await names(), ["https://a.example", "https://b.example"]);
+    for (let i = 0; i < 10; i++) {
+      now += 10;
+      counter.refusedOrigin(form, `https://${i}.example`);
+    }
+    await counter.flush();
+    const kept = (await kv.get<unknown[]>(["refused_origins", form])).value!;
+    assert.equal(kept.length, MAX_REFUSED_ORIGINS);
+    assert.deepEqual(await names(), [9, 8, 7, 6, 5].map((i) => `https://${i}.example`));
   } finally {
     kv.close();
   }

@@ -5,7 +5,9 @@
  * - only `store/` touches KV: no other source file (tests, benchmarks and tools aside)
  *   opens a KV or calls a KV method (`Deno.openKv`, `.kv.get(…)`, `.atomic()`, …);
  * - `metrics.ts` depends, even through other modules, neither on Hono nor on `routes/`:
- *   the store and the delivery engine count into it without pulling in HTTP.
+ *   the store and the delivery engine count into it without pulling in HTTP;
+ * - nor does any module of `ingest/`: ingestion decides in the domain's terms (a
+ *   Refusal, ingest/refusal.ts) and routes/ingest.ts alone speaks HTTP.
  *
  * @module
  */
@@ -33,8 +35,14 @@ export interface DenoInfo {
   modules: { specifier: string; dependencies?: { specifier: string }[] }[];
 }
 
-/** The modules and packages metrics.ts must not reach, as found in its `deno info` graph. */
-export function forbiddenForMetrics(info: DenoInfo): string[] {
+/** Whether a module (relative to the repository root) must not reach Hono or `routes/`. */
+export function mustBeHttpFree(path: string): boolean {
+  if (path.endsWith("_test.ts")) return false;
+  return path === "metrics.ts" || /^ingest\/.+\.ts$/.test(path);
+}
+
+/** The modules and packages an HTTP-free module reaches, as found in its `deno info` graph. */
+export function forbiddenHttp(info: DenoInfo): string[] {
   const found = new Set<string>();
   for (const module of info.modules) {
     for (
@@ -54,25 +62,28 @@ export function forbiddenForMetrics(info: DenoInfo): string[] {
 if (import.meta.main) {
   const root = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
   const problems: string[] = [];
+  const httpFree: string[] = [];
   for (const file of await tsFiles(root)) {
     const path = file.slice(root.length + 1);
     for (const access of kvAccesses(path, await Deno.readTextFile(file))) {
       problems.push(`KV touched outside store/: ${access}`);
     }
+    if (mustBeHttpFree(path)) httpFree.push(path);
   }
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", "--lock=deno.test.lock", `${root}/metrics.ts`],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  if (!output.success) throw new Error(new TextDecoder().decode(output.stderr));
-  for (
-    const specifier of forbiddenForMetrics(JSON.parse(new TextDecoder().decode(output.stdout)))
-  ) {
-    problems.push(`metrics.ts depends on ${specifier.replace(`file://${root}/`, "")}`);
+  for (const path of httpFree) {
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: ["info", "--json", "--lock=deno.test.lock", `${root}/${path}`],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    if (!output.success) throw new Error(new TextDecoder().decode(output.stderr));
+    const info = JSON.parse(new TextDecoder().decode(output.stdout));
+    for (const specifier of forbiddenHttp(info)) {
+      problems.push(`${path} depends on ${specifier.replace(`file://${root}/`, "")}`);
+    }
   }
   if (problems.length === 0) {
-    console.log("Layers kept: KV only in store/, metrics.ts without Hono or routes/");
+    console.log("Layers kept: KV only in store/, metrics.ts and ingest/ without Hono or routes/");
   } else {
     for (const problem of problems) console.error(problem);
     Deno.exit(1);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { forbiddenForMetrics, kvAccesses } from "./check_layers.ts";
+import { forbiddenHttp, kvAccesses, mustBeHttpFree } from "./check_layers.ts";
 
 Deno.test("kvAccesses finds KV reached outside store/, and allows it in store/ and tests", () => {
   const source = [
@@ -18,10 +18,10 @@ Deno.test("kvAccesses finds KV reached outside store/, and allows it in store/ a
   assert.deepEqual(kvAccesses("delivery/engine_test.ts", source), []);
 });
 
-Deno.test("forbiddenForMetrics names the routes/ modules and Hono found in metrics.ts's graph", () => {
+Deno.test("forbiddenHttp names the routes/ modules and Hono found in a module's graph", () => {
   const root = "file:///repo";
   assert.deepEqual(
-    forbiddenForMetrics({
+    forbiddenHttp({
       modules: [
         { specifier: `${root}/metrics.ts`, dependencies: [{ specifier: "./routes/http.ts" }] },
         { specifier: `${root}/routes/http.ts`, dependencies: [{ specifier: "hono" }] },
@@ -31,5 +31,24 @@ Deno.test("forbiddenForMetrics names the routes/ modules and Hono found in metri
     }),
     ["./routes/http.ts", `${root}/routes/http.ts`, "hono", "npm:/hono@4.13.19/dist/index.js"],
   );
-  assert.deepEqual(forbiddenForMetrics({ modules: [{ specifier: `${root}/metrics.ts` }] }), []);
+  assert.deepEqual(forbiddenHttp({ modules: [{ specifier: `${root}/metrics.ts` }] }), []);
+});
+
+Deno.test("metrics.ts and every module of ingest/ must be free of Hono and routes/; tests and routes/ need not", () => {
+  for (const path of ["metrics.ts", "ingest/steps.ts", "ingest/pipeline.ts", "ingest/refusal.ts"]) {
+    assert.ok(mustBeHttpFree(path), path);
+  }
+  for (const path of ["ingest/steps_test.ts", "routes/ingest.ts", "app.ts"]) {
+    assert.ok(!mustBeHttpFree(path), path);
+  }
+  // What the check reports for an ingest module that reaches the routes: both named.
+  assert.deepEqual(
+    forbiddenHttp({
+      modules: [{
+        specifier: "file:///repo/ingest/steps.ts",
+        dependencies: [{ specifier: "../routes/http.ts" }, { specifier: "npm:hono@4" }],
+      }],
+    }),
+    ["../routes/http.ts", "npm:hono@4"],
+  );
 });

@@ -84,7 +84,8 @@ const REFUSALS = [
   [
     "origin",
     "Wrong website",
-    "Posted from a page whose address is not in Allowed origins (Settings).",
+    "Posted from a page whose address is not in Allowed origins (Settings); a page posting " +
+    "with fetch is refused before it sends anything.",
   ],
   ["captcha", "Captcha", "No captcha token, or one the captcha service did not accept."],
   [
@@ -130,7 +131,7 @@ const REFUSALS = [
  * What never reached the destinations, per reason: today and the last 7 days. Counts
  * only: formrelay keeps nothing of these submissions.
  */
-function refusalsCard(days) {
+function refusalsCard(form, { days, refusedOrigins }, { done }) {
   const today = days.at(-1);
   const total = (reason) => days.reduce((n, day) => n + day[reason], 0);
   const rows = REFUSALS.filter(([reason]) => total(reason) > 0);
@@ -165,8 +166,43 @@ function refusalsCard(days) {
         ),
       ),
     ),
+    refusedSites(form, refusedOrigins, done),
     spamByRule(days),
     h("p", { class: "hint" }, "Counts only: nothing of these submissions is kept."),
+  );
+}
+
+/**
+ * The last sites refused for their origin (a page posting with fetch is refused at its
+ * CORS preflight, so its owner sees no message at all), each with one click to allow it.
+ */
+function refusedSites(form, refusedOrigins, done) {
+  const sites = refusedOrigins.filter(({ origin }) => !form.allowedOrigins.includes(origin));
+  if (sites.length === 0) return null;
+  const allow = async (origin) => {
+    const allowedOrigins = [...form.allowedOrigins, origin];
+    const { status, body } = await api("PATCH", `/forms/${form.id}`, { allowedOrigins });
+    const ok = status === 200;
+    if (ok) form.allowedOrigins = allowedOrigins;
+    done(ok ? `${origin} is now an allowed origin: its posts are taken.` : body.error, ok);
+  };
+  return h(
+    "div",
+    { class: "refused-origins" },
+    h("p", { class: "meta" }, "Sites refused as a wrong website (latest first):"),
+    h(
+      "ul",
+      {},
+      sites.map(({ origin, lastSeen }) =>
+        h(
+          "li",
+          { "data-origin": origin },
+          h("code", {}, origin),
+          ` last ${new Date(lastSeen).toLocaleString()} `,
+          h("button", { type: "button", onclick: () => allow(origin) }, "Allow this site"),
+        )
+      ),
+    ),
   );
 }
 
@@ -314,7 +350,7 @@ export async function deliveriesView(id) {
   );
 
   async function reload() {
-    const [{ destinations }, { deliveries }, { days }, { retainsFailed }] = await Promise.all([
+    const [{ destinations }, { deliveries }, refusals, { retainsFailed }] = await Promise.all([
       apiOk("GET", `/forms/${form.id}/destinations`),
       apiOk("GET", `/forms/${form.id}/deliveries?limit=${LIMIT}`),
       apiOk("GET", `/forms/${form.id}/refusals?days=7`),
@@ -338,7 +374,7 @@ export async function deliveriesView(id) {
       nowhereNotice(form, destinations) ?? "",
       healthAlerts(form, destinations, reload) ?? "",
       chart(deliveries),
-      refusalsCard(days),
+      refusalsCard(form, refusals, { done }),
       h(
         "div",
         { class: "card" },

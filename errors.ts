@@ -4,18 +4,21 @@
  * submission, its reason (refusal_reasons.ts), which metrics and the form's refusal counts
  * count it under.
  *
- * Routes throw these (`new ApiError(ERRORS.formNotFound)`), routes/openapi.ts lists
- * them per operation, and routes/ingest.ts counts a refusal by the error thrown, so the
- * three cannot drift apart. A new error answer is added here first.
+ * Routes throw these (`new ApiError(ERRORS.formNotFound)`), ingestion refuses with them
+ * by name (ingest/refusal.ts), routes/openapi.ts lists them per operation, and
+ * routes/ingest.ts answers and counts a refusal by its entry, so none can drift from the
+ * others. A new error answer is added here first.
  *
  * @module
  */
-import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { RefusalReason } from "../refusal_reasons.ts";
+import type { RefusalReason } from "./refusal_reasons.ts";
+
+/** The statuses the service answers errors with (each one Hono can send with a body). */
+export type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 408 | 409 | 413 | 415 | 429 | 500 | 503;
 
 /** One error answer: its status, its exact text and, for a refused submission, why. */
 export interface ErrorSpec {
-  readonly status: ContentfulStatusCode;
+  readonly status: ErrorStatus;
   readonly text: string;
   /** Set on the answers ingestion can give; a refusal is counted by it. */
   readonly reason?: RefusalReason;
@@ -143,10 +146,20 @@ export const INGEST_REFUSALS: { status: number; reason: RefusalReason }[] = (
 );
 
 /**
- * The refusal reason of an answer that carries no catalogued error (a browser form post
- * answered with a page, an unknown path): the first reason of its status in the
- * catalogue, so a page's 400 counts as "invalid" and its 503 as "busy".
+ * An error answer of the catalogue with the contract's body `{ ok: false, error,
+ * ...details }`; app.ts answers it. Framework-free, so that any layer may throw it.
  */
-export function refusalReasonOfStatus(status: number): RefusalReason | undefined {
-  return INGEST_REFUSALS.find((refusal) => refusal.status === status)?.reason;
+export class ApiError extends Error {
+  readonly status: ErrorStatus;
+  readonly details: Record<string, unknown>;
+  constructor(error: ErrorSpec, details: Record<string, unknown> = {}) {
+    super(error.text);
+    this.status = error.status;
+    this.details = details;
+  }
+}
+
+/** The JSON error body of the contract. */
+export function errorBody(error: string, details: Record<string, unknown> = {}) {
+  return { ok: false as const, error, ...details };
 }
