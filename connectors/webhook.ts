@@ -13,21 +13,7 @@ import {
   urlHosts,
 } from "./descriptor.ts";
 import type { Connector } from "./types.ts";
-
-/** The key bytes of a `whsec_` secret: the base64 after the prefix; throws when not base64. */
-function secretKey(secret: string): Uint8Array<ArrayBuffer> {
-  return Uint8Array.fromBase64(secret.slice("whsec_".length));
-}
-
-/** Standard Webhooks signing secret: `whsec_` + base64 of at least 24 bytes. */
-const webhookSecret = z.string().refine((value) => {
-  if (!value.startsWith("whsec_")) return false;
-  try {
-    return secretKey(value).length >= 24;
-  } catch {
-    return false;
-  }
-}, 'Expected "whsec_" followed by at least 24 bytes in base64');
+import { sign, webhookSecret } from "./signing.ts";
 
 /** Webhook destination config (spec 2.3, plus the contract's optional `secret`). */
 export const webhookConfigSchema = z.strictObject({
@@ -118,21 +104,4 @@ export function createWebhookConnector(deps: HttpConnectorDeps): Connector<Webho
       );
     },
   };
-}
-
-/**
- * A Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 of `<id>.<timestamp>.<body>`,
- * keyed with the base64-decoded part of the secret after `whsec_`.
- */
-async function sign(secret: string, content: string): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    secretKey(secret),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
-  const data = new TextEncoder().encode(content);
-  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, data));
-  return `v1,${mac.toBase64()}`;
 }
