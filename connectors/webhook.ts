@@ -13,7 +13,12 @@ import {
   urlHosts,
 } from "./descriptor.ts";
 import type { Connector } from "./types.ts";
-import { sign, webhookSecret } from "./signing.ts";
+import {
+  previousSecretsSchema,
+  signatureHeader,
+  webhookSecret,
+  withoutPreviousSecrets,
+} from "./signing.ts";
 
 /** Webhook destination config (spec 2.3, plus the contract's optional `secret`). */
 export const webhookConfigSchema = z.strictObject({
@@ -26,7 +31,12 @@ export const webhookConfigSchema = z.strictObject({
   secret: webhookSecret.optional(),
 });
 
-export type WebhookConfig = z.infer<typeof webhookConfigSchema>;
+/** A stored webhook config: as accepted, plus the earlier secrets a rotation keeps signing. */
+export const storedWebhookConfigSchema = webhookConfigSchema.extend({
+  previousSecrets: previousSecretsSchema.optional(),
+});
+
+export type WebhookConfig = z.infer<typeof storedWebhookConfigSchema>;
 
 const WEBHOOK_SECRETS: Record<string, SecretKind> = {
   url: "url",
@@ -44,6 +54,7 @@ export const webhookDestination: DestinationDescriptor<WebhookConfig, "webhook">
   hosts: urlHosts,
   preview: (envelope) => envelope,
   secrets: WEBHOOK_SECRETS,
+  rotatableSecret: true,
   editors: [{
     kind: "webhook",
     label: "Webhook",
@@ -74,25 +85,28 @@ export const webhookDestination: DestinationDescriptor<WebhookConfig, "webhook">
 /**
  * The webhook connector: the envelope as JSON with `config.method` and
  * `config.headers`, a `webhook-id` that is stable across retries and, with a
- * secret, Standard Webhooks `webhook-timestamp` and `webhook-signature`.
+ * secret, Standard Webhooks `webhook-timestamp` and `webhook-signature` (signed with the
+ * earlier secrets still in their grace too: signing.ts).
  * Redirects are failures (Standard Webhooks).
  */
 export function createWebhookConnector(deps: HttpConnectorDeps): Connector<WebhookConfig> {
   return {
     configSchema: webhookConfigSchema,
-    redact: (config) => redactSecrets(config, WEBHOOK_SECRETS),
+    storedConfigSchema: storedWebhookConfigSchema,
+    redact: (config) => redactSecrets(withoutPreviousSecrets(config), WEBHOOK_SECRETS),
     async deliver({ envelope, config, deliveryId, signal }) {
       const url = new URL(config.url);
       const body = JSON.stringify(envelope);
       const headers = jsonRequestHeaders(config.headers);
       headers["webhook-id"] = deliveryId;
       if (config.secret !== undefined) {
-        const timestamp = Math.floor(Date.now() / 1000).toString();
+        const now = Date.now();
+        const timestamp = Math.floor(now / 1000).toString();
         headers["webhook-timestamp"] = timestamp;
-        headers["webhook-signature"] = await sign(
-          config.secret,
-          `${deliveryId}.${timestamp}.${body}`,
-        );
+        headers["webhook-signature"] = (await signatureHeader(config, {
+          content: `${deliveryId}.${timestamp}.${body}`,
+          now,
+        }))!;
       }
       const send = startAttempt(deps, signal);
       const response = await send(url, { method: config.method, headers, body });
