@@ -51,7 +51,8 @@ export interface PreviousSecret {
 
 /** The signing fields of a config: the current secret and the earlier ones in their grace. */
 export interface SigningSecrets {
-  secret?: string;
+  /** Absent or null: deliveries are not signed. */
+  secret?: string | null;
   previousSecrets?: PreviousSecret[];
 }
 
@@ -86,7 +87,7 @@ function unexpired(previous: PreviousSecret[] | undefined, now: number): Previou
 
 /** The secrets a delivery at `now` is signed with: the current one first. */
 export function signingSecretsAt(config: SigningSecrets, now: number): string[] {
-  if (config.secret === undefined) return [];
+  if (!config.secret) return [];
   return [config.secret, ...unexpired(config.previousSecrets, now).map((entry) => entry.secret)];
 }
 
@@ -123,7 +124,7 @@ export function rotateSigningSecret<C extends SigningSecrets>(
   const secret = newSigningSecret();
   const previous = unexpired(config.previousSecrets, now);
   let previousValidUntil: string | null = null;
-  if (config.secret !== undefined && graceMs > 0) {
+  if (config.secret && graceMs > 0) {
     previousValidUntil = new Date(now + graceMs).toISOString();
     previous.push({ secret: config.secret, until: previousValidUntil });
   }
@@ -150,7 +151,7 @@ export function keepPreviousSecrets<C extends SigningSecrets>(
 ): C & SigningSecrets {
   const previous = unexpired(stored.previousSecrets, now);
   const rest = withoutPreviousSecrets(edited);
-  if (previous.length === 0 || edited.secret === undefined || edited.secret !== stored.secret) {
+  if (previous.length === 0 || !edited.secret || edited.secret !== stored.secret) {
     return rest;
   }
   return { ...rest, previousSecrets: previous };

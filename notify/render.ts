@@ -48,7 +48,9 @@ export function eventLines(event: PendingEvent): Record<string, string> {
     case "tenant_key.rotated":
       lines.what = `${event.count} rotation(s), the last at ${at(event.lastAt)}; ` +
         "if that was not you, rotate again and check who holds the key";
-      break;
+      // The rotation's detail is when the earlier keys stop (its own time: at once).
+      if (event.detail !== null) lines.earlierKeysStop = event.detail;
+      return lines;
     case "test":
       lines.what = "A test from the notification settings: this channel works";
       break;
@@ -105,7 +107,9 @@ export function webhookBody(event: PendingEvent, now: number): Record<string, un
       submissionIds: event.submissionIds,
       ...(event.type === "endpoint.disabled" ? { reason: event.detail, held: event.held } : {}),
       ...(event.type === "summary" ? { period: event.subject, figures: event.figures ?? {} } : {}),
-      ...(event.type !== "endpoint.disabled" && event.detail !== null
+      ...(event.type === "tenant_key.rotated" ? { earlierKeysStop: event.detail } : {}),
+      ...(event.type !== "endpoint.disabled" && event.type !== "tenant_key.rotated" &&
+          event.detail !== null
         ? { lastError: event.detail }
         : {}),
     },

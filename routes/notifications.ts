@@ -3,18 +3,27 @@
  * told and of what) and `GET /notifications/sent` (what was sent lately, to which
  * channel, with what result). The webhook's secret and URL path are never answered:
  * they come back redacted, and a `PUT` that sends the redacted value (or leaves the
- * secret out) keeps the stored one; `secret: null` removes it.
+ * secret out) keeps the stored one; `secret: null` removes it. `POST
+ * /notifications/webhook/rotate-secret` (an addition) replaces the secret, the replaced
+ * one signing too for a grace period.
  *
  * @module
  */
 import { Hono } from "hono";
 import { z } from "zod";
 import { webhookConfigSchema } from "../connectors/webhook.ts";
+import {
+  keepPreviousSecrets,
+  previousSecretValidUntil,
+  rotateSecretSchema,
+  rotateSigningSecret,
+} from "../connectors/signing.ts";
 import { REDACTED } from "../connectors/types.ts";
 import { literalHostRefusal } from "../connectors/outbound_guard.ts";
 import { channelsFor, CHAT_TYPES, findOrgDestination } from "../notify/mod.ts";
 import {
   defaultSettings,
+  editNotificationSettings,
   getNotificationSettings,
   listNotifyLog,
   type NotificationSettings,
@@ -24,7 +33,13 @@ import {
   testEvent,
 } from "../store/notifications.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
-import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
+import {
+  ApiError,
+  readEmptyBody,
+  readOptionalJson,
+  readValidJson,
+  refuseOtherMethods,
+} from "./http.ts";
 import { tooManyRequests } from "./limits.ts";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";
 import { ERRORS } from "./errors.ts";
@@ -47,6 +62,7 @@ export const notificationSettingsSchema = z.strictObject({
     secret: z.string().nullable().optional(),
     /** Answered, ignored: a GET answer can be sent back as it is. */
     signed: z.boolean().optional(),
+    previousSecretValidUntil: z.string().nullable().optional(),
   }).nullable().default(null),
   events: z.array(z.enum(CHOOSABLE)).default([...CHOOSABLE]),
   summary: z.enum(["off", "daily", "weekly"]).optional(),
@@ -60,6 +76,9 @@ export const notificationSettingsView = z.strictObject({
     url: z.string().meta({ description: "scheme://host[:port]/********" }),
     secret: z.literal(REDACTED).nullable(),
     signed: z.boolean(),
+    previousSecretValidUntil: z.iso.datetime().nullable().meta({
+      description: "Until when the secret replaced by a rotation signs too; null: none does",
+    }),
   }).nullable(),
   events: z.array(z.enum(CHOOSABLE)),
   summary: z.enum(["off", "daily", "weekly"]),
@@ -84,12 +103,13 @@ export const notificationSentSchema = z.strictObject({
 /** Most sent notifications listed. */
 const SENT_LIMIT = 50;
 
-/** The settings as answered: the webhook's URL path and secret redacted. */
-function settingsView(settings: NotificationSettings) {
+/** The settings as answered: the webhook's URL path and secrets redacted. */
+function settingsView(settings: NotificationSettings, now: number) {
   const webhook = settings.webhook === null ? null : {
     url: redactedUrl(settings.webhook.url),
     secret: settings.webhook.secret === null ? null : REDACTED,
     signed: settings.webhook.secret !== null,
+    previousSecretValidUntil: previousSecretValidUntil(settings.webhook, now),
   };
   return { ...settings, webhook };
 }
@@ -101,7 +121,7 @@ function redactedUrl(url: string): string {
 }
 
 /** `/notifications` routes. */
-export function notificationRoutes({ db, config, notifier }: AppDeps) {
+export function notificationRoutes({ db, config, notifier, now = Date.now }: AppDeps) {
   const router = new Hono<AdminEnv>();
   // Tests are outbound traffic a tenant triggers at will: bounded like test sends.
   const tests = createTokenBuckets({ capacity: config.testSendLimits.perOrg, windowMs: 60_000 });
@@ -111,7 +131,7 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
   }
 
   router.get("/notifications", async (c) => {
-    return c.json({ ok: true, notifications: settingsView(await current(c.get("orgId"))) });
+    return c.json({ ok: true, notifications: settingsView(await current(c.get("orgId")), now()) });
   });
 
   router.put("/notifications", async (c) => {
@@ -179,7 +199,9 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
         const refusal = literalHostRefusal(new URL(url).hostname, config.allowPrivateDestinations);
         if (refusal !== null) issues.push({ path: "webhook.url", message: refusal });
       }
-      webhook = { url, secret };
+      // Keeping the secret keeps the earlier ones in their grace; replacing it ends them.
+      const { previousSecrets } = keepPreviousSecrets(kept ?? {}, { secret }, now());
+      webhook = { url, secret, ...(previousSecrets ? { previousSecrets } : {}) };
     }
     if (issues.length > 0) throw new ApiError(ERRORS.validation, { issues });
 
@@ -191,7 +213,28 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
       summary: body.summary ?? before.summary,
     };
     await putNotificationSettings(db, orgId, settings);
-    return c.json({ ok: true, notifications: settingsView(settings) });
+    return c.json({ ok: true, notifications: settingsView(settings, now()) });
+  });
+
+  // Addition: a new signing secret, the replaced one signing too for the grace period.
+  router.post("/notifications/webhook/rotate-secret", async (c) => {
+    const orgId = c.get("orgId");
+    const { graceHours } = await readOptionalJson(c, rotateSecretSchema);
+    const rotated = await editNotificationSettings(db, orgId, (settings) => {
+      const webhook = settings?.webhook;
+      if (!settings || !webhook) {
+        throw new ApiError(ERRORS.validation, {
+          issues: [{ path: "webhook", message: "No operational webhook is set" }],
+        });
+      }
+      const rotation = rotateSigningSecret(
+        webhook,
+        { now: now(), graceMs: graceHours * 3_600_000 },
+      );
+      return { settings: { ...settings, webhook: rotation.config }, result: rotation };
+    });
+    const { secret, previousValidUntil } = rotated;
+    return c.json({ ok: true, secret, previousValidUntil });
   });
 
   router.post("/notifications/test", async (c) => {
@@ -213,6 +256,12 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
     return c.json({ ok: true, sent });
   });
 
-  refuseOtherMethods(router, "/notifications", "/notifications/test", "/notifications/sent");
+  refuseOtherMethods(
+    router,
+    "/notifications",
+    "/notifications/test",
+    "/notifications/sent",
+    "/notifications/webhook/rotate-secret",
+  );
   return router;
 }
