@@ -181,14 +181,16 @@ async function revokeAllAndIssue(
   for await (const index of db.kv.list({ prefix: tenantKeysByOrgPrefix(orgId) })) {
     const hash = hashOfTenantKeyByOrgKey(index.key);
     const entry = await db.kv.get<TenantKeyRecord>(tenantKeyKey(hash));
-    // The index holds active keys only, so the checks stay within the atomic limit.
-    op.check(entry).delete(index.key);
-    if (entry.value === null || entry.value.revokedAt !== null) continue;
+    // The index holds active keys only (and at most MAX_OVERLAPPING_KEYS + 1 of them), so
+    // the checks stay within the atomic limit.
+    op.check(entry);
     const record = entry.value;
-    if (!inForce(record, now)) {
-      op.set(tenantKeyKey(hash), { ...record, revokedAt: record.expiresAt! });
+    if (record === null || record.revokedAt !== null) {
+      op.delete(index.key);
+    } else if (!inForce(record, now)) {
+      op.set(tenantKeyKey(hash), { ...record, revokedAt: record.expiresAt! }).delete(index.key);
     } else if (end === null) {
-      op.set(tenantKeyKey(hash), { ...record, revokedAt: nowIso });
+      op.set(tenantKeyKey(hash), { ...record, revokedAt: nowIso }).delete(index.key);
     } else {
       const until = Math.min(end, record.expiresAt ? Date.parse(record.expiresAt) : end);
       overlapping.push({ hash, record, until });
@@ -198,7 +200,8 @@ async function revokeAllAndIssue(
   overlapping.sort((a, b) => b.until - a.until);
   for (const [i, { hash, record, until }] of overlapping.entries()) {
     if (i >= MAX_OVERLAPPING_KEYS) {
-      op.set(tenantKeyKey(hash), { ...record, revokedAt: nowIso });
+      op.set(tenantKeyKey(hash), { ...record, revokedAt: nowIso })
+        .delete(tenantKeyByOrgKey(orgId, hash));
       continue;
     }
     op.set(tenantKeyKey(hash), { ...record, expiresAt: new Date(until).toISOString() })
