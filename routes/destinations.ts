@@ -23,7 +23,6 @@ import {
   deleteDestination,
   type Destination,
   editDestinationConfig,
-  getDestination,
   listDestinations,
   MAX_DESTINATIONS_PER_FORM,
   TooManyDestinationsError,
@@ -206,28 +205,30 @@ export function destinationRoutes(
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const patch = await readValidJson(c, destinationPatchSchema);
     const destId = c.req.param("destId");
-    let config: unknown = undefined;
     if (patch.config !== undefined) {
-      const current = await getDestination(db, form.id, destId);
-      if (current === null) throw new ApiError(ERRORS.destinationNotFound);
-      // Secrets the edit leaves out or sends as shown are kept (CONTRACT "Edits keep stored secrets").
-      const { secrets } = descriptorOf(current.type);
-      const stored = current.config as Record<string, unknown>;
-      const merged = keepStoredSecrets(patch.config, stored, secrets);
-      if (merged.issues.length > 0) {
-        throw new ApiError(ERRORS.validation, { issues: merged.issues });
-      }
-      config = storable(
-        validate(connectors[current.type].configSchema, merged.config, ["config"]),
-      );
-      refusePrivateHosts(current.type, config, allowPrivate);
-      // An edit that keeps the signing secret keeps the earlier ones in their grace too.
-      if (descriptorOf(current.type).rotatableSecret) {
-        config = keepPreviousSecrets(stored as SigningSecrets, config as SigningSecrets, now());
-      }
+      const patchConfig = patch.config;
+      // Read, checked and written in one read-check-commit: a rotation meanwhile is not undone.
+      const edited = await editDestinationConfig(db, form.id, destId, (current) => {
+        // Secrets the edit leaves out or sends as shown are kept (CONTRACT "Edits keep stored secrets").
+        const { secrets, rotatableSecret } = descriptorOf(current.type);
+        const stored = current.config as Record<string, unknown>;
+        const merged = keepStoredSecrets(patchConfig, stored, secrets);
+        if (merged.issues.length > 0) {
+          throw new ApiError(ERRORS.validation, { issues: merged.issues });
+        }
+        let config = storable(
+          validate(connectors[current.type].configSchema, merged.config, ["config"]),
+        );
+        refusePrivateHosts(current.type, config, allowPrivate);
+        // An edit that keeps the signing secret keeps the earlier ones in their grace too.
+        if (rotatableSecret) {
+          config = keepPreviousSecrets(stored as SigningSecrets, config as SigningSecrets, now());
+        }
+        return { config, result: true };
+      });
+      if (edited === null) throw new ApiError(ERRORS.destinationNotFound);
     }
     const updated = await updateDestination(db, form.id, destId, {
-      config,
       name: patch.name,
       isEnabled: patch.isEnabled,
       conditions: patch.conditions,
