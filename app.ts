@@ -70,7 +70,7 @@ export function createApp(deps: AppDeps): Hono {
   app.route("/", observeRoutes(deps));
 
   const admin = new Hono<AdminEnv>();
-  admin.use(tenantAuth(db));
+  admin.use(tenantAuth(db, deps.now ?? Date.now));
   const bodyTiming = bodyTimingOf(deps.config);
   admin.use(async (c, next) => {
     c.set("bodyTiming", bodyTiming);

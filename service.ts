@@ -53,6 +53,8 @@ export async function startService(
     caCerts?: string[];
     /** Overrides queue detection, e.g. to run as on a KV without queues. */
     queues?: boolean;
+    /** The clock of secret rotations and tenant key expiry (tests move it). */
+    now?: () => number;
   } = {},
 ): Promise<Service> {
   const logger = options.logger ?? createLogger(config.logLevel);
@@ -201,6 +203,7 @@ export async function startService(
     outbound,
     notifier,
     ...observed,
+    now: options.now,
   });
   return {
     app,

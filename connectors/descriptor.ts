@@ -119,6 +119,11 @@ export interface DestinationDescriptor<C = unknown, T extends string = string> {
   hosts(config: Record<string, unknown>): ConfigHost[];
   /** Config fields that are secrets, and how admin answers show them. */
   secrets: Record<string, SecretKind>;
+  /**
+   * Its deliveries are signed with `config.secret` (Standard Webhooks), which the API
+   * rotates with a grace period during which the earlier secret signs too (signing.ts).
+   */
+  rotatableSecret?: boolean;
   /** The console's editors of this type. */
   editors: ConsoleEditor[];
   /**

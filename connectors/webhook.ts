@@ -13,21 +13,12 @@ import {
   urlHosts,
 } from "./descriptor.ts";
 import type { Connector } from "./types.ts";
-
-/** The key bytes of a `whsec_` secret: the base64 after the prefix; throws when not base64. */
-function secretKey(secret: string): Uint8Array<ArrayBuffer> {
-  return Uint8Array.fromBase64(secret.slice("whsec_".length));
-}
-
-/** Standard Webhooks signing secret: `whsec_` + base64 of at least 24 bytes. */
-const webhookSecret = z.string().refine((value) => {
-  if (!value.startsWith("whsec_")) return false;
-  try {
-    return secretKey(value).length >= 24;
-  } catch {
-    return false;
-  }
-}, 'Expected "whsec_" followed by at least 24 bytes in base64');
+import {
+  previousSecretsSchema,
+  signatureHeader,
+  webhookSecret,
+  withoutPreviousSecrets,
+} from "./signing.ts";
 
 /** Webhook destination config (spec 2.3, plus the contract's optional `secret`). */
 export const webhookConfigSchema = z.strictObject({
@@ -40,7 +31,12 @@ export const webhookConfigSchema = z.strictObject({
   secret: webhookSecret.optional(),
 });
 
-export type WebhookConfig = z.infer<typeof webhookConfigSchema>;
+/** A stored webhook config: as accepted, plus the earlier secrets a rotation keeps signing. */
+export const storedWebhookConfigSchema = webhookConfigSchema.extend({
+  previousSecrets: previousSecretsSchema.optional(),
+});
+
+export type WebhookConfig = z.infer<typeof storedWebhookConfigSchema>;
 
 const WEBHOOK_SECRETS: Record<string, SecretKind> = {
   url: "url",
@@ -58,6 +54,7 @@ export const webhookDestination: DestinationDescriptor<WebhookConfig, "webhook">
   hosts: urlHosts,
   preview: (envelope) => envelope,
   secrets: WEBHOOK_SECRETS,
+  rotatableSecret: true,
   editors: [{
     kind: "webhook",
     label: "Webhook",
@@ -88,7 +85,8 @@ export const webhookDestination: DestinationDescriptor<WebhookConfig, "webhook">
 /**
  * The webhook connector: the envelope as JSON with `config.method` and
  * `config.headers`, a `webhook-id` that is stable across retries and, with a
- * secret, Standard Webhooks `webhook-timestamp` and `webhook-signature`.
+ * secret, Standard Webhooks `webhook-timestamp` and `webhook-signature` (signed with the
+ * earlier secrets still in their grace too: signing.ts).
  * Redirects are failures (Standard Webhooks).
  */
 export function createWebhookConnector(deps: HttpConnectorDeps): Connector<WebhookConfig> {
@@ -99,9 +97,13 @@ export function createWebhookConnector(deps: HttpConnectorDeps): Connector<Webho
     const headers = jsonRequestHeaders(config.headers);
     headers["webhook-id"] = id;
     if (config.secret !== undefined) {
-      const timestamp = Math.floor(Date.now() / 1000).toString();
+      const now = Date.now();
+      const timestamp = Math.floor(now / 1000).toString();
       headers["webhook-timestamp"] = timestamp;
-      headers["webhook-signature"] = await sign(config.secret, `${id}.${timestamp}.${body}`);
+      headers["webhook-signature"] = (await signatureHeader(config, {
+        content: `${id}.${timestamp}.${body}`,
+        now,
+      }))!;
     }
     const send = startAttempt(deps, signal);
     const response = await send(url, { method: config.method, headers, body });
@@ -114,7 +116,8 @@ export function createWebhookConnector(deps: HttpConnectorDeps): Connector<Webho
   }
   return {
     configSchema: webhookConfigSchema,
-    redact: (config) => redactSecrets(config, WEBHOOK_SECRETS),
+    storedConfigSchema: storedWebhookConfigSchema,
+    redact: (config) => redactSecrets(withoutPreviousSecrets(config), WEBHOOK_SECRETS),
     deliver: ({ envelope, config, deliveryId, signal }) =>
       post(config, envelope, deliveryId, signal),
     // The operational webhook: the event's data, signed the same way.
@@ -122,21 +125,4 @@ export function createWebhookConnector(deps: HttpConnectorDeps): Connector<Webho
       sendNotice: (config, { notice, id, signal }) => post(config, notice.data, id, signal),
     },
   };
-}
-
-/**
- * A Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 of `<id>.<timestamp>.<body>`,
- * keyed with the base64-decoded part of the secret after `whsec_`.
- */
-async function sign(secret: string, content: string): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    secretKey(secret),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
-  const data = new TextEncoder().encode(content);
-  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, data));
-  return `v1,${mac.toBase64()}`;
 }

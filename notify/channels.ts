@@ -75,8 +75,10 @@ export async function channelTarget(
   if (settings === null) return { ok: false, error: "Notifications were turned off" };
   if (channel.kind === "webhook") {
     if (settings.webhook === null) return { ok: false, error: "The webhook was removed" };
-    const { url, secret } = settings.webhook;
-    const config = { url, method: "POST", headers: {}, ...(secret ? { secret } : {}) };
+    const { url, secret, previousSecrets } = settings.webhook;
+    // Earlier secrets in their grace sign too (connectors/signing.ts).
+    const signing = secret ? { secret, ...(previousSecrets ? { previousSecrets } : {}) } : {};
+    const config = { url, method: "POST", headers: {}, ...signing };
     return { ok: true, type: "webhook", config };
   }
   if (channel.kind === "email") {

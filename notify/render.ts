@@ -113,6 +113,10 @@ function whatLines(event: PendingEvent, context: NoticeContext): string[] {
     case "tenant_key.rotated":
       return [
         `What happened: ${plural(event.count, "rotation")}, the last at ${when(event.lastAt)}.`,
+        // The rotation's detail is when the earlier keys stop (its own time: at once).
+        ...(event.detail === null
+          ? []
+          : [`The earlier keys stop: ${when(Date.parse(event.detail))}.`]),
         "If that was not you, rotate again and check who holds the key.",
       ];
     case "test":
@@ -168,7 +172,9 @@ export function webhookBody(event: PendingEvent, now: number): Record<string, un
       submissionIds: event.submissionIds,
       ...(event.type === "endpoint.disabled" ? { reason: event.detail, held: event.held } : {}),
       ...(event.type === "summary" ? { period: event.subject, figures: event.figures ?? {} } : {}),
-      ...(event.type !== "endpoint.disabled" && event.detail !== null
+      ...(event.type === "tenant_key.rotated" ? { earlierKeysStop: event.detail } : {}),
+      ...(event.type !== "endpoint.disabled" && event.type !== "tenant_key.rotated" &&
+          event.detail !== null
         ? { lastError: event.detail }
         : {}),
     },

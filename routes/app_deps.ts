@@ -41,6 +41,8 @@ export interface AppDeps {
   notifier?: Notifier;
   /** Whether this process's delivery engine runs (it stops before the process does). */
   delivering: () => boolean;
+  /** The clock of secret rotations and tenant key expiry (tests move it); default Date.now. */
+  now?: () => number;
 }
 
 /** Hono environment of the admin routes: the caller's organization. */

@@ -8,6 +8,13 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { literalHostRefusal } from "../connectors/outbound_guard.ts";
 import { keepStoredSecrets, secretsSet } from "../connectors/descriptor.ts";
+import {
+  keepPreviousSecrets,
+  previousSecretValidUntil,
+  rotateSecretSchema,
+  rotateSigningSecret,
+  type SigningSecrets,
+} from "../connectors/signing.ts";
 import { descriptorOf, DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine, DestinationPace } from "../delivery/engine.ts";
@@ -15,7 +22,7 @@ import {
   addDestination,
   deleteDestination,
   type Destination,
-  getDestination,
+  editDestinationConfig,
   listDestinations,
   MAX_DESTINATIONS_PER_FORM,
   TooManyDestinationsError,
@@ -25,7 +32,13 @@ import { redeliver } from "../store/redelivery.ts";
 import { conditionsSchema } from "../rules/routing.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
-import { readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import {
+  readEmptyBody,
+  readOptionalJson,
+  readValidJson,
+  refuseOtherMethods,
+  validate,
+} from "./http.ts";
 import { ApiError, ERRORS } from "../errors.ts";
 
 /** A destination's name: telling two of one type apart in the console, logs and notices. */
@@ -87,8 +100,9 @@ function storable<T>(config: T): T {
 function destinationView(
   destination: Destination,
   connector: Connector | undefined,
-  engine: DeliveryEngine | null,
+  options: { engine: DeliveryEngine | null; now: number },
 ) {
+  const { engine, now } = options;
   return {
     id: destination.id,
     formId: destination.formId,
@@ -96,6 +110,7 @@ function destinationView(
     name: destination.name ?? null,
     config: connector ? connector.redact(destination.config) : destination.config,
     secretsSet: secretsOf(destination),
+    previousSecretValidUntil: previousSecretValidUntil(destination.config as SigningSecrets, now),
     isEnabled: destination.isEnabled,
     conditions: destination.conditions ?? [],
     health: destination.health,
@@ -119,8 +134,12 @@ function paceView(pace: DestinationPace) {
 }
 
 /** Destinations of a form: add, list, patch, resume, delete (spec 4.3, 4.4 and the contract). */
-export function destinationRoutes({ config: settings, db, connectors, engine, logger }: AppDeps) {
+export function destinationRoutes(
+  { config: settings, db, connectors, engine, logger, now = Date.now }: AppDeps,
+) {
   const allowPrivate = settings.allowPrivateDestinations;
+  const view = (destination: Destination) =>
+    destinationView(destination, connectors[destination.type], { engine, now: now() });
   const router = new Hono<AdminEnv>();
 
   /**
@@ -177,7 +196,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine, lo
     const destinations = await listDestinations(db, form.id);
     return c.json({
       ok: true,
-      destinations: destinations.map((d) => destinationView(d, connectors[d.type], engine)),
+      destinations: destinations.map(view),
     });
   });
 
@@ -185,24 +204,30 @@ export function destinationRoutes({ config: settings, db, connectors, engine, lo
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const patch = await readValidJson(c, destinationPatchSchema);
     const destId = c.req.param("destId");
-    let config: unknown = undefined;
     if (patch.config !== undefined) {
-      const current = await getDestination(db, form.id, destId);
-      if (current === null) throw new ApiError(ERRORS.destinationNotFound);
-      // Secrets the edit leaves out or sends as shown are kept (CONTRACT "Edits keep stored secrets").
-      const { secrets } = descriptorOf(current.type);
-      const stored = current.config as Record<string, unknown>;
-      const merged = keepStoredSecrets(patch.config, stored, secrets);
-      if (merged.issues.length > 0) {
-        throw new ApiError(ERRORS.validation, { issues: merged.issues });
-      }
-      config = storable(
-        validate(connectors[current.type].configSchema, merged.config, ["config"]),
-      );
-      refusePrivateHosts(current.type, config, allowPrivate);
+      const patchConfig = patch.config;
+      // Read, checked and written in one read-check-commit: a rotation meanwhile is not undone.
+      const edited = await editDestinationConfig(db, form.id, destId, (current) => {
+        // Secrets the edit leaves out or sends as shown are kept (CONTRACT "Edits keep stored secrets").
+        const { secrets, rotatableSecret } = descriptorOf(current.type);
+        const stored = current.config as Record<string, unknown>;
+        const merged = keepStoredSecrets(patchConfig, stored, secrets);
+        if (merged.issues.length > 0) {
+          throw new ApiError(ERRORS.validation, { issues: merged.issues });
+        }
+        let config = storable(
+          validate(connectors[current.type].configSchema, merged.config, ["config"]),
+        );
+        refusePrivateHosts(current.type, config, allowPrivate);
+        // An edit that keeps the signing secret keeps the earlier ones in their grace too.
+        if (rotatableSecret) {
+          config = keepPreviousSecrets(stored as SigningSecrets, config as SigningSecrets, now());
+        }
+        return { config, result: true };
+      });
+      if (edited === null) throw new ApiError(ERRORS.destinationNotFound);
     }
     const updated = await updateDestination(db, form.id, destId, {
-      config,
       name: patch.name,
       isEnabled: patch.isEnabled,
       conditions: patch.conditions,
@@ -212,7 +237,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine, lo
     if (patch.isEnabled !== undefined) await releaseHeld(form.id, destId);
     return c.json({
       ok: true,
-      destination: destinationView(updated, connectors[updated.type], engine),
+      destination: view(updated),
     });
   });
 
@@ -231,9 +256,33 @@ export function destinationRoutes({ config: settings, db, connectors, engine, lo
     });
     return c.json({
       ok: true,
-      destination: destinationView(resumed, connectors[resumed.type], engine),
+      destination: view(resumed),
       released,
     });
+  });
+
+  // Addition: a new signing secret, the replaced one signing too for the grace period.
+  router.post("/forms/:id/destinations/:destId/rotate-secret", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    const { graceHours } = await readOptionalJson(c, rotateSecretSchema);
+    const rotated = await editDestinationConfig(db, form.id, c.req.param("destId"), (current) => {
+      if (!descriptorOf(current.type).rotatableSecret) {
+        throw new ApiError(ERRORS.validation, {
+          issues: [{
+            path: "type",
+            message: `A ${current.type} destination has no signing secret`,
+          }],
+        });
+      }
+      const rotation = rotateSigningSecret(current.config as SigningSecrets, {
+        now: now(),
+        graceMs: graceHours * 3_600_000,
+      });
+      return { config: rotation.config, result: rotation };
+    });
+    if (rotated === null) throw new ApiError(ERRORS.destinationNotFound);
+    const { secret, previousValidUntil } = rotated;
+    return c.json({ ok: true, secret, previousValidUntil });
   });
 
   router.delete("/forms/:id/destinations/:destId", async (c) => {
@@ -251,6 +300,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine, lo
     "/forms/:id/destinations",
     "/forms/:id/destinations/:destId",
     "/forms/:id/destinations/:destId/resume",
+    "/forms/:id/destinations/:destId/rotate-secret",
   );
   return router;
 }

@@ -105,11 +105,22 @@ export const emptyBody = z.strictObject({});
  * `400 Validation error`).
  */
 export async function readEmptyBody<E extends BodyEnv>(c: Context<E>): Promise<void> {
+  await readOptionalJson(c, emptyBody);
+}
+
+/**
+ * A body that may be left out: none at all (whatever its Content-Type says) is read as
+ * `{}`; anything else is read and validated as readValidJson does.
+ */
+export async function readOptionalJson<T, E extends BodyEnv>(
+  c: Context<E>,
+  schema: z.ZodType<T>,
+): Promise<T> {
   // Under the same deadline and cap as any other body.
   const bytes = await readAdminBody(c);
-  if (bytes.length === 0) return;
+  if (bytes.length === 0) return validate(schema, {});
   if (!JSON_TYPE.test(c.req.header("content-type") ?? "")) {
     throw new ApiError(ERRORS.adminContentType);
   }
-  validate(emptyBody, parseJsonBody(bytes));
+  return validate(schema, parseJsonBody(bytes));
 }

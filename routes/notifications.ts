@@ -3,18 +3,27 @@
  * told and of what) and `GET /notifications/sent` (what was sent lately, to which
  * channel, with what result). The webhook's secret and URL path are never answered:
  * they come back redacted, and a `PUT` that sends the redacted value (or leaves the
- * secret out) keeps the stored one; `secret: null` removes it.
+ * secret out) keeps the stored one; `secret: null` removes it. `POST
+ * /notifications/webhook/rotate-secret` (an addition) replaces the secret, the replaced
+ * one signing too for a grace period.
  *
  * @module
  */
 import { Hono } from "hono";
 import { z } from "zod";
 import { webhookConfigSchema } from "../connectors/webhook.ts";
+import {
+  keepPreviousSecrets,
+  previousSecretValidUntil,
+  rotateSecretSchema,
+  rotateSigningSecret,
+} from "../connectors/signing.ts";
 import { REDACTED } from "../connectors/types.ts";
 import { literalHostRefusal } from "../connectors/outbound_guard.ts";
 import { channelsFor, CHAT_TYPES, findOrgDestination } from "../notify/mod.ts";
 import {
   defaultSettings,
+  editNotificationSettings,
   getNotificationSettings,
   listNotifyLog,
   type NotificationSettings,
@@ -23,7 +32,7 @@ import {
 } from "../store/notifications.ts";
 import { queueTest } from "../store/notice_jobs.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
-import { readEmptyBody, readValidJson, refuseOtherMethods } from "./http.ts";
+import { readEmptyBody, readOptionalJson, readValidJson, refuseOtherMethods } from "./http.ts";
 import { tooManyRequests } from "./limits.ts";
 import { takeTestSend } from "../store/test_send_limits.ts";
 import {
@@ -55,6 +64,7 @@ export const notificationSettingsSchema = z.strictObject({
     secret: z.string().nullable().optional(),
     /** Answered, ignored: a GET answer can be sent back as it is. */
     signed: z.boolean().optional(),
+    previousSecretValidUntil: z.string().nullable().optional(),
   }).nullable().default(null),
   events: z.array(z.enum(CHOOSABLE)).default([...CHOOSABLE]),
   summary: z.enum(["off", "daily", "weekly"]).optional(),
@@ -88,6 +98,9 @@ export const notificationSettingsView = z.strictObject({
     url: z.string().meta({ description: "scheme://host[:port]/********" }),
     secret: z.literal(REDACTED).nullable(),
     signed: z.boolean(),
+    previousSecretValidUntil: z.iso.datetime().nullable().meta({
+      description: "Until when the secret replaced by a rotation signs too; null: none does",
+    }),
   }).nullable(),
   events: z.array(z.enum(CHOOSABLE)),
   summary: z.enum(["off", "daily", "weekly"]),
@@ -112,12 +125,13 @@ export const notificationSentSchema = z.strictObject({
 /** Most sent notifications listed. */
 const SENT_LIMIT = 50;
 
-/** The settings as answered: the webhook's URL path and secret redacted. */
-function settingsView(settings: NotificationSettings) {
+/** The settings as answered: the webhook's URL path and secrets redacted. */
+function settingsView(settings: NotificationSettings, now: number) {
   const webhook = settings.webhook === null ? null : {
     url: redactedUrl(settings.webhook.url),
     secret: settings.webhook.secret === null ? null : REDACTED,
     signed: settings.webhook.secret !== null,
+    previousSecretValidUntil: previousSecretValidUntil(settings.webhook, now),
   };
   const email = settings.email === null ? null : {
     to: settings.email.to,
@@ -148,7 +162,7 @@ function redactedUrl(url: string): string {
 
 /** `/notifications` routes. */
 export function notificationRoutes(
-  { db, config, notifier, connectors, outbound, logger }: AppDeps,
+  { db, config, notifier, connectors, outbound, logger, now = Date.now }: AppDeps,
 ) {
   const router = new Hono<AdminEnv>();
   const confirmations = createAddressConfirmations({
@@ -178,7 +192,7 @@ export function notificationRoutes(
   }
 
   router.get("/notifications", async (c) => {
-    return c.json({ ok: true, notifications: settingsView(await current(c.get("orgId"))) });
+    return c.json({ ok: true, notifications: settingsView(await current(c.get("orgId")), now()) });
   });
 
   router.put("/notifications", async (c) => {
@@ -253,7 +267,9 @@ export function notificationRoutes(
         const refusal = literalHostRefusal(new URL(url).hostname, config.allowPrivateDestinations);
         if (refusal !== null) issues.push({ path: "webhook.url", message: refusal });
       }
-      webhook = { url, secret };
+      // Keeping the secret keeps the earlier ones in their grace; replacing it ends them.
+      const { previousSecrets } = keepPreviousSecrets(kept ?? {}, { secret }, now());
+      webhook = { url, secret, ...(previousSecrets ? { previousSecrets } : {}) };
     }
     if (issues.length > 0) throw new ApiError(ERRORS.validation, { issues });
 
@@ -266,7 +282,7 @@ export function notificationRoutes(
     };
     const saved = await saveNotificationSettings(db, orgId, settings);
     for (const address of saved.added) confirmLater(orgId, saved.settings.email!, address);
-    return c.json({ ok: true, notifications: settingsView(saved.settings) });
+    return c.json({ ok: true, notifications: settingsView(saved.settings, now()) });
   });
 
   router.post("/notifications/email/confirmation", async (c) => {
@@ -288,19 +304,40 @@ export function notificationRoutes(
     return c.json({ ok: true, address: addressOf(after.email, listed) });
   });
 
+  // Addition: a new signing secret, the replaced one signing too for the grace period.
+  router.post("/notifications/webhook/rotate-secret", async (c) => {
+    const orgId = c.get("orgId");
+    const { graceHours } = await readOptionalJson(c, rotateSecretSchema);
+    const rotated = await editNotificationSettings(db, orgId, (settings) => {
+      const webhook = settings?.webhook;
+      if (!settings || !webhook) {
+        throw new ApiError(ERRORS.validation, {
+          issues: [{ path: "webhook", message: "No operational webhook is set" }],
+        });
+      }
+      const rotation = rotateSigningSecret(
+        webhook,
+        { now: now(), graceMs: graceHours * 3_600_000 },
+      );
+      return { settings: { ...settings, webhook: rotation.config }, result: rotation };
+    });
+    const { secret, previousValidUntil } = rotated;
+    return c.json({ ok: true, secret, previousValidUntil });
+  });
+
   router.post("/notifications/test", async (c) => {
     const orgId = c.get("orgId");
     await readEmptyBody(c);
     const settings = await getNotificationSettings(db, orgId);
-    const now = Date.now();
+    const at = now();
     // Outbound traffic a tenant triggers at will: bounded like test sends, deployment-wide.
     const bucket = { scope: "notifications", capacity: config.testSendLimits.perOrg };
-    const taken = await takeTestSend(db, orgId, [bucket], now);
+    const taken = await takeTestSend(db, orgId, [bucket], at);
     if (!taken.ok) {
       tooManyRequests(c, ERRORS.tooManyTestSends, { retryAfterMs: taken.retryAfterMs });
     }
-    const channels = channelsFor(settings, testEvent(orgId, now));
-    const jobs = await queueTest(db, { orgId, channels, now });
+    const channels = channelsFor(settings, testEvent(orgId, at));
+    const jobs = await queueTest(db, { orgId, channels, now: at });
     notifier?.wakeNotices(jobs);
     return c.json({ ok: true, queued: jobs.length });
   });
@@ -316,6 +353,7 @@ export function notificationRoutes(
     "/notifications/test",
     "/notifications/sent",
     "/notifications/email/confirmation",
+    "/notifications/webhook/rotate-secret",
   );
   return router;
 }

@@ -17,6 +17,8 @@ import { VERSION } from "../version.ts";
 import { deliveriesQuerySchema, redeliverSinceSchema, SEND_NOW_CONFLICTS } from "./deliveries.ts";
 import { destinationPreviewSchema } from "./destination_preview.ts";
 import { destinationCreateSchema, destinationPatchSchema } from "./destinations.ts";
+import { keyRotateSchema } from "./keys.ts";
+import { rotateSecretSchema } from "../connectors/signing.ts";
 import { formCreateSchema, formPatchSchema } from "./forms.ts";
 import { ERRORS, type ErrorSpec, submissionTypeError } from "../errors.ts";
 import { refusalsQuerySchema } from "./refusals.ts";
@@ -127,6 +129,9 @@ export const destinationSchema = z.strictObject({
   secretsSet: z.array(z.string()).meta({
     description: "The config's secret fields that hold a value: signing (`secret`), auth " +
       "(`password`, `authHeader`) or a token is on when its field is listed",
+  }),
+  previousSecretValidUntil: timestamp.nullable().meta({
+    description: "Until when the signing secret a rotation replaced signs too; null: none does",
   }),
   isEnabled: z.boolean().meta({
     description: "The tenant's switch: a disabled destination gets no jobs",
@@ -247,22 +252,57 @@ const DEST_404 = [ERRORS.formNotFound, ERRORS.destinationNotFound];
 /** Operations that touch delivery jobs: ADMIN_OPERATIONS_PER_ORG (routes/limits.ts). */
 const OPERATION_429 = [ERRORS.tooManyOperations];
 
+/** A signing secret rotation (an addition beyond the spec): destinations and the operational webhook. */
+function rotateSecretOperation(
+  path: string,
+  tag: OperationSpec["tag"],
+  errors: ErrorSpec[],
+): OperationSpec {
+  return {
+    method: "post",
+    path,
+    summary: "Rotate the signing secret: the new one is shown once; the replaced one signs " +
+      "too (a second v1 entry in webhook-signature) for graceHours (default 24, at most 168)",
+    tag,
+    admin: true,
+    body: { schema: rotateSecretSchema, required: false },
+    answers: {
+      200: {
+        description: "The new secret (not retrievable later) and until when the old one signs",
+        schema: z.strictObject({
+          ok,
+          secret: z.string().startsWith("whsec_"),
+          previousValidUntil: timestamp.nullable(),
+        }),
+      },
+    },
+    errors: [...jsonBodyErrors, ...errors],
+  };
+}
+
 /** Every operation of the API, in the order the document lists them. */
 export function operations(ingestContentTypes: Config["ingestContentTypes"]): OperationSpec[] {
   return [
     {
       method: "post",
       path: "/v1/admin/keys/rotate",
-      summary: "Rotate the tenant key: every active key stops working, the new one is shown once",
+      summary: "Rotate the tenant key: every active key stops working, the new one is shown " +
+        "once; with expiresInHours (an addition) the earlier keys work until then",
       tag: "Admin: keys",
       admin: true,
+      body: { schema: keyRotateSchema, required: false },
       answers: {
         200: {
-          description: "The new key (not retrievable later)",
-          schema: z.strictObject({ ok, tenantKey: z.string().startsWith("sk_") }),
+          description: "The new key (not retrievable later); with a body, until when the " +
+            "earlier keys work (null: they stopped)",
+          schema: z.strictObject({
+            ok,
+            tenantKey: z.string().startsWith("sk_"),
+            previousKeysValidUntil: timestamp.nullable().optional(),
+          }),
         },
       },
-      errors: [],
+      errors: jsonBodyErrors,
     },
     {
       method: "get",
@@ -481,6 +521,11 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       },
       errors: [...jsonBodyErrors, ...DEST_404, ...OPERATION_429],
     },
+    rotateSecretOperation(
+      "/v1/admin/forms/{id}/destinations/{destId}/rotate-secret",
+      "Admin: destinations",
+      DEST_404,
+    ),
     {
       method: "get",
       path: "/v1/admin/forms/{id}/refusals",
@@ -719,6 +764,11 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
       },
       errors: [...jsonBodyErrors, ERRORS.tooManyTestSends],
     },
+    rotateSecretOperation(
+      "/v1/admin/notifications/webhook/rotate-secret",
+      "Admin: notifications",
+      [],
+    ),
     {
       method: "post",
       path: "/v1/admin/notifications/email/confirmation",

@@ -200,6 +200,34 @@ export async function updateDestination(
   return record === null ? null : await openDestination(db, record);
 }
 
+/**
+ * Rewrites a destination's config from its current one in one read-check-commit (a
+ * concurrent write makes it read again, so no edit is lost): `edit` gets the destination
+ * with its config opened and returns the new config and what to hand back, or throws to
+ * refuse. Null when the destination is not found.
+ */
+export async function editDestinationConfig<T>(
+  db: Db,
+  formId: string,
+  destinationId: string,
+  edit: (destination: Destination) => { config: unknown; result: T },
+): Promise<T | null> {
+  const key = destinationKey(formId, destinationId);
+  const result = await retryAtomic(async () => {
+    const entry = await db.kv.get<DestinationRecord>(key);
+    if (entry.value === null) return { op: null, result: null };
+    const { config, result } = edit(await openDestination(db, entry.value));
+    const updated: DestinationRecord = {
+      ...entry.value,
+      sealedConfig: await sealJson(db.sealer, config, sealContext(destinationId)),
+      updatedAt: new Date().toISOString(),
+    };
+    return { op: db.kv.atomic().check(entry).set(key, updated), result: { value: result } };
+  });
+  db.formVersion.bump();
+  return result === null ? null : result.value;
+}
+
 /** Deletes a destination; false when not found. */
 export async function deleteDestination(
   db: Db,

@@ -24,6 +24,7 @@ import {
   outcomesOfFormPrefix,
 } from "./keys.ts";
 import type { DeliveryOutcome } from "./outcomes.ts";
+import type { PreviousSecret } from "../connectors/signing.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
 
 /** The events an owner can be told of (names in the spirit of Svix's). */
@@ -53,8 +54,11 @@ export interface NotificationSettings {
   } | null;
   /** Ids of the organization's chat destinations. */
   chat: string[];
-  /** An operational webhook, signed (Standard Webhooks) when `secret` is set. */
-  webhook: { url: string; secret: string | null } | null;
+  /**
+   * An operational webhook, signed (Standard Webhooks) when `secret` is set, and with the
+   * earlier secrets a rotation keeps signing during their grace (connectors/signing.ts).
+   */
+  webhook: { url: string; secret: string | null; previousSecrets?: PreviousSecret[] } | null;
   /** The events told; the summary is chosen apart, a test is always sent. */
   events: Exclude<NotifyEventType, "summary" | "test">[];
   summary: "off" | "daily" | "weekly";
@@ -211,6 +215,31 @@ export async function putNotificationSettings(
   await setNotificationSettings(db, op, orgId, settings);
   const result = await retryWhileBusy(() => op.commit());
   if (!result.ok) throw new Error("Cannot store notification settings: KV commit failed");
+}
+
+/**
+ * Rewrites an organization's settings from its current ones in one read-check-commit
+ * (a concurrent write makes it read again): `edit` returns the new settings and what to
+ * hand back, or throws to refuse.
+ */
+export async function editNotificationSettings<T>(
+  db: Db,
+  orgId: string,
+  edit: (current: NotificationSettings | null) => { settings: NotificationSettings; result: T },
+): Promise<T> {
+  const key = notifySettingsKey(orgId);
+  return await retryAtomic(async () => {
+    const entry = await db.kv.get<Uint8Array<ArrayBuffer>>(key);
+    const current = entry.value === null ? null : JSON.parse(
+      decoder.decode(await db.sealer.open(entry.value, `notify_settings:${orgId}`)),
+    ) as NotificationSettings;
+    const { settings, result } = edit(current);
+    const sealed = await db.sealer.seal(
+      encoder.encode(JSON.stringify(settings)),
+      `notify_settings:${orgId}`,
+    );
+    return { op: db.kv.atomic().check(entry).set(key, sealed), result };
+  });
 }
 
 /**

@@ -12,3 +12,5 @@ export { SMTPServer, type SMTPServerOptions } from "npm:smtp-server@3.21.6";
 export { default as nodemailer } from "npm:nodemailer@10.6.0";
 export { default as PostalMime } from "npm:postal-mime@4.0.0";
 export { Validator } from "npm:@seriousme/openapi-schema-validator@2.11.0";
+export { Webhook as StandardWebhook } from "npm:standardwebhooks@1.1.1";
+export { Webhook as SvixWebhook } from "npm:svix@2.5.0";

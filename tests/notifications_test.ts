@@ -94,6 +94,7 @@ Deno.test("PUT /notifications validates channels and keeps a webhook secret the 
         url: `http://127.0.0.1:9/${REDACTED}`,
         secret: REDACTED,
         signed: true,
+        previousSecretValidUntil: null,
       });
       assert.ok(!JSON.stringify(first.body).includes("PATHSECRET"));
       const again = await putSettings(h, { ...first.body.notifications, summary: "daily" });

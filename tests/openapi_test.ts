@@ -172,6 +172,8 @@ Deno.test("the answers the app gives match the description", async () => {
     `/forms/${form.id}/deliveries/${crypto.randomUUID()}.${destination.id}/send-now`,
   ); // 409: not waiting
   await admin("POST", `${dest}/resume`);
+  await admin("POST", `${dest}/rotate-secret`, { graceHours: 2 });
+  await admin("POST", `${dest}/rotate-secret`, { graceHours: 200 });
   await admin("PATCH", dest, { isEnabled: true });
   await admin("POST", `${dest}/redeliver`, since);
 
@@ -225,7 +227,13 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("POST", "/notifications/test");
   await admin("GET", "/notifications/sent");
   await admin("POST", "/notifications/email/confirmation", { address: "nobody@example.org" });
+  await admin("POST", "/notifications/webhook/rotate-secret");
+  await admin("PUT", "/notifications", { webhook: { url: sink.url } });
+  await admin("POST", "/notifications/webhook/rotate-secret", { graceHours: 1 });
+  await admin("GET", "/notifications");
   // The rotation last: it ends the harness's key.
+  await admin("POST", "/keys/rotate", { expiresInHours: 1 });
+  await admin("POST", "/keys/rotate", { expiresInHours: 1000 });
   await admin("POST", "/keys/rotate");
   await admin("POST", "/keys/rotate");
   await admin("DELETE", `/forms/${form.id}`, undefined, "sk_revoked");

@@ -8,6 +8,7 @@ import { clearErrors, confirmDialog, field, formError, h, showErrors, when } fro
 import { formHeader, loadForm } from "./forms.js";
 import { messagePreview } from "./preview.js";
 import { conditionsField, formatConditions } from "./rules.js";
+import { overlapNote, rotateSecretControl } from "./rotation.js";
 
 /** What the API shows instead of a stored secret. */
 const REDACTED = "********";
@@ -349,7 +350,12 @@ function protectionText(destination) {
   const set = destination.secretsSet ?? [];
   if (destination.type === "webhook") {
     return set.includes("secret")
-      ? "Signing on: every delivery carries a webhook-signature."
+      ? [
+        "Signing on: every delivery carries a webhook-signature.",
+        overlapNote(
+          destination.previousSecretValidUntil,
+        ),
+      ].filter(Boolean).join(" ")
       : "Signing off: add a secret to sign deliveries.";
   }
   if (destination.type === "sheets_webhook") {
@@ -370,6 +376,11 @@ function destinationCard(form, destination, { refresh, openEditor, retainsFailed
   if (kept) say(kept.text, kept.ok);
   const issue = healthIssue(destination);
   const base = `/forms/${form.id}/destinations/${destination.id}`;
+  // The new signing secret, shown once; a redraw keeps it until the page is left.
+  const rotated = h("div", { class: "rotated" });
+  const shown = rotatedSecrets.get(destination.id);
+  if (shown) rotated.append(shown);
+  const signed = destination.type === "webhook" && destination.secretsSet?.includes("secret");
   return h(
     "li",
     { class: "card", "data-destination": destination.id },
@@ -428,6 +439,16 @@ function destinationCard(form, destination, { refresh, openEditor, retainsFailed
         },
       }, "Send test"),
       h("button", { type: "button", onclick: () => openEditor(destination) }, "Edit"),
+      signed
+        ? rotateSecretControl({
+          path: `${base}/rotate-secret`,
+          result: rotated,
+          onRotated: () => {
+            rotatedSecrets.set(destination.id, rotated.firstChild);
+            refresh();
+          },
+        })
+        : null,
       h("button", {
         type: "button",
         onclick: async () => {
@@ -453,11 +474,16 @@ function destinationCard(form, destination, { refresh, openEditor, retainsFailed
       }, "Delete"),
     ),
     outcome,
+    rotated,
   );
 }
 
+/** New signing secrets shown on this page, by destination, until the page is left. */
+const rotatedSecrets = new Map();
+
 /** The destinations page of a form. */
 export async function destinationsView(id) {
+  rotatedSecrets.clear();
   const [form, { editors, retainsFailed }] = await Promise.all([
     loadForm(id),
     deployment().then((answer) => ({

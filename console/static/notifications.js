@@ -6,6 +6,7 @@
  */
 import { api, apiOk } from "./api.js";
 import { clearErrors, field, formError, h, showErrors, when } from "./dom.js";
+import { overlapNote, rotateSecretControl } from "./rotation.js";
 
 /** Each event, as the owner reads it. */
 const EVENTS = [
@@ -93,6 +94,8 @@ export async function notificationsView() {
   );
   summary.value = settings.summary;
   const saved = h("p", { class: "hint", role: "status" });
+  // The operational webhook's new signing secret, shown once after a rotation.
+  const rotated = h("div", { class: "rotated" });
 
   const form = h(
     "form",
@@ -161,6 +164,17 @@ export async function notificationsView() {
         hint: "Shown as ******** once stored: leave it so to keep it, empty it to stop signing.",
         input: webhookSecret,
       }),
+      settings.webhook?.signed
+        ? h(
+          "div",
+          { class: "actions" },
+          rotateSecretControl({ path: "/notifications/webhook/rotate-secret", result: rotated }),
+          overlapNote(settings.webhook.previousSecretValidUntil)
+            ? h("p", { class: "hint" }, overlapNote(settings.webhook.previousSecretValidUntil))
+            : null,
+          rotated,
+        )
+        : null,
     ]),
     h("fieldset", {}, h("legend", {}, "Tell me when"), eventBoxes),
     field({ label: "Summary", path: "summary", input: summary }),

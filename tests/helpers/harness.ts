@@ -41,7 +41,7 @@ export interface FormView {
 /** Starts a harness; `await using h = await startHarness()` closes it. */
 export async function startHarness(
   overrides: Partial<Config> = {},
-  options: { deliver?: boolean; caCerts?: string[]; queues?: boolean } = {},
+  options: { deliver?: boolean; caCerts?: string[]; queues?: boolean; now?: () => number } = {},
 ): Promise<Harness> {
   const config = testConfig({ retryScheduleMs: [20, 40, 60], sweepIntervalMs: 200, ...overrides });
   const logs: string[] = [];
