@@ -19,8 +19,26 @@ import { sendNow } from "../store/send_now.ts";
 import type { DeliveryOutcome } from "../store/outcomes.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
-import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import {
+  ApiError,
+  emptyBody,
+  readEmptyBody,
+  readValidJson,
+  refuseOtherMethods,
+  validate,
+} from "./http.ts";
 import { ERRORS, type ErrorSpec } from "./errors.ts";
+import {
+  DEST_404,
+  FORM_404,
+  jsonBodyErrors,
+  ok,
+  OPERATION_429,
+  type OperationSpec,
+  timestamp,
+} from "./operation_spec.ts";
+import { DESTINATION_TYPES } from "../connectors/registry.ts";
+import { CONFIRMATION_DESTINATION_ID } from "../rules/confirmation.ts";
 
 /** Query of `GET /forms/:id/deliveries`. */
 export const deliveriesQuerySchema = z.strictObject({
@@ -131,3 +149,109 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
   );
   return router;
 }
+
+/** One delivery outcome (store/jobs.ts DeliveryOutcome). */
+export const outcomeSchema = z.strictObject({
+  deliveryId: z.string().meta({
+    description: "`<submissionId>.<destinationId>`: the name redeliver and send-now take",
+  }),
+  submissionId: z.uuid(),
+  destinationId: z.union([z.uuid(), z.literal(CONFIRMATION_DESTINATION_ID)]).meta({
+    description:
+      "`confirmation` for the confirmation to the visitor (its address masked in detail)",
+  }),
+  destinationType: z.enum(DESTINATION_TYPES),
+  status: z.enum(["retrying", "held", "delivered", "failed"]),
+  attempts: z.number().int(),
+  lastError: z.string().nullable(),
+  lastStatusCode: z.number().int().nullable(),
+  detail: z.string().nullable(),
+  submittedAt: timestamp,
+  updatedAt: timestamp,
+  nextAttemptAt: timestamp.nullable(),
+});
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const deliveryOperations: OperationSpec[] = [
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations/{destId}/redeliver",
+    summary: "Deliver again every held or retained delivery of submissions accepted since a time",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: redeliverSinceSchema, required: true },
+    answers: {
+      200: {
+        description: "How many were redelivered, found under way, or found expired",
+        schema: z.strictObject({
+          ok,
+          redelivered: z.number().int(),
+          underWay: z.number().int(),
+          expired: z.number().int(),
+        }),
+      },
+    },
+    errors: [
+      ...jsonBodyErrors,
+      ...DEST_404,
+      ERRORS.redeliveryDisabled,
+      ERRORS.redeliveryPaused,
+      ...OPERATION_429,
+    ],
+  },
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/deliveries/{deliveryId}/redeliver",
+    summary: "Deliver again one held or retained delivery, `<submissionId>.<destinationId>` " +
+      "(even while its destination is paused)",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: emptyBody, required: false },
+    answers: {
+      200: {
+        description: "Redelivered",
+        schema: z.strictObject({ ok, redelivered: z.number().int() }),
+      },
+    },
+    errors: [
+      ...jsonBodyErrors,
+      ERRORS.formNotFound,
+      ERRORS.deliveryNotFound,
+      ERRORS.redeliveryDisabled,
+      ERRORS.redeliveryUnderWay,
+      ERRORS.redeliveryGone,
+      ERRORS.redeliveryNotRetained,
+      ...OPERATION_429,
+    ],
+  },
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/deliveries/{deliveryId}/send-now",
+    summary: "Attempt a delivery waiting for its next retry now, instead of at its next attempt",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: emptyBody, required: false },
+    answers: { 200: { description: "Due now", schema: z.strictObject({ ok }) } },
+    errors: [
+      ...jsonBodyErrors,
+      ERRORS.formNotFound,
+      ERRORS.deliveryNotFound,
+      ...Object.values(SEND_NOW_CONFLICTS),
+    ],
+  },
+  {
+    method: "get",
+    path: "/v1/admin/forms/{id}/deliveries",
+    summary: "Recent delivery outcomes of a form, newest first (never payloads)",
+    tag: "Admin: destinations",
+    admin: true,
+    query: deliveriesQuerySchema,
+    answers: {
+      200: {
+        description: "The outcomes",
+        schema: z.strictObject({ ok, deliveries: z.array(outcomeSchema) }),
+      },
+    },
+    errors: [ERRORS.validation, ...FORM_404],
+  },
+];

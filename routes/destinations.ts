@@ -8,7 +8,12 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { literalHostRefusal } from "../connectors/outbound_guard.ts";
 import { keepStoredSecrets, secretsSet } from "../connectors/descriptor.ts";
-import { descriptorOf, DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
+import {
+  descriptorOf,
+  DESCRIPTORS,
+  DESTINATION_TYPES,
+  type DestinationType,
+} from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine, DestinationPace } from "../delivery/engine.ts";
 import {
@@ -25,8 +30,25 @@ import { redeliver } from "../store/redelivery.ts";
 import { conditionsSchema } from "../rules/routing.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
-import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import {
+  ApiError,
+  emptyBody,
+  readEmptyBody,
+  readValidJson,
+  refuseOtherMethods,
+  validate,
+} from "./http.ts";
 import { ERRORS } from "./errors.ts";
+import {
+  configBodyErrors,
+  DEST_404,
+  FORM_404,
+  jsonBodyErrors,
+  ok,
+  OPERATION_429,
+  type OperationSpec,
+  timestamp,
+} from "./operation_spec.ts";
 
 /** A destination's name: telling two of one type apart in the console, logs and notices. */
 const destinationName = z.string().trim().min(1).max(100).meta({
@@ -248,3 +270,153 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
   );
   return router;
 }
+
+/** The destination create body: the route's schema with `config` per type. */
+const destinationCreateBody = z.discriminatedUnion(
+  "type",
+  DESCRIPTORS.map(({ type, docSchema }) =>
+    destinationCreateSchema.extend({ type: z.literal(type), config: docSchema })
+  ) as unknown as [z.ZodObject, ...z.ZodObject[]],
+);
+
+const anyConfig = z.union(DESCRIPTORS.map(({ docSchema }) => docSchema));
+
+const destinationPatchBody = destinationPatchSchema.extend({
+  config: anyConfig.optional().meta({
+    description: "Replaces the whole config; validated by the destination's type. " +
+      'A secret field left out or sent as shown ("********", a URL as shown, a header ' +
+      'value "********") keeps the stored secret; null removes it',
+  }),
+});
+
+/** A destination as list and PATCH answer it (routes/destinations.ts destinationView). */
+export const destinationSchema = z.strictObject({
+  id: z.uuid(),
+  formId: z.uuid(),
+  type: z.enum(DESTINATION_TYPES),
+  name: z.string().nullable().meta({ description: "The tenant's name for it, or null" }),
+  config: z.record(z.string(), z.unknown()).meta({
+    description: 'The type\'s config with secret values shown as "********"',
+  }),
+  secretsSet: z.array(z.string()).meta({
+    description: "The config's secret fields that hold a value: signing (`secret`), auth " +
+      "(`password`, `authHeader`) or a token is on when its field is listed",
+  }),
+  isEnabled: z.boolean().meta({
+    description: "The tenant's switch: a disabled destination gets no jobs",
+  }),
+  conditions: conditionsSchema.meta({
+    description: "Routing: it gets only the submissions for which all hold; empty: all",
+  }),
+  health: z.strictObject({
+    state: z.enum(["healthy", "paused"]),
+    reason: z.string().nullable(),
+    since: timestamp.nullable(),
+  }).meta({
+    description: "Paused by formrelay after failing by its own fault for " +
+      "DESTINATION_PAUSE_AFTER_HOURS: its submissions are held until it is resumed",
+  }),
+  pace: z.strictObject({
+    concurrency: z.int().meta({ description: "Deliveries it may have in flight now" }),
+    inFlight: z.int().meta({ description: "Deliveries in flight to it now" }),
+    heldUntil: timestamp.nullable().meta({
+      description: "Nothing is sent to it before this (its Retry-After, a quota running out)",
+    }),
+    ratePerSecond: z.number().nullable().meta({
+      description: "Deliveries a second it is kept to since it refused for rate (429), else null",
+    }),
+  }).nullable().meta({
+    description: "Its pace as this process sees it: concurrency grows while the receiver " +
+      "answers 2xx without slowing, falls on time-outs and errors, and a refusal for rate " +
+      "holds and slows it. Null where this process does not deliver",
+  }),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const destinationOperations: OperationSpec[] = [
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations",
+    summary: "Add a destination (answers the stored config as sent)",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: destinationCreateBody, required: true },
+    answers: {
+      200: {
+        description: "The destination",
+        schema: z.strictObject({
+          ok,
+          destination: z.strictObject({
+            id: z.uuid(),
+            formId: z.uuid(),
+            type: z.enum(DESTINATION_TYPES),
+            name: z.string().optional(),
+            config: anyConfig,
+            isEnabled: z.boolean(),
+            conditions: conditionsSchema.optional(),
+          }),
+        }),
+      },
+    },
+    errors: [...configBodyErrors, ...FORM_404],
+  },
+  {
+    method: "get",
+    path: "/v1/admin/forms/{id}/destinations",
+    summary: "List a form's destinations (secrets redacted)",
+    tag: "Admin: destinations",
+    admin: true,
+    answers: {
+      200: {
+        description: "The destinations, oldest first",
+        schema: z.strictObject({ ok, destinations: z.array(destinationSchema) }),
+      },
+    },
+    errors: FORM_404,
+  },
+  {
+    method: "patch",
+    path: "/v1/admin/forms/{id}/destinations/{destId}",
+    summary: "Enable, disable or reconfigure a destination (enabling also resumes a paused one)",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: destinationPatchBody, required: true },
+    answers: {
+      200: {
+        description: "The destination (secrets redacted)",
+        schema: z.strictObject({ ok, destination: destinationSchema }),
+      },
+    },
+    errors: [...configBodyErrors, ...DEST_404, ...OPERATION_429],
+  },
+  {
+    method: "delete",
+    path: "/v1/admin/forms/{id}/destinations/{destId}",
+    summary: "Delete a destination",
+    tag: "Admin: destinations",
+    admin: true,
+    answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
+    errors: [...DEST_404, ...OPERATION_429],
+  },
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations/{destId}/resume",
+    summary: "Resume a paused destination and deliver the submissions it holds",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: emptyBody, required: false },
+    answers: {
+      200: {
+        description: "The destination, healthy, and how many held submissions were released",
+        schema: z.strictObject({
+          ok,
+          destination: destinationSchema,
+          released: z.number().int(),
+        }),
+      },
+    },
+    errors: [...jsonBodyErrors, ...DEST_404, ...OPERATION_429],
+  },
+];

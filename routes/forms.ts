@@ -18,6 +18,7 @@ import { confirmationSchema, type ConfirmationSettings } from "../rules/confirma
 import { getDestination } from "../store/destinations.ts";
 import type { Config } from "../config.ts";
 import { REDACTED } from "../connectors/types.ts";
+import { FORM_404, jsonBodyErrors, ok, type OperationSpec, timestamp } from "./operation_spec.ts";
 
 const anyHttpUrl = z.url({ protocol: /^https?$/ });
 
@@ -177,3 +178,82 @@ export function formRoutes({ db, config }: AppDeps) {
   refuseOtherMethods(router, "/forms", "/forms/:id");
   return router;
 }
+
+/** A form as the admin API answers it (routes/forms.ts formView). */
+export const formSchema = z.strictObject({
+  id: z.uuid(),
+  name: z.string(),
+  publicKey: z.string().startsWith("pk_"),
+  allowedOrigins: z.array(z.string()),
+  verifyCaptcha: z.boolean(),
+  hasCaptchaSecret: z.boolean().meta({ description: "captchaSecret itself is write-only" }),
+  enabled: z.boolean(),
+  honeypotField: z.string().nullable(),
+  redirectUrl: z.string().nullable(),
+  spamRules: spamRulesSchema.nullable(),
+  confirmation: confirmationSchema.nullable(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const formOperations: OperationSpec[] = [
+  {
+    method: "post",
+    path: "/v1/admin/forms",
+    summary: "Create a form",
+    tag: "Admin: forms",
+    admin: true,
+    body: { schema: formCreateSchema, required: true },
+    answers: {
+      200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
+    },
+    errors: jsonBodyErrors,
+  },
+  {
+    method: "get",
+    path: "/v1/admin/forms",
+    summary: "List the organization's forms",
+    tag: "Admin: forms",
+    admin: true,
+    answers: {
+      200: {
+        description: "The forms",
+        schema: z.strictObject({ ok, forms: z.array(formSchema) }),
+      },
+    },
+    errors: [],
+  },
+  {
+    method: "get",
+    path: "/v1/admin/forms/{id}",
+    summary: "Read a form",
+    tag: "Admin: forms",
+    admin: true,
+    answers: {
+      200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
+    },
+    errors: FORM_404,
+  },
+  {
+    method: "patch",
+    path: "/v1/admin/forms/{id}",
+    summary: "Change some of a form's settings",
+    tag: "Admin: forms",
+    admin: true,
+    body: { schema: formPatchSchema, required: true },
+    answers: {
+      200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
+    },
+    errors: [...jsonBodyErrors, ...FORM_404],
+  },
+  {
+    method: "delete",
+    path: "/v1/admin/forms/{id}",
+    summary: "Delete a form and its destinations",
+    tag: "Admin: forms",
+    admin: true,
+    answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
+    errors: FORM_404,
+  },
+];

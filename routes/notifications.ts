@@ -28,6 +28,7 @@ import { ApiError, readEmptyBody, readValidJson, refuseOtherMethods } from "./ht
 import { tooManyRequests } from "./limits.ts";
 import { createTokenBuckets } from "../delivery/token_buckets.ts";
 import { ERRORS } from "./errors.ts";
+import { jsonBodyErrors, ok, type OperationSpec } from "./operation_spec.ts";
 
 /** The events an organization may choose (the summary is chosen apart). */
 const CHOOSABLE = NOTIFY_EVENTS.filter((type) => type !== "summary" && type !== "test") as [
@@ -216,3 +217,67 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
   refuseOtherMethods(router, "/notifications", "/notifications/test", "/notifications/sent");
   return router;
 }
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const notificationOperations: OperationSpec[] = [
+  {
+    method: "get",
+    path: "/v1/admin/notifications",
+    summary: "Where the organization is told of failing, paused and recovered destinations, " +
+      "submissions failed for good, key rotations and summaries (docs/notifications.md)",
+    tag: "Admin: notifications",
+    admin: true,
+    answers: {
+      200: {
+        description: "The settings; the webhook's URL path and secret redacted",
+        schema: z.strictObject({ ok, notifications: notificationSettingsView }),
+      },
+    },
+    errors: [],
+  },
+  {
+    method: "put",
+    path: "/v1/admin/notifications",
+    summary: "Replaces the notification settings; a left-out or redacted webhook secret " +
+      "and a redacted URL are kept, `secret: null` removes the secret",
+    tag: "Admin: notifications",
+    admin: true,
+    body: { schema: notificationSettingsSchema, required: true },
+    answers: {
+      200: {
+        description: "The settings as stored, redacted",
+        schema: z.strictObject({ ok, notifications: notificationSettingsView }),
+      },
+    },
+    errors: jsonBodyErrors,
+  },
+  {
+    method: "post",
+    path: "/v1/admin/notifications/test",
+    summary: "Sends a test notification to every chosen channel now (TEST_SENDS_PER_ORG a " +
+      "minute); its result shows in /notifications/sent",
+    tag: "Admin: notifications",
+    admin: true,
+    answers: {
+      200: {
+        description: "How many channels it was queued to",
+        schema: z.strictObject({ ok, queued: z.number().int() }),
+      },
+    },
+    errors: [...jsonBodyErrors, ERRORS.tooManyTestSends],
+  },
+  {
+    method: "get",
+    path: "/v1/admin/notifications/sent",
+    summary: "The last 50 notifications of the past 7 days, newest first, with their result",
+    tag: "Admin: notifications",
+    admin: true,
+    answers: {
+      200: {
+        description: "Sent and given-up notifications",
+        schema: z.strictObject({ ok, sent: z.array(notificationSentSchema) }),
+      },
+    },
+    errors: [],
+  },
+];

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { Validator } from "./deps.ts";
 import { loadConfig } from "../config.ts";
 import { ERRORS } from "../routes/errors.ts";
-import { answersOf, operations, type OperationSpec } from "../routes/openapi.ts";
+import { answersOf, operations } from "../routes/openapi.ts";
+import type { OperationSpec } from "../routes/operation_spec.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 
