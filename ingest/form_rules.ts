@@ -9,7 +9,7 @@
 import { countConfirmation, countSpamCaught, countUnrouted } from "../metrics.ts";
 import { CONFIRMATION_DESTINATION_ID, mailboxOf, visitorAddress } from "../rules/confirmation.ts";
 import { LaneFullError } from "../rules/patterns.ts";
-import { routeSubmission } from "../rules/routing.ts";
+import { matchingDestinations } from "../rules/routing.ts";
 import { type PageToken, pageToken, spamRuleCaught, TIME_TRAP_FIELD } from "../rules/spam.ts";
 import { Hono } from "hono";
 import { ApiError, refuseOtherMethods } from "../routes/http.ts";
@@ -92,7 +92,7 @@ export function createFormRules(db: Db, refusals: RefusalCounter): FormRules {
 
     async destinationsOf(target, payload) {
       const routed = await busyWhenLaneFull(
-        routeSubmission(target, { payload, orgId: target.form.orgId }),
+        matchingDestinations(target, { payload, orgId: target.form.orgId }),
       );
       if (target.routed && routed.length === 0) countUnrouted(target.form.id);
       const settings = target.form.confirmation;
