@@ -26,6 +26,7 @@ const LIMITED_OPERATIONS = [
   "/forms/:id/destinations/:destId",
   "/forms/:id/destinations/:destId/resume",
   "/forms/:id/destinations/:destId/redeliver",
+  "/forms/:id/destinations/:destId/send-now",
   "/forms/:id/deliveries/:deliveryId/redeliver",
 ];
 

@@ -17,6 +17,7 @@ import { type BodyGate, createBodyGate } from "./ingest/body_gate.ts";
 import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
 import { recordHealth } from "./store/destination_health.ts";
+import { sendWaitingNow } from "./store/send_now.ts";
 import { observeService } from "./metrics.ts";
 import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
@@ -79,6 +80,30 @@ export async function startService(
     logger,
     background: options.deliver !== false,
   });
+  /**
+   * Makes a recovered destination's deliveries waiting for a retry due now (woken here;
+   * the dispatcher sends them at the destination's pace). Not awaited: the attempt that
+   * found the recovery has its own slot to give back.
+   */
+  function bringForward(job: { orgId: string; formId: string; destinationId: string }) {
+    const { orgId, formId, destinationId } = job;
+    sendWaitingNow(db, { formId, destinationId, now: Date.now() }).then(({ sent }) => {
+      engine?.wake(sent);
+      logger.info("destination recovered: its waiting deliveries brought forward", {
+        orgId,
+        formId,
+        destinationId,
+        deliveries: sent.length,
+      });
+    }).catch((error) =>
+      logger.error("bringing a recovered destination's deliveries forward failed", {
+        orgId,
+        formId,
+        destinationId,
+        error: describeError(error),
+      })
+    );
+  }
   const engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
@@ -91,7 +116,7 @@ export async function startService(
     // never). The outcome is already recorded, so a failure here is logged, not the delivery's.
     // Owner notifications hear every attempt after it (failing, paused, recovered).
     onAttempt: async (job, result) => {
-      const paused = config.pauseAfterMs > 0
+      const change = config.pauseAfterMs > 0
         ? await recordHealth(
           db,
           job,
@@ -102,8 +127,8 @@ export async function startService(
             gone: result.failure.gone,
           },
           { pauseAfterMs: config.pauseAfterMs, now: Date.now(), clear: healthyDestinations },
-        ).then((paused) => {
-          if (paused && !result.delivered) {
+        ).then((change) => {
+          if (change === "paused" && !result.delivered) {
             logger.warn("destination paused", {
               orgId: job.orgId,
               formId: job.formId,
@@ -116,7 +141,9 @@ export async function startService(
                 } h; last error: ${result.failure.message}`,
             });
           }
-          return paused;
+          // Recovered: its other deliveries waiting for a retry go now, at its pace.
+          if (change === "recovered") bringForward(job);
+          return change;
         }).catch((error) => {
           logger.error("destination health update failed", {
             orgId: job.orgId,
@@ -124,9 +151,10 @@ export async function startService(
             destinationId: job.destinationId,
             error: describeError(error),
           });
-          return false;
+          return null;
         })
-        : false;
+        : null;
+      const paused = change === "paused";
       await notifier.afterAttempt(job, result, { paused }).catch((error) =>
         logger.error("notification hook failed", {
           orgId: job.orgId,

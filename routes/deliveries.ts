@@ -15,7 +15,7 @@ import {
   type Redelivery,
   type RedeliverySelection,
 } from "../store/redelivery.ts";
-import { sendNow } from "../store/send_now.ts";
+import { sendNow, sendWaitingNow } from "../store/send_now.ts";
 import type { DeliveryOutcome } from "../store/outcomes.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
@@ -66,7 +66,8 @@ function outcomeView(outcome: DeliveryOutcome) {
 /**
  * `GET /forms/:id/deliveries`: recent delivery outcomes of a form, newest first, no
  * payloads; `POST /forms/:id/deliveries/:deliveryId/redeliver`,
- * `POST /forms/:id/deliveries/:deliveryId/send-now` and
+ * `POST /forms/:id/deliveries/:deliveryId/send-now`,
+ * `POST /forms/:id/destinations/:destId/send-now` (all its deliveries waiting for a retry) and
  * `POST /forms/:id/destinations/:destId/redeliver` (`{ since }`).
  */
 export function deliveryRoutes({ config, db, engine }: AppDeps) {
@@ -125,6 +126,23 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     return c.json({ ok: true });
   });
 
+  // Every delivery of a destination waiting for its next retry, e.g. once it is fixed.
+  router.post("/forms/:id/destinations/:destId/send-now", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    await readEmptyBody(c);
+    const destination = await getDestination(db, form.id, c.req.param("destId"));
+    if (destination === null) throw new ApiError(ERRORS.destinationNotFound);
+    if (!destination.isEnabled) throw new ApiError(ERRORS.redeliveryDisabled);
+    if (destination.health.state === "paused") throw new ApiError(ERRORS.redeliveryPaused);
+    const result = await sendWaitingNow(db, {
+      formId: form.id,
+      destinationId: destination.id,
+      now: Date.now(),
+    });
+    engine?.wake(result.sent);
+    return c.json({ ok: true, sent: result.sent.length, inFlight: result.inFlight });
+  });
+
   router.post("/forms/:id/destinations/:destId/redeliver", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const { since } = await readValidJson(c, redeliverSinceSchema);
@@ -146,6 +164,7 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     "/forms/:id/deliveries/:deliveryId/redeliver",
     "/forms/:id/deliveries/:deliveryId/send-now",
     "/forms/:id/destinations/:destId/redeliver",
+    "/forms/:id/destinations/:destId/send-now",
   );
   return router;
 }
@@ -171,6 +190,15 @@ export const outcomeSchema = z.strictObject({
   nextAttemptAt: timestamp.nullable(),
 });
 
+/** The refusals of an action on all of a destination's deliveries (redeliver, send now). */
+const WHOLE_DESTINATION_ERRORS = [
+  ...jsonBodyErrors,
+  ...DEST_404,
+  ERRORS.redeliveryDisabled,
+  ERRORS.redeliveryPaused,
+  ...OPERATION_429,
+];
+
 /** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
 export const deliveryOperations: OperationSpec[] = [
   {
@@ -191,13 +219,7 @@ export const deliveryOperations: OperationSpec[] = [
         }),
       },
     },
-    errors: [
-      ...jsonBodyErrors,
-      ...DEST_404,
-      ERRORS.redeliveryDisabled,
-      ERRORS.redeliveryPaused,
-      ...OPERATION_429,
-    ],
+    errors: WHOLE_DESTINATION_ERRORS,
   },
   {
     method: "post",
@@ -238,6 +260,22 @@ export const deliveryOperations: OperationSpec[] = [
       ERRORS.deliveryNotFound,
       ...Object.values(SEND_NOW_CONFLICTS),
     ],
+  },
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations/{destId}/send-now",
+    summary: "Attempt now every delivery of the destination waiting for its next retry " +
+      "(at the destination's pace), instead of at their next attempts",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: emptyBody, required: false },
+    answers: {
+      200: {
+        description: "How many were made due now, and how many were being attempted already",
+        schema: z.strictObject({ ok, sent: z.number().int(), inFlight: z.number().int() }),
+      },
+    },
+    errors: WHOLE_DESTINATION_ERRORS,
   },
   {
     method: "get",

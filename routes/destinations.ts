@@ -27,6 +27,7 @@ import {
   updateDestination,
 } from "../store/destinations.ts";
 import { redeliver } from "../store/redelivery.ts";
+import { sendWaitingNow } from "../store/send_now.ts";
 import { conditionsSchema } from "../rules/routing.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
@@ -147,9 +148,14 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
 
   /**
    * Makes a destination's held jobs due: delivered after a resume, failed (and so
-   * recorded) after it was disabled or deleted. Returns how many.
+   * recorded) after it was disabled or deleted. Resumed, its deliveries waiting for a
+   * retry are made due too (sent at its pace). Returns how many held jobs were released.
    */
-  async function releaseHeld(formId: string, destinationId: string): Promise<number> {
+  async function releaseHeld(
+    formId: string,
+    destinationId: string,
+    { resumed }: { resumed: boolean },
+  ): Promise<number> {
     const released = await redeliver(db, {
       formId,
       destinationId,
@@ -157,6 +163,9 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
       now: Date.now(),
     });
     engine?.wake(released.woken);
+    if (!resumed) return released.woken.length;
+    const waiting = await sendWaitingNow(db, { formId, destinationId, now: Date.now() });
+    engine?.wake(waiting.sent);
     return released.woken.length;
   }
 
@@ -231,7 +240,9 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     });
     if (updated === null) throw new ApiError(ERRORS.destinationNotFound);
     // Enabling resumes a paused destination; disabling ends its held jobs as failed.
-    if (patch.isEnabled !== undefined) await releaseHeld(form.id, destId);
+    if (patch.isEnabled !== undefined) {
+      await releaseHeld(form.id, destId, { resumed: patch.isEnabled });
+    }
     return c.json({
       ok: true,
       destination: destinationView(updated, connectors[updated.type], engine),
@@ -244,7 +255,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     const destId = c.req.param("destId");
     const resumed = await updateDestination(db, form.id, destId, { resume: true });
     if (resumed === null) throw new ApiError(ERRORS.destinationNotFound);
-    const released = await releaseHeld(form.id, destId);
+    const released = await releaseHeld(form.id, destId, { resumed: true });
     return c.json({
       ok: true,
       destination: destinationView(resumed, connectors[resumed.type], engine),
@@ -258,7 +269,7 @@ export function destinationRoutes({ config: settings, db, connectors, engine }: 
     if (!await deleteDestination(db, form.id, destId)) {
       throw new ApiError(ERRORS.destinationNotFound);
     }
-    await releaseHeld(form.id, destId);
+    await releaseHeld(form.id, destId, { resumed: false });
     return c.json({ ok: true });
   });
 

@@ -16,6 +16,8 @@ import { ERRORS } from "./errors.ts";
 import { spamRulesSchema } from "../rules/spam.ts";
 import { confirmationSchema, type ConfirmationSettings } from "../rules/confirmation.ts";
 import { getDestination } from "../store/destinations.ts";
+import { healthAlerts } from "../store/destination_health.ts";
+import { DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { Config } from "../config.ts";
 import { REDACTED } from "../connectors/types.ts";
 import { FORM_404, jsonBodyErrors, ok, type OperationSpec, timestamp } from "./operation_spec.ts";
@@ -143,9 +145,14 @@ export function formRoutes({ db, config }: AppDeps) {
     return c.json({ ok: true, form: formView(form) });
   });
 
+  // Each form with its destinations that need the owner, so the list can flag them.
   router.get("/forms", async (c) => {
     const forms = await listForms(db, c.get("orgId"));
-    return c.json({ ok: true, forms: forms.map(formView) });
+    const alerts = await Promise.all(forms.map((form) => healthAlerts(db, form.id)));
+    return c.json({
+      ok: true,
+      forms: forms.map((form, i) => ({ ...formView(form), destinationAlerts: alerts[i] })),
+    });
   });
 
   router.get("/forms/:id", async (c) => {
@@ -196,6 +203,19 @@ export const formSchema = z.strictObject({
   updatedAt: timestamp,
 });
 
+/** A destination that needs its owner (store/destination_health.ts DestinationAlert). */
+const destinationAlertSchema = z.strictObject({
+  destinationId: z.uuid(),
+  name: z.string().nullable(),
+  type: z.enum(DESTINATION_TYPES),
+  state: z.enum(["paused", "failing"]).meta({
+    description: "paused: held until resumed; failing: failing by its own fault, retried, " +
+      "and paused after DESTINATION_PAUSE_AFTER_HOURS with no delivery",
+  }),
+  reason: z.string().meta({ description: "Why, since when, and the last error, in words" }),
+  since: timestamp,
+});
+
 /** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
 export const formOperations: OperationSpec[] = [
   {
@@ -213,13 +233,17 @@ export const formOperations: OperationSpec[] = [
   {
     method: "get",
     path: "/v1/admin/forms",
-    summary: "List the organization's forms",
+    summary: "List the organization's forms, each with its destinations that are paused " +
+      "or failing (destinationAlerts)",
     tag: "Admin: forms",
     admin: true,
     answers: {
       200: {
         description: "The forms",
-        schema: z.strictObject({ ok, forms: z.array(formSchema) }),
+        schema: z.strictObject({
+          ok,
+          forms: z.array(formSchema.extend({ destinationAlerts: z.array(destinationAlertSchema) })),
+        }),
       },
     },
     errors: [],

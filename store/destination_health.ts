@@ -12,7 +12,7 @@
 import type { Blame } from "../connectors/types.ts";
 import { redactUrls } from "../redact.ts";
 import { type Db, retryAtomic } from "./db.ts";
-import type { DestinationRecord } from "./destinations.ts";
+import { type DestinationRecord, listDestinationRecords } from "./destinations.ts";
 import type { JobRecord } from "./job_record.ts";
 import { destinationFailingKey, destinationKey } from "./keys.ts";
 import { OUTCOME_TTL_MS } from "./outcomes.ts";
@@ -54,10 +54,79 @@ function pauseReason(failing: FailingRecord): string {
     `(${failing.failures} failed attempts); last error: ${error}`;
 }
 
+/**
+ * The words for a destination that keeps failing but is not paused (yet): since when,
+ * how often, and the last error, its URLs cut down as in a pause reason.
+ */
+function failingReason(failing: FailingRecord): string {
+  const since = new Date(failing.since).toISOString();
+  const error = redactUrls(failing.lastError ?? "unknown error").slice(0, MAX_REASON_ERROR);
+  const attempts = failing.failures === 1
+    ? "1 failed attempt"
+    : `${failing.failures} failed attempts`;
+  return `Failing since ${since} with no delivery in between (${attempts}); last error: ${error}`;
+}
+
 /** The reason shown on a destination paused at once because its service says it is gone. */
 function goneReason(error: string | null): string {
   const text = redactUrls(error ?? "unknown error").slice(0, MAX_REASON_ERROR);
   return `The service says this destination no longer exists (${text})`;
+}
+
+/** What an attempt changed in its destination's health. */
+export type HealthChange = "paused" | "recovered" | null;
+
+/** A destination of a form that needs its owner: paused, or failing by its own fault. */
+export interface DestinationAlert {
+  destinationId: string;
+  /** The tenant's name for it, if any. */
+  name: string | null;
+  type: DestinationRecord["type"];
+  state: "paused" | "failing";
+  /** In words: why, since when, and the last error. */
+  reason: string;
+  /** ISO time it was paused, or its first failure in a row. */
+  since: string;
+}
+
+/**
+ * The destinations of a form that are paused or failing (oldest destination first).
+ * A disabled destination is the tenant's choice and is not listed.
+ */
+export async function healthAlerts(db: Db, formId: string): Promise<DestinationAlert[]> {
+  const destinations = (await listDestinationRecords(db, formId)).filter((d) => d.isEnabled);
+  const alerts: DestinationAlert[] = [];
+  for (let i = 0; i < destinations.length; i += 10) {
+    const batch = destinations.slice(i, i + 10);
+    const failing = await db.kv.getMany<FailingRecord[]>(
+      batch.map((d) => destinationFailingKey(d.id)),
+    );
+    batch.forEach((destination, n) => {
+      const base = { destinationId: destination.id, name: destination.name ?? null };
+      const { type } = destination;
+      const { health } = destination;
+      if (health.state === "paused") {
+        alerts.push({
+          ...base,
+          type,
+          state: "paused",
+          reason: health.reason ?? "Paused by the service",
+          since: health.since ?? destination.updatedAt,
+        });
+        return;
+      }
+      const record = failing[n].value;
+      if (record === null) return;
+      alerts.push({
+        ...base,
+        type,
+        state: "failing",
+        reason: failingReason(record),
+        since: new Date(record.since).toISOString(),
+      });
+    });
+  }
+  return alerts;
 }
 
 /**
@@ -66,7 +135,9 @@ function goneReason(error: string | null): string {
  * destination (same atomic commit) once the first failure is `pauseAfterMs` old, or at
  * once when the service says the destination is gone (a deleted webhook or chat).
  * Failures of a destination that is disabled, paused or deleted are not counted.
- * `pauseAfterMs` 0 records nothing. Returns whether the destination was paused.
+ * `pauseAfterMs` 0 records nothing. Returns "paused" when this attempt paused the
+ * destination, "recovered" when it was a delivery that ended a failing span (its other
+ * waiting deliveries need not wait out their backoff any more), else null.
  */
 export async function recordHealth(
   db: Db,
@@ -82,26 +153,26 @@ export async function recordHealth(
      */
     clear?: Map<string, number>;
   },
-): Promise<boolean> {
+): Promise<HealthChange> {
   const { pauseAfterMs, now, clear } = options;
-  if (pauseAfterMs <= 0) return false;
-  if (!signal.delivered && signal.blame === "submission") return false;
+  if (pauseAfterMs <= 0) return null;
+  if (!signal.delivered && signal.blame === "submission") return null;
   const failingKey = destinationFailingKey(job.destinationId);
   const recordKey = destinationKey(job.formId, job.destinationId);
 
   if (signal.delivered) {
     const seen = clear?.get(job.destinationId);
-    if (seen !== undefined && now - seen < CLEAR_RECHECK_MS) return false;
-    await retryAtomic(async () => {
+    if (seen !== undefined && now - seen < CLEAR_RECHECK_MS) return null;
+    const recovered = await retryAtomic(async () => {
       const failing = await db.kv.get<FailingRecord>(failingKey);
-      if (failing.value === null) return { op: null, result: undefined };
-      return { op: db.kv.atomic().check(failing).delete(failingKey), result: undefined };
+      if (failing.value === null) return { op: null, result: false };
+      return { op: db.kv.atomic().check(failing).delete(failingKey), result: true };
     });
     if (clear !== undefined) {
       if (clear.size >= MAX_CLEAR_TRACKED) clear.clear();
       clear.set(job.destinationId, now);
     }
-    return false;
+    return recovered ? "recovered" : null;
   }
   clear?.delete(job.destinationId);
 
@@ -138,5 +209,5 @@ export async function recordHealth(
     return { op: op.check(entry).set(recordKey, updated), result: true };
   });
   if (paused) db.formVersion.bump();
-  return paused;
+  return paused ? "paused" : null;
 }

@@ -35,13 +35,13 @@ Deno.test("recordHealth pauses only when failures span the whole period with no 
   const db = h.service.db;
   // Hundreds of failures within the day pause nothing.
   for (let i = 0; i < 300; i++) {
-    assert.equal(await recordHealth(db, job, broken(`e${i}`), options(t0 + i * 60_000)), false);
+    assert.equal(await recordHealth(db, job, broken(`e${i}`), options(t0 + i * 60_000)), null);
   }
   assert.deepEqual(await failing(), { since: t0, failures: 300, lastError: "e299" });
-  assert.equal(await recordHealth(db, job, broken("late"), options(t0 + DAY - 1)), false);
+  assert.equal(await recordHealth(db, job, broken("late"), options(t0 + DAY - 1)), null);
   assert.equal((await health()).state, "healthy");
   // The failure that comes a full day after the first pauses.
-  assert.equal(await recordHealth(db, job, broken("Cannot deliver"), options(t0 + DAY)), true);
+  assert.equal(await recordHealth(db, job, broken("Cannot deliver"), options(t0 + DAY)), "paused");
   const paused = await health();
   assert.equal(paused.state, "paused");
   assert.equal(paused.since, new Date(t0 + DAY).toISOString());
@@ -51,7 +51,7 @@ Deno.test("recordHealth pauses only when failures span the whole period with no 
       "(302 failed attempts); last error: Cannot deliver",
   );
   // Further failures of a paused destination are not counted.
-  assert.equal(await recordHealth(db, job, broken("more"), options(t0 + 2 * DAY)), false);
+  assert.equal(await recordHealth(db, job, broken("more"), options(t0 + 2 * DAY)), null);
   assert.equal((await failing())?.failures, 302);
 });
 
@@ -65,12 +65,15 @@ Deno.test("recordHealth: a delivery ends the span; a submission's refusal neithe
   await recordHealth(db, job, broken("down"), options(t0));
   await recordHealth(db, job, refused, options(t0 + HOUR));
   assert.equal((await failing())?.failures, 1, "a 422 neither counts nor clears");
-  await recordHealth(db, job, { delivered: true }, options(t0 + 2 * HOUR));
+  assert.equal(
+    await recordHealth(db, job, { delivered: true }, options(t0 + 2 * HOUR)),
+    "recovered",
+  );
   assert.equal(await failing(), null);
   // A new span starts with the next failure: a day after t0 is not enough.
   await recordHealth(db, job, broken("down"), options(t0 + 3 * HOUR));
-  assert.equal(await recordHealth(db, job, broken("down"), options(t0 + DAY)), false);
-  assert.equal(await recordHealth(db, job, broken("down"), options(t0 + 3 * HOUR + DAY)), true);
+  assert.equal(await recordHealth(db, job, broken("down"), options(t0 + DAY)), null);
+  assert.equal(await recordHealth(db, job, broken("down"), options(t0 + 3 * HOUR + DAY)), "paused");
   assert.equal((await health()).state, "paused");
 });
 
@@ -105,7 +108,7 @@ Deno.test("a pause reason names URLs by scheme, host and port only", async () =>
   await using _h = h;
   const error = 'Cannot deliver to "https://hooks.slack.com/services/T0/B0/SECRET?k=SECRET": 404';
   await recordHealth(h.service.db, job, broken(error), options(0));
-  assert.equal(await recordHealth(h.service.db, job, broken(error), options(DAY)), true);
+  assert.equal(await recordHealth(h.service.db, job, broken(error), options(DAY)), "paused");
   const { reason } = await health();
   assert.ok(
     reason?.endsWith('last error: Cannot deliver to "https://hooks.slack.com": 404'),

@@ -175,6 +175,7 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("POST", `${dest}/resume`);
   await admin("PATCH", dest, { isEnabled: true });
   await admin("POST", `${dest}/redeliver`, since);
+  await admin("POST", `${dest}/send-now`);
 
   // Errors, each with its text in the description.
   await admin("POST", "/forms", { name: "" });
