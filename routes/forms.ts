@@ -60,7 +60,10 @@ function assertCaptchaSecret(settings: FormSettings, hasStoredSecret: boolean) {
     : settings.captchaSecret !== null;
   if (settings.verifyCaptcha && !hasSecret) {
     throw new ApiError(ERRORS.validation, {
-      issues: [{ path: "captchaSecret", message: "Required when verifyCaptcha is true" }],
+      issues: [{
+        path: "captchaSecret",
+        message: "Give the captcha secret when verifyCaptcha is true",
+      }],
     });
   }
 }
@@ -80,13 +83,14 @@ async function assertConfirmationRelay(
   if (via === "platform") {
     if (config.platformSmtp === null) {
       message =
-        "The platform SMTP relay is not configured on this deployment: name one of the form's SMTP destinations with its own relay";
+        "This deployment has no platform mail relay, so choose one of the form's SMTP destinations that has its own server";
     }
   } else {
     const destination = formId === null ? null : await getDestination(db, formId, via);
     const relay = destination?.config as Record<string, unknown> | undefined;
     if (destination?.type !== "smtp" || typeof relay?.host !== "string") {
-      message = 'Must be "platform" or the id of one of the form\'s SMTP destinations with a host';
+      message =
+        'Choose "platform" or the id of one of the form\'s SMTP destinations that has its own server';
     }
   }
   if (message !== null) {

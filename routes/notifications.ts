@@ -129,13 +129,13 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
           issues.push({
             path: "email.via",
             message:
-              "The platform SMTP relay is not configured: give one of your SMTP destinations",
+              "This deployment has no platform mail relay, so choose one of your SMTP destinations that has its own server",
           });
         } else if (to.length > config.relayLimits.maxRecipients) {
           issues.push({
             path: "email.to",
             message:
-              `At most ${config.relayLimits.maxRecipients} recipients through the platform relay (PLATFORM_SMTP_MAX_RECIPIENTS)`,
+              `The platform relay takes at most ${config.relayLimits.maxRecipients} recipients (PLATFORM_SMTP_MAX_RECIPIENTS)`,
           });
         }
       } else {
@@ -143,7 +143,7 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
         if (record === null || record.type !== "smtp") {
           issues.push({
             path: "email.via",
-            message: `No SMTP destination "${via}" in this organization`,
+            message: `There is no SMTP destination "${via}" in this organization`,
           });
         }
       }
@@ -156,7 +156,7 @@ export function notificationRoutes({ db, config, notifier }: AppDeps) {
       if (record === null || !CHAT_TYPES.includes(record.type)) {
         issues.push({
           path: `chat.${i}`,
-          message: `No chat destination "${id}" in this organization`,
+          message: `There is no chat destination "${id}" in this organization`,
         });
       }
     }

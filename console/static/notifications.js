@@ -3,7 +3,7 @@
  * chat destinations, an operational webhook), of what, and the summary; and what was
  * sent lately. The webhook's secret is never shown: left as it is, it is kept.
  */
-import { api, apiOk } from "./api.js";
+import { api, apiOk, deployment } from "./api.js";
 import { clearErrors, field, formError, h, showErrors, when } from "./dom.js";
 
 /** Each event, as the owner reads it. */
@@ -37,12 +37,16 @@ function describe(destination) {
 
 /** The notifications page. */
 export async function notificationsView() {
-  const [{ notifications: settings }, destinations, { sent }] = await Promise.all([
-    apiOk("GET", "/notifications"),
-    orgDestinations(),
-    apiOk("GET", "/notifications/sent"),
-  ]);
-  const smtp = destinations.filter((d) => d.type === "smtp");
+  const [{ notifications: settings }, destinations, { sent }, { platformRelay }] = await Promise
+    .all([
+      apiOk("GET", "/notifications"),
+      orgDestinations(),
+      apiOk("GET", "/notifications/sent"),
+      deployment(),
+    ]);
+  // Only relays that exist: the platform's where the deployment has one, and the SMTP
+  // destinations with a server of their own (one through the platform relay has none).
+  const smtp = destinations.filter((d) => d.type === "smtp" && d.config.host);
   const chats = destinations.filter((d) => CHAT_TYPES.includes(d.type));
 
   const emailTo = h("textarea", { rows: 2, spellcheck: "false" });
@@ -50,10 +54,13 @@ export async function notificationsView() {
   const via = h(
     "select",
     {},
-    h("option", { value: "platform" }, "The platform's mail relay"),
+    platformRelay ? h("option", { value: "platform" }, "The platform's mail relay") : null,
     smtp.map((d) => h("option", { value: d.id }, `The relay of ${describe(d)}`)),
   );
-  via.value = settings.email?.via ?? "platform";
+  // The saved choice while it is still offered, else one that works.
+  const offered = [...via.options].map((option) => option.value);
+  const savedVia = settings.email?.via;
+  via.value = offered.includes(savedVia) ? savedVia : offered[0] ?? "";
 
   const chatBoxes = chats.map((d) => {
     const input = h("input", {
@@ -127,7 +134,15 @@ export async function notificationsView() {
         hint: "One per line. Empty: no email.",
         input: emailTo,
       }),
-      field({ label: "Send through", path: "email.via", input: via }),
+      field({
+        label: "Send through",
+        path: "email.via",
+        hint: offered.length === 0
+          ? "This deployment has no mail relay of its own: add an SMTP destination with your " +
+            "mail server to a form to send email through it."
+          : undefined,
+        input: via,
+      }),
     ]),
     h(
       "fieldset",
