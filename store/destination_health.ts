@@ -6,6 +6,9 @@
  * submission's fault (DeliveryError.blame "submission": HTTP 422, an SMTP recipient
  * refused) neither count nor clear. Pausing sets the destination's `health`, apart from
  * the tenant's `isEnabled`; its jobs are then held, not dropped (apply_result.ts).
+ * A delivery that ends a failing span is a recovery (the caller brings the destination's
+ * waiting deliveries forward); `healthAlerts` lists a form's paused and failing
+ * destinations in words, for the forms list.
  *
  * @module
  */
