@@ -4,7 +4,6 @@ import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { consoleRoutes } from "./console/serve.ts";
 import { describeError } from "./log.ts";
-import { pingKv } from "./store/db.ts";
 import { tenantAuth } from "./routes/auth.ts";
 import { deliveryRoutes } from "./routes/deliveries.ts";
 import { deploymentRoutes } from "./routes/deployment.ts";
@@ -28,6 +27,7 @@ const LIMITED_OPERATIONS = [
   "/forms/:id/destinations/:destId",
   "/forms/:id/destinations/:destId/resume",
   "/forms/:id/destinations/:destId/redeliver",
+  "/forms/:id/destinations/:destId/send-now",
   "/forms/:id/deliveries/:deliveryId/redeliver",
 ];
 
@@ -55,16 +55,6 @@ export function createApp(deps: AppDeps): Hono {
       status: c.res.status,
       ms: Math.round((performance.now() - started) * 10) / 10,
     });
-  });
-
-  app.get("/healthz", async (c) => {
-    try {
-      await pingKv(db);
-      return c.json({ ok: true });
-    } catch (error) {
-      logger.error("health check failed", { error: describeError(error) });
-      return c.json(errorBody(ERRORS.kvNotAnswering.text), ERRORS.kvNotAnswering.status);
-    }
   });
 
   app.route("/", observeRoutes(deps));

@@ -1,3 +1,11 @@
+/**
+ * Every environment variable the service reads, parsed once with zod: `envSchema` checks
+ * each variable (its default included), `configSchema` turns them into the grouped
+ * configuration, and the {@linkcode Config} type is that schema's output, so the type
+ * cannot drift from what parsing returns.
+ *
+ * @module
+ */
 import { z } from "zod";
 
 const boolean = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
@@ -130,95 +138,6 @@ function decodesTo32Bytes(value: string): boolean {
   }
 }
 
-/** The platform relay for Variant B SMTP destinations. */
-export interface PlatformSmtp {
-  host: string;
-  port: number;
-  secureTransport: "off" | "starttls" | "on";
-  username: string;
-  password: string;
-  fromEmail: string;
-}
-
-/** The parsed configuration. */
-export interface Config {
-  port: number;
-  /** A file path, ":memory:", a KV Connect URL, or undefined for the platform default. */
-  kvPath: string | undefined;
-  ingestContentTypes: "any" | "json";
-  captchaVerifyUrl: string;
-  /** Header carrying the client IP, set by a trusted proxy; null: the connection's address. */
-  clientIpHeader: string | null;
-  /** With X-Forwarded-For: how many entries from the right were added by trusted proxies. */
-  trustedProxyHops: number;
-  /** Limits of the HTTP listener (listener.ts) and of request bodies (ingest/body_gate.ts). */
-  http: {
-    headersTimeoutMs: number;
-    keepAliveTimeoutMs: number;
-    bodyTimeoutMs: number;
-    /** A body's grace before it must keep its minimum rate. */
-    bodyGraceMs: number;
-    /** Bytes a second a body must average after its grace (0: no minimum). */
-    bodyMinBytesPerSecond: number;
-    /** null: derived from the process's descriptor limit at start-up. */
-    maxConnections: number | null;
-    bodyMemoryBytes: number;
-    /** The share of bodyMemoryBytes one client may hold (at most half of it). */
-    bodyClientBytes: number;
-  };
-  platformSmtp: PlatformSmtp | null;
-  /** Caps of the platform relay: recipients per destination, recipients per org per minute and per UTC day (0: none). */
-  relayLimits: { maxRecipients: number; orgPerMinute: number; orgPerDay: number };
-  /** Test sends per destination and per organization per minute (0: no limit). */
-  testSendLimits: { perDestination: number; perOrg: number };
-  /** Resumes, redeliveries and destination changes per organization per minute (0: no limit). */
-  adminOperationsPerOrg: number;
-  /** Outbound requests and bytes per organization, and per organization and host, per window (0: none). */
-  outbound: {
-    windowMs: number;
-    orgRequests: number;
-    orgBytes: number;
-    hostRequests: number;
-    hostBytes: number;
-  };
-  smtpHeloName: string;
-  allowPrivateDestinations: boolean;
-  /** 32-byte key, base64; null = generate or load beside the local KV file. */
-  submissionEncryptionKey: string | null;
-  /** Earlier 32-byte keys, base64, that still open values sealed under them. */
-  submissionEncryptionKeysPrevious: string[];
-  deliveryConcurrency: number;
-  /** Each destination's pace (delivery/pace.ts): where its concurrency starts, and its cap. */
-  pace: { initial: number; max: number };
-  /** Share of the delivery slots one organization may hold (at least one slot). */
-  deliveryOrgShare: number;
-  /** Jobs due at most in one process, and the share of them one organization may fill. */
-  backlog: { maxJobs: number; orgShare: number };
-  sweepIntervalMs: number;
-  /** KV_QUEUES: use the KV's queues where it has them. */
-  kvQueues: boolean;
-  /** PUBLIC_URL without a trailing slash, or null: the base of the links in the service's emails. */
-  publicUrl: string | null;
-  leaseMs: number;
-  retryScheduleMs: number[];
-  httpTimeoutMs: number;
-  /** Base of the Telegram Bot API that telegram destinations send through. */
-  telegramApiUrl: string;
-  smtpTimeoutMs: number;
-  rateLimit: { max: number; windowMs: number };
-  /** How long a destination fails (its own fault, no delivery between) before it is paused; 0 never. */
-  pauseAfterMs: number;
-  /** How long a failed submission's sealed data is kept for redelivery; 0 not at all. */
-  failedRetentionMs: number;
-  /** Owner notifications' host-wide defaults (notify/). */
-  notify: { failingAfterAttempts: number; groupMs: number; summary: "off" | "daily" | "weekly" };
-  /** `/metrics`: bearer token (null: open) and whether labels carry form and destination ids. */
-  metrics: { token: string | null; perForm: boolean };
-  /** `/readyz` answers 503 once this many jobs are due and not yet delivered. */
-  readyMaxBacklog: number;
-  logLevel: "debug" | "info" | "warn" | "error" | "silent";
-}
-
 /** Start-up failure naming the variable at fault. */
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -232,38 +151,48 @@ const PLATFORM_VARS = [
   "PLATFORM_SMTP_FROM_EMAIL",
 ] as const;
 
-/** Parses the environment once; throws ConfigError naming the first bad variable. */
-export function loadConfig(env: Record<string, string | undefined>): Config {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const name = String(issue.path[0]);
-    throw new ConfigError(`Invalid ${name}: ${issue.message}`);
-  }
-  const e = parsed.data;
+/**
+ * The environment as the service's configuration: every variable checked by envSchema,
+ * then grouped and converted (seconds to milliseconds, defaults that depend on the
+ * process). Its output is the {@linkcode Config} type.
+ */
+const configSchema = envSchema.transform((e, ctx) => {
   const givenPlatform = PLATFORM_VARS.filter((name) => e[name] !== undefined);
   if (givenPlatform.length > 0 && givenPlatform.length < PLATFORM_VARS.length) {
-    const missing = PLATFORM_VARS.find((name) => e[name] === undefined);
-    throw new ConfigError(`Invalid ${missing}: required when any PLATFORM_SMTP_* is set`);
+    const missing = PLATFORM_VARS.find((name) => e[name] === undefined)!;
+    ctx.addIssue({
+      code: "custom",
+      path: [missing],
+      message: "required when any PLATFORM_SMTP_* is set",
+    });
+    return z.NEVER;
   }
   const isDeploy = e.DENO_DEPLOYMENT_ID !== undefined;
   return {
     port: e.PORT,
+    /** A file path, ":memory:", a KV Connect URL, or undefined for the platform default. */
     kvPath: e.KV_PATH ?? (isDeploy ? undefined : "data/formrelay.kv"),
     ingestContentTypes: e.INGEST_CONTENT_TYPES,
     captchaVerifyUrl: e.CAPTCHA_VERIFY_URL,
+    /** Header carrying the client IP, set by a trusted proxy; null: the connection's address. */
     clientIpHeader: e.CLIENT_IP_HEADER.trim() === ""
       ? null
       : e.CLIENT_IP_HEADER.trim().toLowerCase(),
+    /** With X-Forwarded-For: how many entries from the right were added by trusted proxies. */
     trustedProxyHops: e.TRUSTED_PROXY_HOPS,
+    /** Limits of the HTTP listener (listener.ts) and of request bodies (ingest/body_gate.ts). */
     http: {
       headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
       keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
       bodyTimeoutMs: e.HTTP_BODY_TIMEOUT_MS,
+      /** A body's grace before it must keep its minimum rate. */
       bodyGraceMs: e.HTTP_BODY_GRACE_MS,
+      /** Bytes a second a body must average after its grace (0: no minimum). */
       bodyMinBytesPerSecond: e.HTTP_BODY_MIN_RATE,
+      /** null: derived from the process's descriptor limit at start-up. */
       maxConnections: e.HTTP_MAX_CONNECTIONS ?? null,
       bodyMemoryBytes: e.HTTP_BODY_MEMORY_BYTES,
+      /** The share of bodyMemoryBytes one client may hold (at most half of it). */
       bodyClientBytes: Math.min(e.HTTP_BODY_CLIENT_BYTES, Math.floor(e.HTTP_BODY_MEMORY_BYTES / 2)),
     },
     platformSmtp: givenPlatform.length === 0 ? null : {
@@ -274,16 +203,20 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       password: e.PLATFORM_SMTP_PASSWORD!,
       fromEmail: e.PLATFORM_SMTP_FROM_EMAIL!,
     },
+    /** Caps of the platform relay: recipients per destination, recipients per org per minute and per UTC day (0: none). */
     relayLimits: {
       maxRecipients: e.PLATFORM_SMTP_MAX_RECIPIENTS,
       orgPerMinute: e.PLATFORM_SMTP_ORG_PER_MINUTE,
       orgPerDay: e.PLATFORM_SMTP_ORG_PER_DAY,
     },
+    /** Test sends per destination and per organization per minute (0: no limit). */
     testSendLimits: {
       perDestination: e.TEST_SENDS_PER_DESTINATION,
       perOrg: e.TEST_SENDS_PER_ORG,
     },
+    /** Resumes, redeliveries and destination changes per organization per minute (0: no limit). */
     adminOperationsPerOrg: e.ADMIN_OPERATIONS_PER_ORG,
+    /** Outbound requests and bytes per organization, and per organization and host, per window (0: none). */
     outbound: {
       windowMs: e.OUTBOUND_WINDOW_SECONDS * 1000,
       orgRequests: e.OUTBOUND_ORG_REQUESTS,
@@ -293,33 +226,61 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     },
     smtpHeloName: e.SMTP_HELO_NAME,
     allowPrivateDestinations: e.ALLOW_PRIVATE_DESTINATIONS,
+    /** 32-byte key, base64; null = generate or load beside the local KV file. */
     submissionEncryptionKey: e.SUBMISSION_ENCRYPTION_KEY ?? null,
     submissionEncryptionKeysPrevious: e.SUBMISSION_ENCRYPTION_KEYS_PREVIOUS ?? [],
     deliveryConcurrency: e.DELIVERY_CONCURRENCY ??
       deliveryConcurrencyFor(descriptorLimit() ?? ASSUMED_DESCRIPTOR_LIMIT),
+    /** Each destination's pace (delivery/pace.ts): where its concurrency starts, and its cap. */
     pace: { initial: PACE_INITIAL, max: e.DESTINATION_MAX_CONCURRENCY },
+    /** Share of the delivery slots one organization may hold (at least one slot). */
     deliveryOrgShare: e.DELIVERY_ORG_SHARE,
+    /** Jobs due at most in one process, and the share of them one organization may fill. */
     backlog: { maxJobs: e.BACKLOG_MAX_JOBS, orgShare: e.BACKLOG_ORG_SHARE },
     sweepIntervalMs: e.SWEEP_INTERVAL_SECONDS * 1000,
+    /** KV_QUEUES: use the KV's queues where it has them. */
     kvQueues: e.KV_QUEUES,
     publicUrl: e.PUBLIC_URL?.replace(/\/+$/, "") ?? null,
     leaseMs: e.DELIVERY_LEASE_MS,
     retryScheduleMs: e.RETRY_SCHEDULE_SECONDS.split(",").map((s) => Number(s) * 1000),
     httpTimeoutMs: e.HTTP_TIMEOUT_MS,
+    /** Base of the Telegram Bot API that telegram destinations send through. */
     telegramApiUrl: e.TELEGRAM_API_URL.replace(/\/+$/, ""),
     smtpTimeoutMs: e.SMTP_TIMEOUT_MS,
     rateLimit: { max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000 },
+    /** How long a destination fails (its own fault, no delivery between) before it is paused; 0 never. */
     pauseAfterMs: Math.round(e.DESTINATION_PAUSE_AFTER_HOURS * 3600 * 1000),
+    /** How long a failed submission's sealed data is kept for redelivery; 0 not at all. */
     failedRetentionMs: Math.round(e.FAILED_RETENTION_HOURS * 3600 * 1000),
+    /** Owner notifications' host-wide defaults (notify/). */
     notify: {
       failingAfterAttempts: e.NOTIFY_FAILING_AFTER_ATTEMPTS,
       groupMs: Math.round(e.NOTIFY_GROUP_MINUTES * 60_000),
       summary: e.NOTIFY_SUMMARY,
     },
+    /** `/metrics`: bearer token (null: open) and whether labels carry form and destination ids. */
     metrics: { token: e.METRICS_TOKEN ?? null, perForm: e.METRICS_PER_FORM },
+    /** `/readyz` answers 503 once this many jobs are due and not yet delivered. */
     readyMaxBacklog: e.READY_MAX_BACKLOG,
     logLevel: e.LOG_LEVEL,
   };
+});
+
+/** The parsed configuration: the output of the environment's schema. */
+export type Config = z.output<typeof configSchema>;
+
+/** The platform relay for Variant B SMTP destinations. */
+export type PlatformSmtp = NonNullable<Config["platformSmtp"]>;
+
+/** Parses the environment once; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = String(issue.path[0]);
+    throw new ConfigError(`Invalid ${name}: ${issue.message}`);
+  }
+  return parsed.data;
 }
 
 /**

@@ -19,6 +19,7 @@ import { createLogger, describeError, type Logger } from "./log.ts";
 import { closeDb, type Db, openDb } from "./store/db.ts";
 import { recordHealthChange } from "./store/destination_health.ts";
 import { countSealedUnknownKey, observeService } from "./metrics.ts";
+import { sendWaitingNow } from "./store/send_now.ts";
 import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
@@ -86,6 +87,30 @@ export async function startService(
     background: options.deliver !== false,
     wakeNotices: (refs) => engine?.wakeNotices(refs),
   });
+  /**
+   * Makes a recovered destination's deliveries waiting for a retry due now (woken here;
+   * the dispatcher sends them at the destination's pace). Not awaited: the attempt that
+   * found the recovery has its own slot to give back.
+   */
+  function bringForward(job: { orgId: string; formId: string; destinationId: string }) {
+    const { orgId, formId, destinationId } = job;
+    sendWaitingNow(db, { formId, destinationId, now: Date.now() }).then(({ sent }) => {
+      engine?.wake(sent);
+      logger.info("destination recovered: its waiting deliveries brought forward", {
+        orgId,
+        formId,
+        destinationId,
+        deliveries: sent.length,
+      });
+    }).catch((error) =>
+      logger.error("bringing a recovered destination's deliveries forward failed", {
+        orgId,
+        formId,
+        destinationId,
+        error: describeError(error),
+      })
+    );
+  }
   engine = options.deliver === false ? null : startDeliveryEngine({
     db,
     connectors,
@@ -124,6 +149,8 @@ export async function startService(
               } h; last error: ${result.failure.message}`,
           });
         }
+        // Recovered: its other deliveries waiting for a retry go now, at its pace.
+        if (result.delivered && change.cleared !== null) bringForward(job);
         return change;
       }).catch((error) => {
         logger.error("destination health update failed", {

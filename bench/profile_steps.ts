@@ -34,7 +34,7 @@ export const STEPS: [step: string, functions: string[]][] = [
   ["parse", ["parseSubmission", "parsePayload"]],
   ["spam rules", ["checkSpam", "takeHoneypot", "caught", "dropPageToken"]],
   ["captcha", ["checkCaptcha", "verifyCaptcha", "openCaptchaSecret"]],
-  ["route", ["routeSubmission", "destinationsOf", "sentNowhere"]],
+  ["route", ["routeSubmission", "destinationsOf", "matchingDestinations", "sentNowhere"]],
   ["admit", ["admitJobs", "admit@delivery/admission.ts"]],
   [
     "seal and store",

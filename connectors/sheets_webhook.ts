@@ -19,7 +19,8 @@ import type { Connector } from "./types.ts";
 export const sheetsWebhookConfigSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
   method: z.enum(["POST", "PUT"]).default("POST"),
-  authHeader: z.string().min(1).regex(/^[^\r\n\0]*$/, "Cannot contain line breaks").optional(),
+  authHeader: z.string().min(1).regex(/^[^\r\n\0]*$/, "The header cannot contain line breaks")
+    .optional(),
 });
 
 export type SheetsWebhookConfig = z.infer<typeof sheetsWebhookConfigSchema>;

@@ -83,7 +83,7 @@ export function smtpConfigSchema(
       ctx.addIssue({
         code: "custom",
         message:
-          "The platform SMTP relay is not configured on this deployment: give host, port, username, password and from",
+          "This deployment has no platform mail relay, so give your own server's host, port, username, password and from",
       });
       return z.NEVER;
     }
@@ -92,7 +92,7 @@ export function smtpConfigSchema(
         code: "custom",
         path: ["to"],
         message:
-          `At most ${maxPlatformRecipients} recipients through the platform relay (PLATFORM_SMTP_MAX_RECIPIENTS)`,
+          `The platform relay takes at most ${maxPlatformRecipients} recipients (PLATFORM_SMTP_MAX_RECIPIENTS)`,
       });
       return z.NEVER;
     }

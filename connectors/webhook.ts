@@ -25,8 +25,11 @@ export const webhookConfigSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
   method: z.enum(["POST", "PUT", "PATCH"]).default("POST"),
   headers: z.record(
-    z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "Invalid header name"),
-    z.string().regex(/^[^\r\n\0]*$/, "Header values cannot contain line breaks"),
+    z.string().regex(
+      /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/,
+      "A header name can have only letters, digits and !#$%&'*+.^_`|~-",
+    ),
+    z.string().regex(/^[^\r\n\0]*$/, "A header value cannot contain line breaks"),
   ).default({}),
   secret: webhookSecret.optional(),
 });

@@ -9,7 +9,7 @@
 import { countConfirmation, countUnrouted } from "../metrics.ts";
 import { CONFIRMATION_DESTINATION_ID, mailboxOf, visitorAddress } from "../rules/confirmation.ts";
 import { LaneFullError } from "../rules/patterns.ts";
-import { routeSubmission } from "../rules/routing.ts";
+import { matchingDestinations } from "../rules/routing.ts";
 import {
   type PageToken,
   type SpamRule,
@@ -100,7 +100,7 @@ export function createFormRules(db: Db): FormRules {
 
     async destinationsOf(target, payload) {
       const routed = await busyWhenLaneFull(
-        routeSubmission(target, { payload, orgId: target.form.orgId }),
+        matchingDestinations(target, { payload, orgId: target.form.orgId }),
       );
       if (target.routed && routed.length === 0) countUnrouted(target.form.id);
       const settings = target.form.confirmation;

@@ -15,12 +15,23 @@ import {
   type Redelivery,
   type RedeliverySelection,
 } from "../store/redelivery.ts";
-import { sendNow } from "../store/send_now.ts";
+import { sendNow, sendWaitingNow } from "../store/send_now.ts";
 import type { DeliveryOutcome } from "../store/outcomes.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
-import { readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { emptyBody, readEmptyBody, readValidJson, refuseOtherMethods, validate } from "./http.ts";
 import { ApiError, ERRORS, type ErrorSpec } from "../errors.ts";
+import {
+  DEST_404,
+  FORM_404,
+  jsonBodyErrors,
+  ok,
+  OPERATION_429,
+  type OperationSpec,
+  timestamp,
+} from "./operation_spec.ts";
+import { DESTINATION_TYPES } from "../connectors/registry.ts";
+import { CONFIRMATION_DESTINATION_ID } from "../rules/confirmation.ts";
 
 /** Query of `GET /forms/:id/deliveries`. */
 export const deliveriesQuerySchema = z.strictObject({
@@ -48,7 +59,8 @@ function outcomeView(outcome: DeliveryOutcome) {
 /**
  * `GET /forms/:id/deliveries`: recent delivery outcomes of a form, newest first, no
  * payloads; `POST /forms/:id/deliveries/:deliveryId/redeliver`,
- * `POST /forms/:id/deliveries/:deliveryId/send-now` and
+ * `POST /forms/:id/deliveries/:deliveryId/send-now`,
+ * `POST /forms/:id/destinations/:destId/send-now` (all its deliveries waiting for a retry) and
  * `POST /forms/:id/destinations/:destId/redeliver` (`{ since }`).
  */
 export function deliveryRoutes({ config, db, engine }: AppDeps) {
@@ -107,6 +119,23 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     return c.json({ ok: true });
   });
 
+  // Every delivery of a destination waiting for its next retry, e.g. once it is fixed.
+  router.post("/forms/:id/destinations/:destId/send-now", async (c) => {
+    const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
+    await readEmptyBody(c);
+    const destination = await getDestination(db, form.id, c.req.param("destId"));
+    if (destination === null) throw new ApiError(ERRORS.destinationNotFound);
+    if (!destination.isEnabled) throw new ApiError(ERRORS.redeliveryDisabled);
+    if (destination.health.state === "paused") throw new ApiError(ERRORS.redeliveryPaused);
+    const result = await sendWaitingNow(db, {
+      formId: form.id,
+      destinationId: destination.id,
+      now: Date.now(),
+    });
+    engine?.wake(result.sent);
+    return c.json({ ok: true, sent: result.sent.length, inFlight: result.inFlight });
+  });
+
   router.post("/forms/:id/destinations/:destId/redeliver", async (c) => {
     const form = await requireForm(db, c.get("orgId"), c.req.param("id"));
     const { since } = await readValidJson(c, redeliverSinceSchema);
@@ -128,6 +157,132 @@ export function deliveryRoutes({ config, db, engine }: AppDeps) {
     "/forms/:id/deliveries/:deliveryId/redeliver",
     "/forms/:id/deliveries/:deliveryId/send-now",
     "/forms/:id/destinations/:destId/redeliver",
+    "/forms/:id/destinations/:destId/send-now",
   );
   return router;
 }
+
+/** One delivery outcome (store/jobs.ts DeliveryOutcome). */
+export const outcomeSchema = z.strictObject({
+  deliveryId: z.string().meta({
+    description: "`<submissionId>.<destinationId>`: the name redeliver and send-now take",
+  }),
+  submissionId: z.uuid(),
+  destinationId: z.union([z.uuid(), z.literal(CONFIRMATION_DESTINATION_ID)]).meta({
+    description:
+      "`confirmation` for the confirmation to the visitor (its address masked in detail)",
+  }),
+  destinationType: z.enum(DESTINATION_TYPES),
+  status: z.enum(["retrying", "held", "delivered", "failed"]),
+  attempts: z.number().int(),
+  lastError: z.string().nullable(),
+  lastStatusCode: z.number().int().nullable(),
+  detail: z.string().nullable(),
+  submittedAt: timestamp,
+  updatedAt: timestamp,
+  nextAttemptAt: timestamp.nullable(),
+});
+
+/** The refusals of an action on all of a destination's deliveries (redeliver, send now). */
+const WHOLE_DESTINATION_ERRORS = [
+  ...jsonBodyErrors,
+  ...DEST_404,
+  ERRORS.redeliveryDisabled,
+  ERRORS.redeliveryPaused,
+  ...OPERATION_429,
+];
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const deliveryOperations: OperationSpec[] = [
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations/{destId}/redeliver",
+    summary: "Deliver again every held or retained delivery of submissions accepted since a time",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: redeliverSinceSchema, required: true },
+    answers: {
+      200: {
+        description: "How many were redelivered, found under way, or found expired",
+        schema: z.strictObject({
+          ok,
+          redelivered: z.number().int(),
+          underWay: z.number().int(),
+          expired: z.number().int(),
+        }),
+      },
+    },
+    errors: WHOLE_DESTINATION_ERRORS,
+  },
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/deliveries/{deliveryId}/redeliver",
+    summary: "Deliver again one held or retained delivery, `<submissionId>.<destinationId>` " +
+      "(even while its destination is paused)",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: emptyBody, required: false },
+    answers: {
+      200: {
+        description: "Redelivered",
+        schema: z.strictObject({ ok, redelivered: z.number().int() }),
+      },
+    },
+    errors: [
+      ...jsonBodyErrors,
+      ERRORS.formNotFound,
+      ERRORS.deliveryNotFound,
+      ERRORS.redeliveryDisabled,
+      ERRORS.redeliveryUnderWay,
+      ERRORS.redeliveryGone,
+      ERRORS.redeliveryNotRetained,
+      ...OPERATION_429,
+    ],
+  },
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/deliveries/{deliveryId}/send-now",
+    summary: "Attempt a delivery waiting for its next retry now, instead of at its next attempt",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: emptyBody, required: false },
+    answers: { 200: { description: "Due now", schema: z.strictObject({ ok }) } },
+    errors: [
+      ...jsonBodyErrors,
+      ERRORS.formNotFound,
+      ERRORS.deliveryNotFound,
+      ...Object.values(SEND_NOW_CONFLICTS),
+    ],
+  },
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations/{destId}/send-now",
+    summary: "Attempt now every delivery of the destination waiting for its next retry " +
+      "(at the destination's pace), instead of at their next attempts",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: emptyBody, required: false },
+    answers: {
+      200: {
+        description: "How many were made due now, and how many were being attempted already",
+        schema: z.strictObject({ ok, sent: z.number().int(), inFlight: z.number().int() }),
+      },
+    },
+    errors: WHOLE_DESTINATION_ERRORS,
+  },
+  {
+    method: "get",
+    path: "/v1/admin/forms/{id}/deliveries",
+    summary: "Recent delivery outcomes of a form, newest first (never payloads)",
+    tag: "Admin: destinations",
+    admin: true,
+    query: deliveriesQuerySchema,
+    answers: {
+      200: {
+        description: "The outcomes",
+        schema: z.strictObject({ ok, deliveries: z.array(outcomeSchema) }),
+      },
+    },
+    errors: [ERRORS.validation, ...FORM_404],
+  },
+];

@@ -14,6 +14,7 @@ import { templateSchema } from "../template.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { readValidJson, refuseOtherMethods, validate } from "./http.ts";
+import { FORM_404, jsonBodyErrors, ok, type OperationSpec } from "./operation_spec.ts";
 
 /** Body of a preview: a type and the editor's config (secrets may be left out). */
 export const destinationPreviewSchema = z.strictObject({
@@ -63,3 +64,28 @@ export function destinationPreviewRoutes({ db }: AppDeps) {
   refuseOtherMethods(router, "/forms/:id/destinations/preview");
   return router;
 }
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const destinationPreviewOperations: OperationSpec[] = [
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations/preview",
+    summary: "What a destination would receive for a sample submission (nothing is sent)",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: destinationPreviewSchema, required: true },
+    answers: {
+      200: {
+        description: "The sample submission and the message the destination would get",
+        schema: z.strictObject({
+          ok,
+          sample: z.record(z.string(), z.unknown()),
+          message: z.unknown().meta({
+            description: "The service's message (chat types), the subject (smtp) or the envelope",
+          }),
+        }),
+      },
+    },
+    errors: [...jsonBodyErrors, ...FORM_404],
+  },
+];

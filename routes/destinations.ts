@@ -15,7 +15,12 @@ import {
   rotateSigningSecret,
   type SigningSecrets,
 } from "../connectors/signing.ts";
-import { descriptorOf, DESTINATION_TYPES, type DestinationType } from "../connectors/registry.ts";
+import {
+  descriptorOf,
+  DESCRIPTORS,
+  DESTINATION_TYPES,
+  type DestinationType,
+} from "../connectors/registry.ts";
 import type { Connector } from "../connectors/types.ts";
 import type { DeliveryEngine, DestinationPace } from "../delivery/engine.ts";
 import {
@@ -29,10 +34,12 @@ import {
   updateDestination,
 } from "../store/destinations.ts";
 import { redeliver } from "../store/redelivery.ts";
+import { sendWaitingNow } from "../store/send_now.ts";
 import { conditionsSchema } from "../rules/routing.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import {
+  emptyBody,
   readEmptyBody,
   readOptionalJson,
   readValidJson,
@@ -40,6 +47,17 @@ import {
   validate,
 } from "./http.ts";
 import { ApiError, ERRORS } from "../errors.ts";
+import {
+  configBodyErrors,
+  DEST_404,
+  FORM_404,
+  jsonBodyErrors,
+  ok,
+  OPERATION_429,
+  type OperationSpec,
+  rotateSecretOperation,
+  timestamp,
+} from "./operation_spec.ts";
 
 /** A destination's name: telling two of one type apart in the console, logs and notices. */
 const destinationName = z.string().trim().min(1).max(100).meta({
@@ -144,9 +162,14 @@ export function destinationRoutes(
 
   /**
    * Makes a destination's held jobs due: delivered after a resume, failed (and so
-   * recorded) after it was disabled or deleted. Returns how many.
+   * recorded) after it was disabled or deleted. Resumed, its deliveries waiting for a
+   * retry are made due too (sent at its pace). Returns how many held jobs were released.
    */
-  async function releaseHeld(formId: string, destinationId: string): Promise<number> {
+  async function releaseHeld(
+    formId: string,
+    destinationId: string,
+    { resumed }: { resumed: boolean },
+  ): Promise<number> {
     const released = await redeliver(db, {
       formId,
       destinationId,
@@ -154,6 +177,9 @@ export function destinationRoutes(
       now: Date.now(),
     });
     engine?.wake(released.woken);
+    if (!resumed) return released.woken.length;
+    const waiting = await sendWaitingNow(db, { formId, destinationId, now: Date.now() });
+    engine?.wake(waiting.sent);
     return released.woken.length;
   }
 
@@ -234,7 +260,9 @@ export function destinationRoutes(
     });
     if (updated === null) throw new ApiError(ERRORS.destinationNotFound);
     // Enabling resumes a paused destination; disabling ends its held jobs as failed.
-    if (patch.isEnabled !== undefined) await releaseHeld(form.id, destId);
+    if (patch.isEnabled !== undefined) {
+      await releaseHeld(form.id, destId, { resumed: patch.isEnabled });
+    }
     return c.json({
       ok: true,
       destination: view(updated),
@@ -247,7 +275,7 @@ export function destinationRoutes(
     const destId = c.req.param("destId");
     const resumed = await updateDestination(db, form.id, destId, { resume: true });
     if (resumed === null) throw new ApiError(ERRORS.destinationNotFound);
-    const released = await releaseHeld(form.id, destId);
+    const released = await releaseHeld(form.id, destId, { resumed: true });
     logger.info("destination resumed", {
       orgId: form.orgId,
       formId: form.id,
@@ -291,7 +319,7 @@ export function destinationRoutes(
     if (!await deleteDestination(db, form.id, destId)) {
       throw new ApiError(ERRORS.destinationNotFound);
     }
-    await releaseHeld(form.id, destId);
+    await releaseHeld(form.id, destId, { resumed: false });
     return c.json({ ok: true });
   });
 
@@ -304,3 +332,161 @@ export function destinationRoutes(
   );
   return router;
 }
+
+/** The destination create body: the route's schema with `config` per type. */
+const destinationCreateBody = z.discriminatedUnion(
+  "type",
+  DESCRIPTORS.map(({ type, docSchema }) =>
+    destinationCreateSchema.extend({ type: z.literal(type), config: docSchema })
+  ) as unknown as [z.ZodObject, ...z.ZodObject[]],
+);
+
+const anyConfig = z.union(DESCRIPTORS.map(({ docSchema }) => docSchema));
+
+const destinationPatchBody = destinationPatchSchema.extend({
+  config: anyConfig.optional().meta({
+    description: "Replaces the whole config; validated by the destination's type. " +
+      'A secret field left out or sent as shown ("********", a URL as shown, a header ' +
+      'value "********") keeps the stored secret; null removes it',
+  }),
+});
+
+/** A destination as list and PATCH answer it (routes/destinations.ts destinationView). */
+export const destinationSchema = z.strictObject({
+  id: z.uuid(),
+  formId: z.uuid(),
+  type: z.enum(DESTINATION_TYPES),
+  name: z.string().nullable().meta({ description: "The tenant's name for it, or null" }),
+  config: z.record(z.string(), z.unknown()).meta({
+    description: 'The type\'s config with secret values shown as "********"',
+  }),
+  secretsSet: z.array(z.string()).meta({
+    description: "The config's secret fields that hold a value: signing (`secret`), auth " +
+      "(`password`, `authHeader`) or a token is on when its field is listed",
+  }),
+  previousSecretValidUntil: timestamp.nullable().meta({
+    description: "Until when the signing secret a rotation replaced signs too; null: none does",
+  }),
+  isEnabled: z.boolean().meta({
+    description: "The tenant's switch: a disabled destination gets no jobs",
+  }),
+  conditions: conditionsSchema.meta({
+    description: "Routing: it gets only the submissions for which all hold; empty: all",
+  }),
+  health: z.strictObject({
+    state: z.enum(["healthy", "paused"]),
+    reason: z.string().nullable(),
+    since: timestamp.nullable(),
+  }).meta({
+    description: "Paused by formrelay after failing by its own fault for " +
+      "DESTINATION_PAUSE_AFTER_HOURS: its submissions are held until it is resumed",
+  }),
+  pace: z.strictObject({
+    concurrency: z.int().meta({ description: "Deliveries it may have in flight now" }),
+    inFlight: z.int().meta({ description: "Deliveries in flight to it now" }),
+    heldUntil: timestamp.nullable().meta({
+      description: "Nothing is sent to it before this (its Retry-After, a quota running out)",
+    }),
+    ratePerSecond: z.number().nullable().meta({
+      description: "Deliveries a second it is kept to since it refused for rate (429), else null",
+    }),
+  }).nullable().meta({
+    description: "Its pace as this process sees it: concurrency grows while the receiver " +
+      "answers 2xx without slowing, falls on time-outs and errors, and a refusal for rate " +
+      "holds and slows it. Null where this process does not deliver",
+  }),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const destinationOperations: OperationSpec[] = [
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations",
+    summary: "Add a destination (answers the stored config as sent)",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: destinationCreateBody, required: true },
+    answers: {
+      200: {
+        description: "The destination",
+        schema: z.strictObject({
+          ok,
+          destination: z.strictObject({
+            id: z.uuid(),
+            formId: z.uuid(),
+            type: z.enum(DESTINATION_TYPES),
+            name: z.string().optional(),
+            config: anyConfig,
+            isEnabled: z.boolean(),
+            conditions: conditionsSchema.optional(),
+          }),
+        }),
+      },
+    },
+    errors: [...configBodyErrors, ...FORM_404],
+  },
+  {
+    method: "get",
+    path: "/v1/admin/forms/{id}/destinations",
+    summary: "List a form's destinations (secrets redacted)",
+    tag: "Admin: destinations",
+    admin: true,
+    answers: {
+      200: {
+        description: "The destinations, oldest first",
+        schema: z.strictObject({ ok, destinations: z.array(destinationSchema) }),
+      },
+    },
+    errors: FORM_404,
+  },
+  {
+    method: "patch",
+    path: "/v1/admin/forms/{id}/destinations/{destId}",
+    summary: "Enable, disable or reconfigure a destination (enabling also resumes a paused one)",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: destinationPatchBody, required: true },
+    answers: {
+      200: {
+        description: "The destination (secrets redacted)",
+        schema: z.strictObject({ ok, destination: destinationSchema }),
+      },
+    },
+    errors: [...configBodyErrors, ...DEST_404, ...OPERATION_429],
+  },
+  {
+    method: "delete",
+    path: "/v1/admin/forms/{id}/destinations/{destId}",
+    summary: "Delete a destination",
+    tag: "Admin: destinations",
+    admin: true,
+    answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
+    errors: [...DEST_404, ...OPERATION_429],
+  },
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations/{destId}/resume",
+    summary: "Resume a paused destination and deliver the submissions it holds",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: emptyBody, required: false },
+    answers: {
+      200: {
+        description: "The destination, healthy, and how many held submissions were released",
+        schema: z.strictObject({
+          ok,
+          destination: destinationSchema,
+          released: z.number().int(),
+        }),
+      },
+    },
+    errors: [...jsonBodyErrors, ...DEST_404, ...OPERATION_429],
+  },
+  rotateSecretOperation(
+    "/v1/admin/forms/{id}/destinations/{destId}/rotate-secret",
+    "Admin: destinations",
+    DEST_404,
+  ),
+];

@@ -16,8 +16,11 @@ import { ApiError, ERRORS } from "../errors.ts";
 import { spamRulesSchema } from "../rules/spam.ts";
 import { confirmationSchema, type ConfirmationSettings } from "../rules/confirmation.ts";
 import { getDestination } from "../store/destinations.ts";
+import { healthAlerts } from "../store/destination_health.ts";
+import { DESTINATION_TYPES } from "../connectors/registry.ts";
 import type { Config } from "../config.ts";
 import { REDACTED } from "../connectors/types.ts";
+import { FORM_404, jsonBodyErrors, ok, type OperationSpec, timestamp } from "./operation_spec.ts";
 
 const anyHttpUrl = z.url({ protocol: /^https?$/ });
 
@@ -57,7 +60,10 @@ function assertCaptchaSecret(settings: FormSettings, hasStoredSecret: boolean) {
     : settings.captchaSecret !== null;
   if (settings.verifyCaptcha && !hasSecret) {
     throw new ApiError(ERRORS.validation, {
-      issues: [{ path: "captchaSecret", message: "Required when verifyCaptcha is true" }],
+      issues: [{
+        path: "captchaSecret",
+        message: "Give the captcha secret when verifyCaptcha is true",
+      }],
     });
   }
 }
@@ -77,13 +83,14 @@ async function assertConfirmationRelay(
   if (via === "platform") {
     if (config.platformSmtp === null) {
       message =
-        "The platform SMTP relay is not configured on this deployment: name one of the form's SMTP destinations with its own relay";
+        "This deployment has no platform mail relay, so choose one of the form's SMTP destinations that has its own server";
     }
   } else {
     const destination = formId === null ? null : await getDestination(db, formId, via);
     const relay = destination?.config as Record<string, unknown> | undefined;
     if (destination?.type !== "smtp" || typeof relay?.host !== "string") {
-      message = 'Must be "platform" or the id of one of the form\'s SMTP destinations with a host';
+      message =
+        'Choose "platform" or the id of one of the form\'s SMTP destinations that has its own server';
     }
   }
   if (message !== null) {
@@ -142,9 +149,14 @@ export function formRoutes({ db, config }: AppDeps) {
     return c.json({ ok: true, form: formView(form) });
   });
 
+  // Each form with its destinations that need the owner, so the list can flag them.
   router.get("/forms", async (c) => {
     const forms = await listForms(db, c.get("orgId"));
-    return c.json({ ok: true, forms: forms.map(formView) });
+    const alerts = await Promise.all(forms.map((form) => healthAlerts(db, form.id)));
+    return c.json({
+      ok: true,
+      forms: forms.map((form, i) => ({ ...formView(form), destinationAlerts: alerts[i] })),
+    });
   });
 
   router.get("/forms/:id", async (c) => {
@@ -177,3 +189,99 @@ export function formRoutes({ db, config }: AppDeps) {
   refuseOtherMethods(router, "/forms", "/forms/:id");
   return router;
 }
+
+/** A form as the admin API answers it (routes/forms.ts formView). */
+export const formSchema = z.strictObject({
+  id: z.uuid(),
+  name: z.string(),
+  publicKey: z.string().startsWith("pk_"),
+  allowedOrigins: z.array(z.string()),
+  verifyCaptcha: z.boolean(),
+  hasCaptchaSecret: z.boolean().meta({ description: "captchaSecret itself is write-only" }),
+  enabled: z.boolean(),
+  honeypotField: z.string().nullable(),
+  redirectUrl: z.string().nullable(),
+  spamRules: spamRulesSchema.nullable(),
+  confirmation: confirmationSchema.nullable(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+
+/** A destination that needs its owner (store/destination_health.ts DestinationAlert). */
+const destinationAlertSchema = z.strictObject({
+  destinationId: z.uuid(),
+  name: z.string().nullable(),
+  type: z.enum(DESTINATION_TYPES),
+  state: z.enum(["paused", "failing"]).meta({
+    description: "paused: held until resumed; failing: failing by its own fault, retried, " +
+      "and paused after DESTINATION_PAUSE_AFTER_HOURS with no delivery",
+  }),
+  reason: z.string().meta({ description: "Why, since when, and the last error, in words" }),
+  since: timestamp,
+});
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const formOperations: OperationSpec[] = [
+  {
+    method: "post",
+    path: "/v1/admin/forms",
+    summary: "Create a form",
+    tag: "Admin: forms",
+    admin: true,
+    body: { schema: formCreateSchema, required: true },
+    answers: {
+      200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
+    },
+    errors: jsonBodyErrors,
+  },
+  {
+    method: "get",
+    path: "/v1/admin/forms",
+    summary: "List the organization's forms, each with its destinations that are paused " +
+      "or failing (destinationAlerts)",
+    tag: "Admin: forms",
+    admin: true,
+    answers: {
+      200: {
+        description: "The forms",
+        schema: z.strictObject({
+          ok,
+          forms: z.array(formSchema.extend({ destinationAlerts: z.array(destinationAlertSchema) })),
+        }),
+      },
+    },
+    errors: [],
+  },
+  {
+    method: "get",
+    path: "/v1/admin/forms/{id}",
+    summary: "Read a form",
+    tag: "Admin: forms",
+    admin: true,
+    answers: {
+      200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
+    },
+    errors: FORM_404,
+  },
+  {
+    method: "patch",
+    path: "/v1/admin/forms/{id}",
+    summary: "Change some of a form's settings",
+    tag: "Admin: forms",
+    admin: true,
+    body: { schema: formPatchSchema, required: true },
+    answers: {
+      200: { description: "The form", schema: z.strictObject({ ok, form: formSchema }) },
+    },
+    errors: [...jsonBodyErrors, ...FORM_404],
+  },
+  {
+    method: "delete",
+    path: "/v1/admin/forms/{id}",
+    summary: "Delete a form and its destinations",
+    tag: "Admin: forms",
+    admin: true,
+    answers: { 200: { description: "Deleted", schema: z.strictObject({ ok }) } },
+    errors: FORM_404,
+  },
+];

@@ -13,7 +13,7 @@ import { type BodyWatch, declaredLength } from "../body_reading.ts";
 import type { AppDeps } from "./app_deps.ts";
 import type { FormRecord } from "../store/forms.ts";
 import { isFormRefusalReason } from "../refusal_reasons.ts";
-import { errorBody, ERRORS, INGEST_REFUSALS } from "../errors.ts";
+import { errorBody, ERRORS, INGEST_REFUSALS, submissionTypeError } from "../errors.ts";
 import { refuseOtherMethods } from "./http.ts";
 import { bodyKind } from "../ingest/parse.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "../ingest/pages.ts";
@@ -21,6 +21,10 @@ import { type Accepted, createIngestPipeline } from "../ingest/pipeline.ts";
 import { Refusal } from "../ingest/refusal.ts";
 import { MAX_SUBMISSION_BYTES } from "../ingest/steps.ts";
 import { countAccepted, countRefused, countSpamCaught, openRefusalSeries } from "../metrics.ts";
+import { ok, type OperationSpec } from "./operation_spec.ts";
+import { z } from "zod";
+import { TIME_TRAP_FIELD } from "../rules/spam.ts";
+import type { Config } from "../config.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = {
@@ -256,4 +260,84 @@ export function ingestRoutes(deps: AppDeps) {
   // A post to no form's path is a refusal of a submission too, counted like an unknown key.
   router.post("/*", (c) => answer(c, counted(new Refusal("notFound")), false));
   return router;
+}
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export function ingestOperations(
+  ingestContentTypes: Config["ingestContentTypes"],
+): OperationSpec[] {
+  return [
+    {
+      method: "post",
+      path: "/v1/f/{publicKey}",
+      summary: "Submit to a form (public; JSON, or a browser form post)",
+      tag: "Ingestion",
+      body: {
+        schema: z.unknown().meta({
+          description: ingestContentTypes === "json"
+            ? "A JSON object: the submission's payload"
+            : "Any JSON value, or urlencoded / multipart form fields (no files): the payload",
+        }),
+        required: true,
+      },
+      answers: {
+        202: {
+          description: "Accepted and stored; delivered asynchronously",
+          schema: z.strictObject({
+            ok,
+            submissionId: z.uuid(),
+            warning: z.string().optional().meta({
+              description:
+                "Set when the form has no enabled destination, or the submission matched no destination's conditions: sent nowhere",
+            }),
+          }),
+        },
+        303: {
+          description: "A browser form post accepted: redirect to the form's redirectUrl",
+          contentType: "text/plain",
+        },
+      },
+      // Every refusal of routes/ingest.ts, in the order of its checks.
+      errors: [
+        ERRORS.submissionTooLarge,
+        submissionTypeError(ingestContentTypes),
+        ERRORS.formEndpointNotFound,
+        ERRORS.originNotAllowed,
+        ERRORS.rateLimited,
+        ERRORS.backlogFull,
+        ERRORS.serverBusy,
+        ERRORS.bodyTimeout,
+        ERRORS.invalidContentLength,
+        ERRORS.invalidJsonPayload,
+        ERRORS.invalidFormPayload,
+        ERRORS.fileUpload,
+        ERRORS.captchaRequired,
+        ERRORS.captchaInvalid,
+        ERRORS.captchaUnavailable,
+        ERRORS.storeFailed,
+      ],
+    },
+    {
+      method: "options",
+      path: "/v1/f/{publicKey}",
+      summary: "CORS preflight of a submission",
+      tag: "Ingestion",
+      answers: { 204: { description: "Allowed: CORS headers, no body" } },
+      errors: [ERRORS.formEndpointNotFound, ERRORS.originNotAllowed],
+    },
+    {
+      method: "get",
+      path: "/v1/f/{publicKey}/page-token",
+      summary:
+        `A signed page-load time for the form's time trap (the hidden field ${TIME_TRAP_FIELD})`,
+      tag: "Ingestion",
+      answers: {
+        200: {
+          description: "The token to put in the hidden field when the page loads",
+          schema: z.strictObject({ ok, token: z.string(), field: z.literal(TIME_TRAP_FIELD) }),
+        },
+      },
+      errors: [ERRORS.formEndpointNotFound],
+    },
+  ];
 }

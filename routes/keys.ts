@@ -19,6 +19,7 @@ export const keyRotateSchema = z.strictObject({
       `at once, as the spec says; at most ${MAX_KEY_OVERLAP_HOURS})`,
   }),
 });
+import { jsonBodyErrors, ok, type OperationSpec, timestamp } from "./operation_spec.ts";
 
 /** `POST /keys/rotate` (spec 4.2). */
 export function keyRoutes({ db, notifier, logger, now = Date.now }: AppDeps) {
@@ -47,3 +48,28 @@ export function keyRoutes({ db, notifier, logger, now = Date.now }: AppDeps) {
   refuseOtherMethods(router, "/keys/rotate");
   return router;
 }
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const keyOperations: OperationSpec[] = [
+  {
+    method: "post",
+    path: "/v1/admin/keys/rotate",
+    summary: "Rotate the tenant key: every active key stops working, the new one is shown " +
+      "once; with expiresInHours (an addition) the earlier keys work until then",
+    tag: "Admin: keys",
+    admin: true,
+    body: { schema: keyRotateSchema, required: false },
+    answers: {
+      200: {
+        description: "The new key (not retrievable later); with a body, until when the " +
+          "earlier keys work (null: they stopped)",
+        schema: z.strictObject({
+          ok,
+          tenantKey: z.string().startsWith("sk_"),
+          previousKeysValidUntil: timestamp.nullable().optional(),
+        }),
+      },
+    },
+    errors: jsonBodyErrors,
+  },
+];

@@ -43,6 +43,7 @@ import {
 import { createAddressConfirmations } from "../notify/address_confirmation.ts";
 import { describeError } from "../log.ts";
 import { ApiError, ERRORS } from "../errors.ts";
+import { jsonBodyErrors, ok, type OperationSpec, rotateSecretOperation } from "./operation_spec.ts";
 
 /** The events an organization may choose (the summary is chosen apart). */
 const CHOOSABLE = NOTIFY_EVENTS.filter((type) => type !== "summary" && type !== "test") as [
@@ -216,13 +217,13 @@ export function notificationRoutes(
           issues.push({
             path: "email.via",
             message:
-              "The platform SMTP relay is not configured: give one of your SMTP destinations",
+              "This deployment has no platform mail relay, so choose one of your SMTP destinations that has its own server",
           });
         } else if (to.length > config.relayLimits.maxRecipients) {
           issues.push({
             path: "email.to",
             message:
-              `At most ${config.relayLimits.maxRecipients} recipients through the platform relay (PLATFORM_SMTP_MAX_RECIPIENTS)`,
+              `The platform relay takes at most ${config.relayLimits.maxRecipients} recipients (PLATFORM_SMTP_MAX_RECIPIENTS)`,
           });
         }
       } else {
@@ -230,7 +231,7 @@ export function notificationRoutes(
         if (record === null || record.type !== "smtp") {
           issues.push({
             path: "email.via",
-            message: `No SMTP destination "${via}" in this organization`,
+            message: `There is no SMTP destination "${via}" in this organization`,
           });
         }
       }
@@ -243,7 +244,7 @@ export function notificationRoutes(
       if (record === null || !CHAT_TYPES.includes(record.type)) {
         issues.push({
           path: `chat.${i}`,
-          message: `No chat destination "${id}" in this organization`,
+          message: `There is no chat destination "${id}" in this organization`,
         });
       }
     }
@@ -357,3 +358,96 @@ export function notificationRoutes(
   );
   return router;
 }
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const notificationOperations: OperationSpec[] = [
+  {
+    method: "get",
+    path: "/v1/admin/notifications",
+    summary: "Where the organization is told of failing, paused and recovered destinations, " +
+      "submissions failed for good, key rotations and summaries (docs/notifications.md)",
+    tag: "Admin: notifications",
+    admin: true,
+    answers: {
+      200: {
+        description: "The settings; the webhook's URL path and secret redacted",
+        schema: z.strictObject({ ok, notifications: notificationSettingsView }),
+      },
+    },
+    errors: [],
+  },
+  {
+    method: "put",
+    path: "/v1/admin/notifications",
+    summary: "Replaces the notification settings; a left-out or redacted webhook secret " +
+      "and a redacted URL are kept, `secret: null` removes the secret",
+    tag: "Admin: notifications",
+    admin: true,
+    body: { schema: notificationSettingsSchema, required: true },
+    answers: {
+      200: {
+        description: "The settings as stored, redacted",
+        schema: z.strictObject({ ok, notifications: notificationSettingsView }),
+      },
+    },
+    errors: jsonBodyErrors,
+  },
+  {
+    method: "post",
+    path: "/v1/admin/notifications/test",
+    summary: "Sends a test notification to every chosen channel now (TEST_SENDS_PER_ORG a " +
+      "minute); its result shows in /notifications/sent",
+    tag: "Admin: notifications",
+    admin: true,
+    answers: {
+      200: {
+        description: "How many channels it was queued to",
+        schema: z.strictObject({ ok, queued: z.number().int() }),
+      },
+    },
+    errors: [...jsonBodyErrors, ERRORS.tooManyTestSends],
+  },
+  {
+    method: "get",
+    path: "/v1/admin/notifications/sent",
+    summary: "The last 50 notifications of the past 7 days, newest first, with their result",
+    tag: "Admin: notifications",
+    admin: true,
+    answers: {
+      200: {
+        description: "Sent and given-up notifications",
+        schema: z.strictObject({ ok, sent: z.array(notificationSentSchema) }),
+      },
+    },
+    errors: [],
+  },
+  rotateSecretOperation(
+    "/v1/admin/notifications/webhook/rotate-secret",
+    "Admin: notifications",
+    [],
+  ),
+  {
+    method: "post",
+    path: "/v1/admin/notifications/email/confirmation",
+    summary: "Sends a pending notification address its confirmation link again (at most " +
+      "3 a day per address, a minute apart); nothing else goes to it until it is followed",
+    tag: "Admin: notifications",
+    admin: true,
+    body: { schema: confirmationRequestSchema, required: true },
+    answers: {
+      200: {
+        description: "Sent (or why not, in `error`)",
+        schema: z.strictObject({
+          ok,
+          address: notificationSettingsView.shape.email.unwrap().shape.addresses.element,
+        }),
+      },
+    },
+    errors: [
+      ...jsonBodyErrors,
+      ERRORS.notifyAddressNotFound,
+      ERRORS.addressConfirmed,
+      ERRORS.tooManyConfirmations,
+    ],
+  },
+];

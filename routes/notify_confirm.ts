@@ -13,6 +13,8 @@ import { maskAddress } from "../rules/confirmation.ts";
 import { addressOfToken, confirmByToken } from "../store/notify_confirmations.ts";
 import type { AppDeps } from "./app_deps.ts";
 import { refuseOtherMethods } from "./http.ts";
+import type { OperationSpec } from "./operation_spec.ts";
+import { z } from "zod";
 
 /** Longest body the button posts (a token field). */
 const MAX_BODY = 1024;
@@ -82,3 +84,25 @@ export function notifyConfirmRoutes({ db }: AppDeps) {
   refuseOtherMethods(router, CONFIRM_PATH);
   return router;
 }
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const notifyConfirmOperations: OperationSpec[] = (["get", "post"] as const).map((
+  method,
+): OperationSpec => ({
+  method,
+  path: "/v1/notifications/confirm",
+  summary: method === "get"
+    ? "A notification address's confirmation link (`?token=`): a page with one button, " +
+      "changing nothing"
+    : "The button's form post (`token`, form-encoded): confirms the address",
+  tag: "Service",
+  ...(method === "get" ? { query: z.strictObject({ token: z.string() }) } : {}),
+  answers: {
+    200: { description: "The page", contentType: "text/html" },
+    404: {
+      description: "The link is unknown, expired, replaced or used",
+      contentType: "text/html",
+    },
+  },
+  errors: [],
+}));

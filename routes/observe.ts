@@ -1,8 +1,9 @@
 /**
- * What operators ask of a running process: `GET /metrics` (Prometheus text format,
- * behind a bearer token when METRICS_TOKEN is set) and `GET /readyz` (whether this
- * process can accept and deliver; its KV write is made at most once a second, and its
- * backlog read at most every five, however many ask). `/healthz` stays in app.ts: the cheap liveness check.
+ * What operators ask of a running process: `GET /healthz` (the cheap liveness check: the
+ * KV answers a read), `GET /metrics` (Prometheus text format, behind a bearer token when
+ * METRICS_TOKEN is set) and `GET /readyz` (whether this process can accept and deliver;
+ * its KV write is made at most once a second, and its backlog read at most every five,
+ * however many ask).
  *
  * @module
  */
@@ -10,9 +11,11 @@ import { timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import { describeError } from "../log.ts";
 import { registry } from "../metrics.ts";
-import { probeKvWrite } from "../store/db.ts";
+import { pingKv, probeKvWrite } from "../store/db.ts";
 import type { AppDeps } from "./app_deps.ts";
 import { ApiError, errorBody, ERRORS } from "../errors.ts";
+import { ok, type OperationSpec } from "./operation_spec.ts";
+import { z } from "zod";
 
 /** SHA-256 of a text, for comparing tokens in constant time whatever their lengths. */
 async function digest(text: string): Promise<Uint8Array> {
@@ -50,12 +53,22 @@ export function cachedCheck(
   };
 }
 
-/** `GET /metrics` and `GET /readyz`. */
+/** `GET /healthz`, `GET /metrics` and `GET /readyz`. */
 export function observeRoutes(deps: AppDeps) {
   const { config, db, logger } = deps;
   const { backlog, delivering } = deps;
   const token = config.metrics.token === null ? null : digest(config.metrics.token);
   const router = new Hono();
+
+  router.get("/healthz", async (c) => {
+    try {
+      await pingKv(db);
+      return c.json({ ok: true });
+    } catch (error) {
+      logger.error("health check failed", { error: describeError(error) });
+      return c.json(errorBody(ERRORS.kvNotAnswering.text), ERRORS.kvNotAnswering.status);
+    }
+  });
 
   router.get("/metrics", async (c) => {
     if (token !== null) {
@@ -108,3 +121,37 @@ export function observeRoutes(deps: AppDeps) {
 
   return router;
 }
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const observeOperations: OperationSpec[] = [
+  {
+    method: "get",
+    path: "/healthz",
+    summary: "Health: answers 200 while the KV store answers",
+    tag: "Service",
+    answers: { 200: { description: "Healthy", schema: z.strictObject({ ok }) } },
+    errors: [ERRORS.kvNotAnswering],
+  },
+  {
+    method: "get",
+    path: "/readyz",
+    summary: "Readiness: the KV takes a write, the delivery engine runs, the backlog is under " +
+      "READY_MAX_BACKLOG; a 503 names each failed check in `checks`",
+    tag: "Service",
+    answers: {
+      200: {
+        description: "Ready",
+        schema: z.strictObject({ ok, checks: z.record(z.string(), z.literal("ok")) }),
+      },
+    },
+    errors: [ERRORS.notReady],
+  },
+  {
+    method: "get",
+    path: "/metrics",
+    summary: "Prometheus metrics (text format); a bearer token when METRICS_TOKEN is set",
+    tag: "Service",
+    answers: { 200: { description: "Prometheus text format 0.0.4", contentType: "text/plain" } },
+    errors: [ERRORS.invalidMetricsToken],
+  },
+];

@@ -18,8 +18,10 @@ import type { FormRecord } from "../store/forms.ts";
 import type { AdminEnv, AppDeps } from "./app_deps.ts";
 import { requireForm } from "./forms.ts";
 import { tooManyRequests } from "./limits.ts";
-import { readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
+import { emptyBody, readEmptyBody, refuseOtherMethods, validationIssues } from "./http.ts";
 import { ApiError, ERRORS } from "../errors.ts";
+import { DEST_404, jsonBodyErrors, ok, type OperationSpec } from "./operation_spec.ts";
+import { z } from "zod";
 
 /**
  * How long a test send's claim on its destination lasts at most: past the longest
@@ -208,3 +210,37 @@ export function testSendRoutes(deps: AppDeps) {
   refuseOtherMethods(router, "/forms/:id/destinations/:destId/test");
   return router;
 }
+
+/** The result of a test send (routes/test_send.ts). */
+export const testSendResultSchema = z.strictObject({
+  delivered: z.boolean(),
+  statusCode: z.number().int().nullable(),
+  error: z.string().nullable(),
+  detail: z.string().nullable(),
+  ms: z.number(),
+});
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const testSendOperations: OperationSpec[] = [
+  {
+    method: "post",
+    path: "/v1/admin/forms/{id}/destinations/{destId}/test",
+    summary: "Send a sample submission to the destination now and report the outcome",
+    tag: "Admin: destinations",
+    admin: true,
+    body: { schema: emptyBody, required: false },
+    answers: {
+      200: {
+        description: "What happened (a failed delivery is still a 200: see result.delivered)",
+        schema: z.strictObject({ ok, result: testSendResultSchema }),
+      },
+    },
+    errors: [
+      ...jsonBodyErrors,
+      ...DEST_404,
+      ERRORS.testSendUnderWay,
+      ERRORS.tooManyTestSends,
+      ERRORS.outboundLimit,
+    ],
+  },
+];

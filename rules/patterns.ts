@@ -47,7 +47,7 @@ export type Pattern = RE2JS;
 
 /** Why a pattern is refused, or null when it is accepted. */
 export function patternProblem(source: string): string | null {
-  if (source.length === 0) return "Empty pattern";
+  if (source.length === 0) return "Enter a pattern";
   if (source.length > MAX_PATTERN_CHARS) {
     return `Patterns are at most ${MAX_PATTERN_CHARS} characters`;
   }
@@ -110,10 +110,12 @@ export function patternProblem(source: string): string | null {
   try {
     RE2JS.compile(source, RE2JS.CASE_INSENSITIVE);
   } catch {
-    return "Not a valid regular expression";
+    return "This is not a valid regular expression";
   }
-  if (unbounded > 1) return "At most one unbounded repeat (*, + or {n,}) is allowed";
-  if (small > MAX_SMALL_REPEATS) return `At most ${MAX_SMALL_REPEATS} optional parts are allowed`;
+  if (unbounded > 1) return "A pattern can have at most one unbounded repeat (*, + or {n,})";
+  if (small > MAX_SMALL_REPEATS) {
+    return `A pattern can have at most ${MAX_SMALL_REPEATS} optional parts`;
+  }
   return null;
 }
 

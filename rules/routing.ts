@@ -78,7 +78,7 @@ export async function conditionHolds(
  * answered with its own list, nothing evaluated. Patterns are matched in the lane of
  * `orgId` (patterns.ts).
  */
-export async function routeSubmission<T extends { conditions?: Condition[] }>(
+export async function matchingDestinations<T extends { conditions?: Condition[] }>(
   target: { destinations: T[]; routed: boolean },
   { payload, orgId }: { payload: unknown; orgId: string },
 ): Promise<T[]> {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type Condition, conditionsSchema, routeSubmission } from "./routing.ts";
+import { type Condition, conditionsSchema, matchingDestinations } from "./routing.ts";
 
 const sales = { id: "sales", conditions: [{ field: "topic", op: "equals", values: ["sales"] }] };
 const support = {
@@ -16,20 +16,26 @@ const ids = (list: { id: string }[]) => list.map((d) => d.id);
 
 Deno.test("routing: equals one of a list, a pattern, and destinations without conditions", async () => {
   const routes = target(sales as never, support as never, everything);
-  assert.deepEqual(ids(await routeSubmission(routes, { payload: { topic: "sales" }, orgId })), [
-    "sales",
-    "all",
-  ]);
-  assert.deepEqual(ids(await routeSubmission(routes, { payload: { topic: "HELP" }, orgId })), [
+  assert.deepEqual(
+    ids(await matchingDestinations(routes, { payload: { topic: "sales" }, orgId })),
+    [
+      "sales",
+      "all",
+    ],
+  );
+  assert.deepEqual(ids(await matchingDestinations(routes, { payload: { topic: "HELP" }, orgId })), [
     "support",
     "all",
   ]);
-  assert.deepEqual(ids(await routeSubmission(routes, { payload: { topic: "other" }, orgId })), [
-    "all",
-  ]);
+  assert.deepEqual(
+    ids(await matchingDestinations(routes, { payload: { topic: "other" }, orgId })),
+    [
+      "all",
+    ],
+  );
   // A multi-select sends an array: any value counts.
   assert.deepEqual(
-    ids(await routeSubmission(routes, { payload: { topic: ["x", "sales"] }, orgId })),
+    ids(await matchingDestinations(routes, { payload: { topic: ["x", "sales"] }, orgId })),
     ["sales", "all"],
   );
 });
@@ -43,32 +49,35 @@ Deno.test("routing: present and absent, and every condition must hold", async ()
     ] as Condition[],
   };
   const routes = target(phone);
-  assert.deepEqual(ids(await routeSubmission(routes, { payload: { phone: "123" }, orgId })), [
+  assert.deepEqual(ids(await matchingDestinations(routes, { payload: { phone: "123" }, orgId })), [
     "phone",
   ]);
   assert.deepEqual(
-    ids(await routeSubmission(routes, { payload: { phone: "123", company: "ACME" }, orgId })),
+    ids(await matchingDestinations(routes, { payload: { phone: "123", company: "ACME" }, orgId })),
     [],
   );
   assert.deepEqual(
-    ids(await routeSubmission(routes, { payload: { phone: "  " }, orgId })),
+    ids(await matchingDestinations(routes, { payload: { phone: "  " }, orgId })),
     [],
     "blank is not present",
   );
   assert.deepEqual(
-    ids(await routeSubmission(routes, { payload: {}, orgId })),
+    ids(await matchingDestinations(routes, { payload: {}, orgId })),
     [],
     "an absent field matches nothing",
   );
-  assert.deepEqual(ids(await routeSubmission(routes, { payload: "not an object", orgId })), []);
+  assert.deepEqual(
+    ids(await matchingDestinations(routes, { payload: "not an object", orgId })),
+    [],
+  );
 });
 
 Deno.test("routing: no match leaves no destination; an unrouted target is answered with its own list", async () => {
   const unmatched = { payload: { topic: "support" }, orgId };
-  assert.deepEqual(await routeSubmission(target(sales as never), unmatched), []);
+  assert.deepEqual(await matchingDestinations(target(sales as never), unmatched), []);
   const plain = target(everything);
   assert.equal(
-    await routeSubmission(plain, { payload: { topic: "x" }, orgId }),
+    await matchingDestinations(plain, { payload: { topic: "x" }, orgId }),
     plain.destinations,
   );
 });

@@ -52,8 +52,11 @@ Deno.test("countPausedDestinations counts destinations paused for their health, 
   const job = { formId: form.id, destinationId: failing };
   const signal = { delivered: false as const, blame: "destination" as const, error: "503" };
   const now = Date.now();
-  assert.equal(await recordHealth(db, job, signal, { pauseAfterMs: 1000, now }), false);
-  assert.equal(await recordHealth(db, job, signal, { pauseAfterMs: 1000, now: now + 2000 }), true);
+  assert.equal(await recordHealth(db, job, signal, { pauseAfterMs: 1000, now }), null);
+  assert.equal(
+    await recordHealth(db, job, signal, { pauseAfterMs: 1000, now: now + 2000 }),
+    "paused",
+  );
   const patched = await h.admin("PATCH", `/forms/${form.id}/destinations/${switchedOff}`, {
     isEnabled: false,
   });
@@ -73,7 +76,10 @@ Deno.test("countJobs counts the jobs held for a paused destination as held, not 
   const signal = { delivered: false as const, blame: "destination" as const, error: "503" };
   const job = { formId: form.id, destinationId };
   await recordHealth(db, job, signal, { pauseAfterMs: 1000, now: Date.now() - 2000 });
-  assert.equal(await recordHealth(db, job, signal, { pauseAfterMs: 1000, now: Date.now() }), true);
+  assert.equal(
+    await recordHealth(db, job, signal, { pauseAfterMs: 1000, now: Date.now() }),
+    "paused",
+  );
   assert.equal((await h.submit(form.publicKey, { a: 1 })).status, 202);
   await waitFor(async () => (await countJobs(db, { now: Date.now(), limit: 10 })).held === 1, {
     message: "the job held",

@@ -6,13 +6,16 @@
  * submission's fault (DeliveryError.blame "submission": HTTP 422, an SMTP recipient
  * refused) neither count nor clear. Pausing sets the destination's `health`, apart from
  * the tenant's `isEnabled`; its jobs are then held, not dropped (apply_result.ts).
+ * A delivery that ends a failing span is a recovery (the caller brings the destination's
+ * waiting deliveries forward); `healthAlerts` lists a form's paused and failing
+ * destinations in words, for the forms list.
  *
  * @module
  */
 import type { Blame } from "../connectors/types.ts";
 import { redactUrls } from "../redact.ts";
 import { type Db, retryAtomic } from "./db.ts";
-import type { DestinationRecord } from "./destinations.ts";
+import { type DestinationRecord, listDestinationRecords } from "./destinations.ts";
 import type { JobRecord } from "./job_record.ts";
 import { destinationFailingKey, destinationKey } from "./keys.ts";
 import { OUTCOME_TTL_MS } from "./outcomes.ts";
@@ -73,10 +76,76 @@ function pauseReason(failing: FailingRecord): string {
     `(${failing.failures} failed attempts); last error: ${error}`;
 }
 
+/**
+ * The words for a destination that keeps failing but is not paused (yet): since when,
+ * how often, and the last error, its URLs cut down as in a pause reason.
+ */
+function failingReason(failing: FailingRecord): string {
+  const since = new Date(failing.since).toISOString();
+  const error = redactUrls(failing.lastError ?? "unknown error").slice(0, MAX_REASON_ERROR);
+  const attempts = failing.failures === 1
+    ? "1 failed attempt"
+    : `${failing.failures} failed attempts`;
+  return `Failing since ${since} with no delivery in between (${attempts}); last error: ${error}`;
+}
+
 /** The reason shown on a destination paused at once because its service says it is gone. */
 function goneReason(error: string | null): string {
   const text = redactUrls(error ?? "unknown error").slice(0, MAX_REASON_ERROR);
   return `The service says this destination no longer exists (${text})`;
+}
+
+/** A destination of a form that needs its owner: paused, or failing by its own fault. */
+export interface DestinationAlert {
+  destinationId: string;
+  /** The tenant's name for it, if any. */
+  name: string | null;
+  type: DestinationRecord["type"];
+  state: "paused" | "failing";
+  /** In words: why, since when, and the last error. */
+  reason: string;
+  /** ISO time it was paused, or its first failure in a row. */
+  since: string;
+}
+
+/**
+ * The destinations of a form that are paused or failing (oldest destination first).
+ * A disabled destination is the tenant's choice and is not listed.
+ */
+export async function healthAlerts(db: Db, formId: string): Promise<DestinationAlert[]> {
+  const destinations = (await listDestinationRecords(db, formId)).filter((d) => d.isEnabled);
+  const alerts: DestinationAlert[] = [];
+  for (let i = 0; i < destinations.length; i += 10) {
+    const batch = destinations.slice(i, i + 10);
+    const failing = await db.kv.getMany<FailingRecord[]>(
+      batch.map((d) => destinationFailingKey(d.id)),
+    );
+    batch.forEach((destination, n) => {
+      const base = { destinationId: destination.id, name: destination.name ?? null };
+      const { type } = destination;
+      const { health } = destination;
+      if (health.state === "paused") {
+        alerts.push({
+          ...base,
+          type,
+          state: "paused",
+          reason: health.reason ?? "Paused by the service",
+          since: health.since ?? destination.updatedAt,
+        });
+        return;
+      }
+      const record = failing[n].value;
+      if (record === null) return;
+      alerts.push({
+        ...base,
+        type,
+        state: "failing",
+        reason: failingReason(record),
+        since: new Date(record.since).toISOString(),
+      });
+    });
+  }
+  return alerts;
 }
 
 /**
@@ -86,7 +155,8 @@ function goneReason(error: string | null): string {
  * once when the service says the destination is gone (a deleted webhook or chat).
  * Failures of a destination that is disabled, paused or deleted are not counted.
  * `pauseAfterMs` 0 pauses nothing (the failing record is kept all the same: owner
- * notifications tell from it).
+ * notifications and the forms list tell from it). A delivery that clears a failing record
+ * is a recovery (`cleared`): the caller brings the destination's waiting deliveries forward.
  */
 export async function recordHealthChange(
   db: Db,
@@ -167,11 +237,15 @@ export async function recordHealthChange(
   return change;
 }
 
-/** recordHealthChange, answering only whether the destination was paused. */
+/**
+ * recordHealthChange in short: "paused" when this attempt paused the destination,
+ * "recovered" when it was a delivery that ended a failing span, else null.
+ */
 export async function recordHealth(
   ...args: Parameters<typeof recordHealthChange>
-): Promise<boolean> {
-  return (await recordHealthChange(...args)).paused;
+): Promise<"paused" | "recovered" | null> {
+  const change = await recordHealthChange(...args);
+  return change.paused ? "paused" : change.cleared !== null ? "recovered" : null;
 }
 
 /**

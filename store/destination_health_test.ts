@@ -35,7 +35,7 @@ Deno.test("recordHealth pauses only when failures span the whole period with no 
   const db = h.service.db;
   // Hundreds of failures within the day pause nothing.
   for (let i = 0; i < 300; i++) {
-    assert.equal(await recordHealth(db, job, broken(`e${i}`), options(t0 + i * 60_000)), false);
+    assert.equal(await recordHealth(db, job, broken(`e${i}`), options(t0 + i * 60_000)), null);
   }
   assert.deepEqual(await failing(), {
     since: t0,
@@ -44,10 +44,10 @@ Deno.test("recordHealth pauses only when failures span the whole period with no 
     lastStatusCode: null,
     toldAt: null,
   });
-  assert.equal(await recordHealth(db, job, broken("late"), options(t0 + DAY - 1)), false);
+  assert.equal(await recordHealth(db, job, broken("late"), options(t0 + DAY - 1)), null);
   assert.equal((await health()).state, "healthy");
   // The failure that comes a full day after the first pauses.
-  assert.equal(await recordHealth(db, job, broken("Cannot deliver"), options(t0 + DAY)), true);
+  assert.equal(await recordHealth(db, job, broken("Cannot deliver"), options(t0 + DAY)), "paused");
   const paused = await health();
   assert.equal(paused.state, "paused");
   assert.equal(paused.since, new Date(t0 + DAY).toISOString());
@@ -57,7 +57,7 @@ Deno.test("recordHealth pauses only when failures span the whole period with no 
       "(302 failed attempts); last error: Cannot deliver",
   );
   // Further failures of a paused destination are not counted.
-  assert.equal(await recordHealth(db, job, broken("more"), options(t0 + 2 * DAY)), false);
+  assert.equal(await recordHealth(db, job, broken("more"), options(t0 + 2 * DAY)), null);
   assert.equal((await failing())?.failures, 302);
 });
 
@@ -71,12 +71,15 @@ Deno.test("recordHealth: a delivery ends the span; a submission's refusal neithe
   await recordHealth(db, job, broken("down"), options(t0));
   await recordHealth(db, job, refused, options(t0 + HOUR));
   assert.equal((await failing())?.failures, 1, "a 422 neither counts nor clears");
-  await recordHealth(db, job, { delivered: true }, options(t0 + 2 * HOUR));
+  assert.equal(
+    await recordHealth(db, job, { delivered: true }, options(t0 + 2 * HOUR)),
+    "recovered",
+  );
   assert.equal(await failing(), null);
   // A new span starts with the next failure: a day after t0 is not enough.
   await recordHealth(db, job, broken("down"), options(t0 + 3 * HOUR));
-  assert.equal(await recordHealth(db, job, broken("down"), options(t0 + DAY)), false);
-  assert.equal(await recordHealth(db, job, broken("down"), options(t0 + 3 * HOUR + DAY)), true);
+  assert.equal(await recordHealth(db, job, broken("down"), options(t0 + DAY)), null);
+  assert.equal(await recordHealth(db, job, broken("down"), options(t0 + 3 * HOUR + DAY)), "paused");
   assert.equal((await health()).state, "paused");
 });
 
@@ -84,17 +87,20 @@ Deno.test("recordHealth counts nothing for a destination the tenant disabled; sp
   const { h, job, failing, formId, id } = await setUp();
   await using _h = h;
   const db = h.service.db;
-  assert.equal(await recordHealth(db, job, broken("down"), { pauseAfterMs: 0, now: 0 }), false);
+  assert.equal(await recordHealth(db, job, broken("down"), { pauseAfterMs: 0, now: 0 }), null);
   assert.equal(
     await recordHealth(db, job, broken("down"), { pauseAfterMs: 0, now: DAY * 9 }),
-    false,
+    null,
   );
   assert.equal(
     (await failing())?.failures,
     2,
     "the failing record is kept: notifications tell from it",
   );
-  await recordHealth(db, job, { delivered: true }, { pauseAfterMs: 0, now: DAY * 9 });
+  assert.equal(
+    await recordHealth(db, job, { delivered: true }, { pauseAfterMs: 0, now: DAY * 9 }),
+    "recovered",
+  );
   assert.equal(await failing(), null);
   await updateDestination(db, formId, id, { isEnabled: false });
   await recordHealth(db, job, broken("down"), options(0));
@@ -121,7 +127,7 @@ Deno.test("a pause reason names URLs by scheme, host and port only", async () =>
   await using _h = h;
   const error = 'Cannot deliver to "https://hooks.slack.com/services/T0/B0/SECRET?k=SECRET": 404';
   await recordHealth(h.service.db, job, broken(error), options(0));
-  assert.equal(await recordHealth(h.service.db, job, broken(error), options(DAY)), true);
+  assert.equal(await recordHealth(h.service.db, job, broken(error), options(DAY)), "paused");
   const { reason } = await health();
   assert.ok(
     reason?.endsWith('last error: Cannot deliver to "https://hooks.slack.com": 404'),

@@ -89,8 +89,14 @@ const RETAINED: Indexed = { recordKey: retainedKey, indexPrefix: retainedByDesti
 /** `getMany` takes at most this many keys. */
 const GET_MANY_MAX = 10;
 
+/** Which of a destination's records a listing reads. */
+type JobSelection = Pick<
+  RedeliverySelection,
+  "formId" | "destinationId" | "submissionId" | "since"
+>;
+
 /** The destination's index entries (from `since` on). */
-async function indexed(db: Db, kind: Indexed, selection: RedeliverySelection) {
+async function indexed(db: Db, kind: Indexed, selection: JobSelection) {
   const { destinationId, since } = selection;
   const prefix = kind.indexPrefix(destinationId);
   const iter = db.kv.list(
@@ -103,7 +109,7 @@ async function indexed(db: Db, kind: Indexed, selection: RedeliverySelection) {
 }
 
 /** The record keys one delivery asked for by name has: none for an id that holds no time. */
-function named(selection: RedeliverySelection & { submissionId: string }): JobKeyParts[] {
+function named(selection: JobSelection & { submissionId: string }): JobKeyParts[] {
   const { submissionId, destinationId } = selection;
   const parts = jobKeyPartsOf({ submissionId, destinationId });
   return parts === null ? [] : [parts];
@@ -114,7 +120,7 @@ function named(selection: RedeliverySelection & { submissionId: string }): JobKe
  * name, read by its key (a job joins the index only when it is first put back: jobs.ts),
  * or all of them, found through the destination's index (oldest first, from `since` on).
  */
-async function* matching(db: Db, kind: Indexed, selection: RedeliverySelection) {
+async function* matching(db: Db, kind: Indexed, selection: JobSelection) {
   const { submissionId } = selection;
   const refs = submissionId === undefined
     ? await indexed(db, kind, selection)
@@ -127,6 +133,17 @@ async function* matching(db: Db, kind: Indexed, selection: RedeliverySelection) 
       if (job.formId === selection.formId) yield { entry, job };
     }
   }
+}
+
+/**
+ * The unfinished jobs of a form's destination that were put back at least once (retrying
+ * or held: a job joins its destination's index then), oldest first, with their entries.
+ */
+export function destinationJobs(
+  db: Db,
+  selection: { formId: string; destinationId: string },
+): AsyncGenerator<{ entry: Deno.KvEntry<StoredJob>; job: JobRecord }> {
+  return matching(db, JOBS, selection);
 }
 
 /**

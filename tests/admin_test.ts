@@ -197,7 +197,10 @@ Deno.test("destinations: add answers the stored config with defaults", async (t)
       "Validation error",
     );
     assert.equal(body.issues[0].path, "config");
-    assert.match(body.issues[0].message, /platform SMTP relay is not configured/);
+    assert.match(
+      body.issues[0].message,
+      /^This deployment has no platform mail relay, so give your own server's host/,
+    );
   });
   await t.step("list and PATCH answers redact secrets", async () => {
     await add({

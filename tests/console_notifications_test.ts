@@ -39,11 +39,15 @@ Deno.test("the console's notifications page: channels, events and summary saved,
   await settings.waitFor();
 
   await t.step(
-    "email through a platform relay this host lacks: the error at its field",
+    "email: a platform relay this host lacks is not offered, and the page says what to do",
     async () => {
+      // No platform relay here and no SMTP destination with a server of its own: nothing
+      // to send through, said beside the field, not preselected to fail on save.
+      assert.equal(await settings.getByLabel("Send through").locator("option").count(), 0);
+      await settings.getByText(/This deployment has no mail relay of its own/).waitFor();
       await settings.getByLabel("Addresses").fill("owner@example.org");
       await settings.getByRole("button", { name: "Save" }).click();
-      await page.locator('[data-error-for="email.via"]').getByText(/platform SMTP relay/)
+      await page.locator('[data-error-for="email.via"]').getByText("This field is required")
         .waitFor();
       await settings.getByLabel("Addresses").fill("");
     },
@@ -116,5 +120,24 @@ Deno.test("the console's notifications page: channels, events and summary saved,
       });
     },
   );
+  await t.step("an SMTP destination with its own server is offered and preselected", async () => {
+    await h.addDestination(form.id, {
+      type: "smtp",
+      config: {
+        host: "smtp.example.com",
+        port: 587,
+        username: "u",
+        password: "p",
+        from: "forms@example.com",
+        to: ["a@example.com"],
+      },
+    });
+    await page.reload();
+    const via = settings.getByLabel("Send through");
+    await via.locator("option").first().waitFor({ state: "attached" });
+    assert.equal(await via.locator("option").count(), 1);
+    assert.match(await via.locator("option:checked").textContent() ?? "", /^The relay of SMTP/);
+    assert.equal(await settings.getByText(/no mail relay of its own/).count(), 0);
+  });
   assert.deepEqual(problems, []);
 });

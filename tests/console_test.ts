@@ -449,7 +449,7 @@ Deno.test("a tenant uses the console in Chromium: from an empty organization to 
       await waitFor(async () => (await fieldError(page, "captchaSecret").textContent()) !== "");
       assert.equal(
         await fieldError(page, "captchaSecret").textContent(),
-        "Required when verifyCaptcha is true",
+        "Give the captcha secret when verifyCaptcha is true",
       );
       await page.getByLabel("Captcha secret").fill("0x0000000000000000000000000000000000000000");
       await page.getByLabel("Redirect URL").fill("https://shop.example/thanks");

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { Validator } from "./deps.ts";
 import { loadConfig } from "../config.ts";
 import { ERRORS } from "../errors.ts";
-import { answersOf, operations, type OperationSpec } from "../routes/openapi.ts";
+import { answersOf, operations } from "../routes/openapi.ts";
+import type { OperationSpec } from "../routes/operation_spec.ts";
 import { startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 
@@ -176,6 +177,7 @@ Deno.test("the answers the app gives match the description", async () => {
   await admin("POST", `${dest}/rotate-secret`, { graceHours: 200 });
   await admin("PATCH", dest, { isEnabled: true });
   await admin("POST", `${dest}/redeliver`, since);
+  await admin("POST", `${dest}/send-now`);
 
   // Errors, each with its text in the description.
   await admin("POST", "/forms", { name: "" });

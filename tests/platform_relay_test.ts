@@ -33,7 +33,7 @@ Deno.test("a platform relay destination takes at most PLATFORM_SMTP_MAX_RECIPIEN
       error: "Validation error",
       issues: [{
         path: "config.to",
-        message: "At most 5 recipients through the platform relay (PLATFORM_SMTP_MAX_RECIPIENTS)",
+        message: "The platform relay takes at most 5 recipients (PLATFORM_SMTP_MAX_RECIPIENTS)",
       }],
     });
     const atCap = await h.admin("POST", `/forms/${form.id}/destinations`, {

@@ -374,7 +374,10 @@ Deno.test("test sends are limited per organization across destinations, paused a
   const t = Date.now();
   const job = { formId: form.id, destinationId: paused };
   await recordHealth(h.service.db, job, failing, { pauseAfterMs: 1, now: t });
-  assert.ok(await recordHealth(h.service.db, job, failing, { pauseAfterMs: 1, now: t + 10 }));
+  assert.equal(
+    await recordHealth(h.service.db, job, failing, { pauseAfterMs: 1, now: t + 10 }),
+    "paused",
+  );
 
   const order = [paused, paused, disabled, disabled, healthy, healthy, paused, disabled];
   const statuses = [];

@@ -15,21 +15,21 @@ Deno.test("validation errors are plain words per field, not the validator's text
 
   await t.step("forms", async () => {
     assert.deepEqual(await issuesOf(await h.admin("POST", "/forms", { name: "" })), [
-      "name: Required",
+      "name: This field is required",
     ]);
     assert.deepEqual(
       await issuesOf(
         await h.admin("POST", "/forms", { allowedOrigins: ["example.com"], colour: "red" }),
       ),
       [
-        "name: Required",
+        "name: This field is required",
         "allowedOrigins.0: Enter a full web address like https://www.example.com",
-        ": Unknown field: colour (check the spelling)",
+        ": This field is not known: colour (check the spelling)",
       ],
     );
     assert.deepEqual(
       await issuesOf(await h.admin("PATCH", `/forms/${form.id}`, { verifyCaptcha: "yes" })),
-      ["verifyCaptcha: Expected true or false"],
+      ["verifyCaptcha: Enter true or false here"],
     );
   });
 
@@ -51,17 +51,75 @@ Deno.test("validation errors are plain words per field, not the validator's text
       to: ["ada@example.com", "not an address"],
     };
     assert.deepEqual(await issuesOf(await add({ type: "smtp", config: smtp })), [
-      "config.port: At least 1",
-      "config.username: Required",
+      "config.port: Enter 1 or more",
+      "config.username: This field is required",
       "config.to.1: Enter an email address like name@example.com",
     ]);
     assert.deepEqual(
       await issuesOf(
         await add({ type: "smtp", config: { ...smtp, port: 25, to: [], username: "u" } }),
       ),
-      ["config.to: Add at least one"],
+      ["config.to: Add at least one entry"],
     );
   });
+});
+
+/** Verbs a sentence of ours is made with (a message with none is a fragment). */
+const VERB = /\b(is|are|has|have|can|cannot|enter|give|add|choose|use|send|check|takes)\b/i;
+
+/**
+ * A whole sentence, as the house writes messages: a capital first, a verb (not "Required"
+ * or "At least 1"), three words or more, and no trailing period or dangling colon.
+ */
+function isWholeSentence(message: string): boolean {
+  return /^[A-Z]/.test(message) && VERB.test(message) &&
+    message.trim().split(/\s+/).length >= 3 && !/[.:,]$/.test(message);
+}
+
+Deno.test("every validation message is a whole sentence", async (t) => {
+  await using h = await startHarness({ platformSmtp: null }, { deliver: false });
+  const form = await h.createForm();
+  const smtp = {
+    host: "smtp.example.com",
+    port: 25,
+    username: "u",
+    password: "p",
+    from: "forms@example.com",
+    to: ["ada@example.com"],
+  };
+  const refusals: [string, string, unknown][] = [
+    ["POST", "/forms", { name: "", allowedOrigins: "x", colour: 1, extra: 2 }],
+    ["POST", "/forms", { name: "x".repeat(500), verifyCaptcha: "yes", redirectUrl: "nope" }],
+    ["POST", "/forms", { name: "A", verifyCaptcha: true }],
+    ["POST", "/forms", { name: "A", spamRules: { minSeconds: -1, maxLinks: 1.5 } }],
+    ["POST", "/forms", { name: "A", confirmation: { emailField: "", via: "nowhere" } }],
+    ["POST", `/forms/${form.id}/destinations`, { type: "webhook", config: { url: 1 } }],
+    ["POST", `/forms/${form.id}/destinations`, { type: "carrier-pigeon", config: {} }],
+    ["POST", `/forms/${form.id}/destinations`, {
+      type: "webhook",
+      config: { url: "https://a.example", method: "GET", headers: { "bad name": "x\n" } },
+    }],
+    ["POST", `/forms/${form.id}/destinations`, {
+      type: "smtp",
+      config: { ...smtp, port: 70_000, to: [], secureTransport: "maybe" },
+    }],
+    ["POST", `/forms/${form.id}/destinations`, { type: "smtp", config: { to: ["a@b.example"] } }],
+    ["POST", `/forms/${form.id}/destinations`, { type: "telegram", config: { chatId: "x y" } }],
+    ["PUT", "/notifications", { email: { to: ["owner@example.com"], via: "platform" } }],
+    ["PUT", "/notifications", { email: { to: ["nope"] }, chat: ["x"], summary: "hourly" }],
+    ["GET", `/forms/${form.id}/deliveries?limit=0`, undefined],
+    ["GET", `/forms/${form.id}/refusals?days=99`, undefined],
+  ];
+  for (const [method, path, body] of refusals) {
+    await t.step(`${method} ${path} ${JSON.stringify(body)?.slice(0, 60)}`, async () => {
+      const issues = await issuesOf(await h.admin(method, path, body));
+      assert.ok(issues.length > 0);
+      for (const issue of issues) {
+        const message = issue.slice(issue.indexOf(": ") + 2);
+        assert.ok(isWholeSentence(message), `not a whole sentence: "${issue}"`);
+      }
+    });
+  }
 });
 
 Deno.test("a private destination address is refused at save, naming ALLOW_PRIVATE_DESTINATIONS", async () => {

@@ -21,7 +21,10 @@ export const telegramConfigSchema = z.strictObject({
   ),
   chatId: z.union([
     z.number().int(),
-    z.string().regex(/^(@[A-Za-z][A-Za-z0-9_]{3,}|-?\d{1,20})$/, 'Expected a number or "@channel"'),
+    z.string().regex(
+      /^(@[A-Za-z][A-Za-z0-9_]{3,}|-?\d{1,20})$/,
+      'Enter the chat id (a number) or "@channel"',
+    ),
   ]),
   template: CHAT_WEBHOOK_FIELDS.template,
 });

@@ -1,6 +1,8 @@
 /**
  * Delivery outcomes of a form: destinations paused for their health (with re-enable),
- * a chart of the last 24 hours, and the recent outcomes, filterable by status.
+ * deliveries waiting for a retry (send all of a destination's now), a chart of the last
+ * 24 hours, and the recent outcomes, filterable by status. "Send now" waits for the
+ * attempt it starts and says how it ended.
  */
 import { api, apiOk, deployment, destinationLabel, healthIssue, TYPE_NAMES } from "./api.js";
 import { field, h, svg, when } from "./dom.js";
@@ -11,6 +13,10 @@ import { noPageTokenHint, ruleTotals } from "./rules.js";
 const LIMIT = 500;
 const STATUSES = ["delivered", "retrying", "held", "failed"];
 const HOUR = 3600_000;
+/** How long "Send now" waits for its attempt to end before asking for a refresh. */
+const ATTEMPT_WAIT_MS = 30_000;
+/** How often it looks meanwhile. */
+const ATTEMPT_POLL_MS = 500;
 
 /** Counts per hour of the last 24 h by submission time, oldest hour first. */
 export function hourlyCounts(outcomes, now = Date.now()) {
@@ -262,18 +268,140 @@ function healthAlerts(form, destinations, reload) {
 }
 
 /**
+ * Looks at the form's deliveries until every one named in `before` (deliveryId → its
+ * outcome when sent) has had its attempt (more attempts, or no longer retrying), or the
+ * wait ends. Returns the outcomes that ended, by deliveryId.
+ */
+async function attemptsEnded(form, before) {
+  const ended = new Map();
+  const deadline = Date.now() + ATTEMPT_WAIT_MS;
+  while (ended.size < before.size && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, ATTEMPT_POLL_MS));
+    const { deliveries } = await apiOk("GET", `/forms/${form.id}/deliveries?limit=${LIMIT}`);
+    for (const outcome of deliveries) {
+      const sent = before.get(outcome.deliveryId);
+      if (sent === undefined) continue;
+      if (outcome.status !== "retrying" || outcome.attempts > sent.attempts) {
+        ended.set(outcome.deliveryId, outcome);
+      }
+    }
+  }
+  return ended;
+}
+
+/** How one attempt ended, in a sentence. */
+function attemptResult(outcome) {
+  const code = outcome.lastStatusCode
+    ? ` (${outcome.destinationType === "smtp" ? "SMTP" : "HTTP"} ${outcome.lastStatusCode})`
+    : "";
+  if (outcome.status === "delivered") return `Delivered${code}.`;
+  if (outcome.status === "held") return "Held: its destination is paused.";
+  const error = outcome.lastError ?? "unknown error";
+  if (outcome.status === "failed") return `The attempt failed${code}: ${error}. No retry is left.`;
+  return `The attempt failed${code}: ${error}. Next attempt ${when(outcome.nextAttemptAt)}.`;
+}
+
+/**
+ * "Send now" of one delivery: made due, then its attempt waited for (ATTEMPT_WAIT_MS at
+ * most) so the answer is how it went, not that it will start.
+ */
+async function sendNow(form, outcome, say) {
+  const { status, body } = await api(
+    "POST",
+    `/forms/${form.id}/deliveries/${encodeURIComponent(outcome.deliveryId)}/send-now`,
+  );
+  if (status !== 200) return say(`Send now: ${body.error}`, false);
+  say("Sending now…", true, { pending: true });
+  const ended = (await attemptsEnded(form, new Map([[outcome.deliveryId, outcome]])))
+    .get(outcome.deliveryId);
+  if (ended === undefined) {
+    return say(
+      "Sent now, but the attempt has not ended after 30 seconds: Refresh to see it.",
+      true,
+    );
+  }
+  say(`Sent now. ${attemptResult(ended)}`, ended.status === "delivered");
+}
+
+/**
+ * Deliveries waiting for a retry, per destination, with "Send all waiting now": after a
+ * fix, nothing need wait out its backoff. Their attempts are waited for, as for one.
+ */
+function waitingCard(form, destinations, deliveries, say) {
+  const byDestination = new Map();
+  for (const outcome of deliveries) {
+    if (outcome.status !== "retrying" || outcome.destinationId === "confirmation") continue;
+    const waiting = byDestination.get(outcome.destinationId) ?? [];
+    waiting.push(outcome);
+    byDestination.set(outcome.destinationId, waiting);
+  }
+  const rows = destinations.filter((d) => byDestination.has(d.id) && !healthIssue(d));
+  if (rows.length === 0) return null;
+  return h(
+    "div",
+    { class: "card", role: "region", "aria-label": "Waiting for a retry" },
+    h("h2", {}, "Waiting for a retry"),
+    h(
+      "ul",
+      { class: "waiting" },
+      rows.map((destination) => {
+        const waiting = byDestination.get(destination.id);
+        return h(
+          "li",
+          {},
+          h("strong", {}, destinationLabel(destination)),
+          ` — ${waiting.length} ${waiting.length === 1 ? "delivery waits" : "deliveries wait"} ` +
+            "for a retry. ",
+          h("button", {
+            type: "button",
+            onclick: async (event) => {
+              event.currentTarget.disabled = true;
+              const { status, body } = await api(
+                "POST",
+                `/forms/${form.id}/destinations/${destination.id}/send-now`,
+              );
+              if (status !== 200) return say(`Send all waiting now: ${body.error}`, false);
+              say(`Sending ${body.sent} now…`, true, { pending: true });
+              const before = new Map(waiting.map((o) => [o.deliveryId, o]));
+              const ended = [...(await attemptsEnded(form, before)).values()];
+              const delivered = ended.filter((o) => o.status === "delivered").length;
+              const failed = ended.length - delivered;
+              const open = before.size - ended.length;
+              say(
+                `Sent ${body.sent} now: ${delivered} delivered` +
+                  (failed > 0 ? `, ${failed} failed again` : "") +
+                  (open > 0 ? `, ${open} not ended after 30 seconds (Refresh to see them)` : "") +
+                  ".",
+                failed === 0 && open === 0,
+              );
+            },
+          }, "Send all waiting now"),
+        );
+      }),
+    ),
+  );
+}
+
+/**
  * What can be done with one delivery: "Send now" while it waits for its next retry,
  * "Redeliver" once it is held (paused destination) or failed (only where the service keeps
  * failed submissions: `retainsFailed`). `done(text, ok)` reports the answer.
  */
-function rowActions(form, outcome, { done, retainsFailed }) {
-  const action = outcome.status === "retrying"
-    ? ["send-now", "Send now", "Sent now: the attempt starts in a moment."]
-    : outcome.status === "held" || (outcome.status === "failed" && retainsFailed)
-    ? ["redeliver", "Redeliver", "Redelivery started."]
-    : null;
-  if (action === null) return null;
-  const [path, label, success] = action;
+function rowActions(form, outcome, { say, retainsFailed }) {
+  if (outcome.status === "retrying") {
+    return h(
+      "div",
+      { class: "row-actions" },
+      h("button", {
+        type: "button",
+        onclick: async (event) => {
+          event.currentTarget.disabled = true;
+          await sendNow(form, outcome, say);
+        },
+      }, "Send now"),
+    );
+  }
+  if (outcome.status !== "held" && !(outcome.status === "failed" && retainsFailed)) return null;
   return h(
     "div",
     { class: "row-actions" },
@@ -283,11 +411,11 @@ function rowActions(form, outcome, { done, retainsFailed }) {
         event.currentTarget.disabled = true;
         const { status, body } = await api(
           "POST",
-          `/forms/${form.id}/deliveries/${encodeURIComponent(outcome.deliveryId)}/${path}`,
+          `/forms/${form.id}/deliveries/${encodeURIComponent(outcome.deliveryId)}/redeliver`,
         );
-        done(status === 200 ? success : `${label}: ${body.error}`, status === 200);
+        say(status === 200 ? "Redelivery started." : `Redeliver: ${body.error}`, status === 200);
       },
-    }, label),
+    }, "Redeliver"),
   );
 }
 
@@ -337,10 +465,11 @@ export async function deliveriesView(id) {
   const section = h("section", {}, formHeader(form, "deliveries"), notice);
   const body = h("div", {});
   section.append(body);
-  const done = (text, ok) => {
+  // An action's answer; a pending one ("Sending now…") leaves the page as it is.
+  const say = (text, ok, { pending = false } = {}) => {
     notice.textContent = text;
-    notice.className = `test-outcome ${ok ? "ok" : "bad"}`;
-    reload();
+    notice.className = `test-outcome ${pending ? "" : ok ? "ok" : "bad"}`;
+    if (!pending) reload();
   };
   const filter = h(
     "select",
@@ -363,7 +492,7 @@ export async function deliveriesView(id) {
         ...outcomeRows(
           shown,
           destinations,
-          (outcome) => rowActions(form, outcome, { done, retainsFailed }),
+          (outcome) => rowActions(form, outcome, { say, retainsFailed }),
         ),
       );
       count.textContent = `${shown.length} of ${deliveries.length}`;
@@ -373,6 +502,7 @@ export async function deliveriesView(id) {
     body.replaceChildren(
       nowhereNotice(form, destinations) ?? "",
       healthAlerts(form, destinations, reload) ?? "",
+      waitingCard(form, destinations, deliveries, say) ?? "",
       chart(deliveries),
       refusalsCard(form, refusals, { done }),
       h(

@@ -1,5 +1,5 @@
 /** Forms: the list, the settings of one (create and edit) and its deletion. */
-import { api, apiOk, deployment } from "./api.js";
+import { api, apiOk, deployment, TYPE_NAMES } from "./api.js";
 import { clearErrors, confirmDialog, field, formError, h, showErrors, when } from "./dom.js";
 import { confirmationFields, spamRuleFields } from "./rules.js";
 
@@ -20,9 +20,59 @@ export function nowhereNotice(form, destinations) {
   );
 }
 
+/** A flagged destination in words: "Sales inbox (Slack) is paused", "Webhook is failing". */
+function alertTitle(alert) {
+  const type = TYPE_NAMES[alert.type] ?? alert.type;
+  const what = alert.name ? `${alert.name} (${type})` : type;
+  return `${what} is ${alert.state === "paused" ? "paused" : "failing"}`;
+}
+
+/** One line per flagged destination of a form: what, and why in the service's words. */
+function alertLines(form) {
+  return form.destinationAlerts.map((alert) =>
+    h(
+      "p",
+      { class: "health", "data-alert": alert.state },
+      h("strong", {}, `${alertTitle(alert)}: `),
+      alert.reason.endsWith(".") ? alert.reason : `${alert.reason}.`,
+      alert.state === "paused"
+        ? " New submissions are held until you resume it."
+        : " Its submissions are retried.",
+    )
+  );
+}
+
+/**
+ * The first thing an owner sees when a destination needs them: each form whose
+ * destination is paused or failing, with a way to its deliveries (the reasons are in
+ * the form's row below).
+ */
+function attentionCard(forms) {
+  const flagged = forms.filter((form) => form.destinationAlerts.length > 0);
+  if (flagged.length === 0) return null;
+  return h(
+    "div",
+    { class: "card alert", role: "region", "aria-label": "Forms needing attention" },
+    h("h2", {}, "Needs attention"),
+    h(
+      "ul",
+      {},
+      flagged.map((form) =>
+        h(
+          "li",
+          {},
+          h("a", { href: `#/forms/${form.id}/deliveries` }, form.name),
+          `: ${form.destinationAlerts.map(alertTitle).join("; ")}.`,
+        )
+      ),
+    ),
+  );
+}
+
 /** The list of forms. */
 export async function formsView() {
-  const { forms } = await apiOk("GET", "/forms");
+  // The type names of flagged destinations come with the deployment.
+  const [{ forms }] = await Promise.all([apiOk("GET", "/forms"), deployment()]);
   // Which forms send nowhere: flagged in the list, as the first thing to fix.
   const sendsNowhere = new Set();
   await Promise.all(forms.map(async (form) => {
@@ -48,6 +98,7 @@ export async function formsView() {
               h("code", {}, form.publicKey),
               ` · created ${when(form.createdAt)}`,
             ),
+            alertLines(form),
           ),
           h(
             "div",
@@ -55,6 +106,13 @@ export async function formsView() {
             sendsNowhere.has(form.id)
               ? h("span", { class: "badge paused" }, "No destination")
               : null,
+            form.destinationAlerts.map((alert) =>
+              h(
+                "span",
+                { class: `badge ${alert.state === "paused" ? "paused" : "retrying"}` },
+                alert.state === "paused" ? "Destination paused" : "Destination failing",
+              )
+            ),
             h(
               "span",
               { class: form.enabled ? "badge ok" : "badge off" },
@@ -73,6 +131,7 @@ export async function formsView() {
       h("h1", {}, "Forms"),
       h("a", { class: "button primary", href: "#/forms/new" }, "New form"),
     ),
+    attentionCard(forms),
     list,
   );
 }

@@ -4,7 +4,7 @@
  * sent lately. The webhook's secret is never shown: left as it is, it is kept. Each email
  * address shows whether its owner confirmed it (only confirmed ones are sent anything).
  */
-import { api, apiOk } from "./api.js";
+import { api, apiOk, deployment } from "./api.js";
 import { clearErrors, field, formError, h, showErrors, when } from "./dom.js";
 import { overlapNote, rotateSecretControl } from "./rotation.js";
 
@@ -39,12 +39,16 @@ function describe(destination) {
 
 /** The notifications page. */
 export async function notificationsView() {
-  const [{ notifications: settings }, destinations, { sent }] = await Promise.all([
-    apiOk("GET", "/notifications"),
-    orgDestinations(),
-    apiOk("GET", "/notifications/sent"),
-  ]);
-  const smtp = destinations.filter((d) => d.type === "smtp");
+  const [{ notifications: settings }, destinations, { sent }, { platformRelay }] = await Promise
+    .all([
+      apiOk("GET", "/notifications"),
+      orgDestinations(),
+      apiOk("GET", "/notifications/sent"),
+      deployment(),
+    ]);
+  // Only relays that exist: the platform's where the deployment has one, and the SMTP
+  // destinations with a server of their own (one through the platform relay has none).
+  const smtp = destinations.filter((d) => d.type === "smtp" && d.config.host);
   const chats = destinations.filter((d) => CHAT_TYPES.includes(d.type));
 
   const emailTo = h("textarea", { rows: 2, spellcheck: "false" });
@@ -52,10 +56,13 @@ export async function notificationsView() {
   const via = h(
     "select",
     {},
-    h("option", { value: "platform" }, "The platform's mail relay"),
+    platformRelay ? h("option", { value: "platform" }, "The platform's mail relay") : null,
     smtp.map((d) => h("option", { value: d.id }, `The relay of ${describe(d)}`)),
   );
-  via.value = settings.email?.via ?? "platform";
+  // The saved choice while it is still offered, else one that works.
+  const offered = [...via.options].map((option) => option.value);
+  const savedVia = settings.email?.via;
+  via.value = offered.includes(savedVia) ? savedVia : offered[0] ?? "";
   const addressList = h("ul", { class: "addresses", "aria-label": "Confirmation of each address" });
   showAddresses(addressList, settings.email?.addresses ?? []);
 
@@ -136,7 +143,15 @@ export async function notificationsView() {
         input: emailTo,
       }),
       addressList,
-      field({ label: "Send through", path: "email.via", input: via }),
+      field({
+        label: "Send through",
+        path: "email.via",
+        hint: offered.length === 0
+          ? "This deployment has no mail relay of its own: add an SMTP destination with your " +
+            "mail server to a form to send email through it."
+          : undefined,
+        input: via,
+      }),
     ]),
     h(
       "fieldset",
