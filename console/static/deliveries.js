@@ -137,7 +137,7 @@ const REFUSALS = [
  * What never reached the destinations, per reason: today and the last 7 days. Counts
  * only: formrelay keeps nothing of these submissions.
  */
-function refusalsCard(form, { days, refusedOrigins }, { done }) {
+function refusalsCard(form, { days, refusedOrigins }, say) {
   const today = days.at(-1);
   const total = (reason) => days.reduce((n, day) => n + day[reason], 0);
   const rows = REFUSALS.filter(([reason]) => total(reason) > 0);
@@ -172,7 +172,7 @@ function refusalsCard(form, { days, refusedOrigins }, { done }) {
         ),
       ),
     ),
-    refusedSites(form, refusedOrigins, done),
+    refusedSites(form, refusedOrigins, say),
     spamByRule(days),
     h("p", { class: "hint" }, "Counts only: nothing of these submissions is kept."),
   );
@@ -182,7 +182,7 @@ function refusalsCard(form, { days, refusedOrigins }, { done }) {
  * The last sites refused for their origin (a page posting with fetch is refused at its
  * CORS preflight, so its owner sees no message at all), each with one click to allow it.
  */
-function refusedSites(form, refusedOrigins, done) {
+function refusedSites(form, refusedOrigins, say) {
   const sites = refusedOrigins.filter(({ origin }) => !form.allowedOrigins.includes(origin));
   if (sites.length === 0) return null;
   const allow = async (origin) => {
@@ -190,7 +190,7 @@ function refusedSites(form, refusedOrigins, done) {
     const { status, body } = await api("PATCH", `/forms/${form.id}`, { allowedOrigins });
     const ok = status === 200;
     if (ok) form.allowedOrigins = allowedOrigins;
-    done(ok ? `${origin} is now an allowed origin: its posts are taken.` : body.error, ok);
+    say(ok ? `${origin} is now an allowed origin: its posts are taken.` : body.error, ok);
   };
   return h(
     "div",
@@ -385,7 +385,7 @@ function waitingCard(form, destinations, deliveries, say) {
 /**
  * What can be done with one delivery: "Send now" while it waits for its next retry,
  * "Redeliver" once it is held (paused destination) or failed (only where the service keeps
- * failed submissions: `retainsFailed`). `done(text, ok)` reports the answer.
+ * failed submissions: `retainsFailed`). `say(text, ok)` reports the answer.
  */
 function rowActions(form, outcome, { say, retainsFailed }) {
   if (outcome.status === "retrying") {
@@ -504,7 +504,7 @@ export async function deliveriesView(id) {
       healthAlerts(form, destinations, reload) ?? "",
       waitingCard(form, destinations, deliveries, say) ?? "",
       chart(deliveries),
-      refusalsCard(form, refusals, { done }),
+      refusalsCard(form, refusals, say),
       h(
         "div",
         { class: "card" },
