@@ -185,7 +185,6 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     processId,
     freshMs: 3 * PACE_SYNC_MS,
     now,
-    freshLimit: Math.min(config.pace.initial, config.pace.max),
   });
   let syncingPace: Promise<void> | null = null;
   /** Until close(): after it, nothing more is shared. */
@@ -196,21 +195,10 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
    */
   function syncPace() {
     if (!sharing) return;
-    const { outbound } = deps;
-    syncingPace ??= shares.exchange({
-      paces: pace.shares(),
-      usage: outbound?.usage() ?? [],
-      debts: outbound?.debts(now()) ?? [],
-    })
+    syncingPace ??= shares.exchange({ paces: pace.shares(), usage: deps.outbound?.usage() ?? [] })
       .then((others) => {
         pace.merge(others.paces);
-        outbound?.charge(others.usage, now());
-        outbound?.join(others, now());
-        if (others.writeError !== undefined) {
-          logger.warn("share exchange: own record not written", {
-            error: describeError(others.writeError),
-          });
-        }
+        deps.outbound?.charge(others.usage, now());
       })
       .catch((error) => logger.warn("share exchange failed", { error: describeError(error) }))
       .finally(() => syncingPace = null);
@@ -218,8 +206,6 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   // The first exchange at once: it writes the record that counts this process as live.
   syncPace();
   const registered = syncingPace ?? Promise.resolve();
-  // The budgets spend nothing before this process has joined the others' (outbound_budget.ts).
-  deps.outbound?.holdUntil(registered);
   const paceSync = setInterval(syncPace, PACE_SYNC_MS);
   let quickSyncs: ReturnType<typeof setTimeout> | null = null;
   /**

@@ -23,7 +23,6 @@ import { MAX_SUBMISSION_BYTES } from "../ingest/steps.ts";
 import { countAccepted, countRefused, countSpamCaught, openRefusalSeries } from "../metrics.ts";
 import { ok, type OperationSpec } from "./operation_spec.ts";
 import { z } from "zod";
-import { TIME_TRAP_FIELD } from "../rules/spam.ts";
 import type { Config } from "../config.ts";
 
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
@@ -324,20 +323,6 @@ export function ingestOperations(
       tag: "Ingestion",
       answers: { 204: { description: "Allowed: CORS headers, no body" } },
       errors: [ERRORS.formEndpointNotFound, ERRORS.originNotAllowed],
-    },
-    {
-      method: "get",
-      path: "/v1/f/{publicKey}/page-token",
-      summary:
-        `A signed page-load time for the form's time trap (the hidden field ${TIME_TRAP_FIELD})`,
-      tag: "Ingestion",
-      answers: {
-        200: {
-          description: "The token to put in the hidden field when the page loads",
-          schema: z.strictObject({ ok, token: z.string(), field: z.literal(TIME_TRAP_FIELD) }),
-        },
-      },
-      errors: [ERRORS.formEndpointNotFound],
     },
   ];
 }

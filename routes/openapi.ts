@@ -27,6 +27,7 @@ import { keyOperations } from "./keys.ts";
 import { notificationOperations } from "./notifications.ts";
 import { notifyConfirmOperations } from "./notify_confirm.ts";
 import { observeOperations } from "./observe.ts";
+import { pageTokenOperations } from "./page_token.ts";
 import type { OperationSpec } from "./operation_spec.ts";
 import { refusalOperations } from "./refusals.ts";
 import { testSendOperations } from "./test_send.ts";
@@ -61,6 +62,7 @@ export function operations(ingestContentTypes: Config["ingestContentTypes"]): Op
     ...refusalOperations,
     ...deliveryOperations,
     ...ingestOperations(ingestContentTypes),
+    ...pageTokenOperations,
     ...notificationOperations,
     ...notifyConfirmOperations,
     ...observeOperations,

@@ -9,6 +9,8 @@ import { pageToken, TIME_TRAP_FIELD } from "../rules/spam.ts";
 import type { Db } from "../store/db.ts";
 import { isPublicKey } from "../store/sealing.ts";
 import { refuseOtherMethods } from "./http.ts";
+import { ok, type OperationSpec } from "./operation_spec.ts";
+import { z } from "zod";
 
 /**
  * `GET /v1/f/:publicKey/page-token`: a signed page-load time for the time trap
@@ -34,3 +36,21 @@ export function pageTokenRoutes(db: Db) {
   refuseOtherMethods(router, "/:publicKey/page-token");
   return router;
 }
+
+/** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */
+export const pageTokenOperations: OperationSpec[] = [
+  {
+    method: "get",
+    path: "/v1/f/{publicKey}/page-token",
+    summary:
+      `A signed page-load time for the form's time trap (the hidden field ${TIME_TRAP_FIELD})`,
+    tag: "Ingestion",
+    answers: {
+      200: {
+        description: "The token to put in the hidden field when the page loads",
+        schema: z.strictObject({ ok, token: z.string(), field: z.literal(TIME_TRAP_FIELD) }),
+      },
+    },
+    errors: [ERRORS.formEndpointNotFound],
+  },
+];
