@@ -20,7 +20,8 @@ export interface DeliveryRequest<C> {
   senders?: number;
   /**
    * Where the connector adds the time it waited on formrelay's own limits (a free session
-   * to a relay), which says nothing about the receiver: the pace leaves it out.
+   * to a relay, a chat digest's turn), which says nothing about the receiver: the pace
+   * leaves it out.
    */
   ownWait?: OwnWait;
 }

@@ -185,6 +185,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     processId,
     freshMs: 3 * PACE_SYNC_MS,
     now,
+    freshLimit: Math.min(config.pace.initial, config.pace.max),
   });
   let syncingPace: Promise<void> | null = null;
   /** Until close(): after it, nothing more is shared. */
@@ -195,10 +196,21 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
    */
   function syncPace() {
     if (!sharing) return;
-    syncingPace ??= shares.exchange({ paces: pace.shares(), usage: deps.outbound?.usage() ?? [] })
+    const { outbound } = deps;
+    syncingPace ??= shares.exchange({
+      paces: pace.shares(),
+      usage: outbound?.usage() ?? [],
+      debts: outbound?.debts(now()) ?? [],
+    })
       .then((others) => {
         pace.merge(others.paces);
-        deps.outbound?.charge(others.usage, now());
+        outbound?.charge(others.usage, now());
+        outbound?.join(others, now());
+        if (others.writeError !== undefined) {
+          logger.warn("share exchange: own record not written", {
+            error: describeError(others.writeError),
+          });
+        }
       })
       .catch((error) => logger.warn("share exchange failed", { error: describeError(error) }))
       .finally(() => syncingPace = null);
@@ -206,6 +218,8 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
   // The first exchange at once: it writes the record that counts this process as live.
   syncPace();
   const registered = syncingPace ?? Promise.resolve();
+  // The budgets spend nothing before this process has joined the others' (outbound_budget.ts).
+  deps.outbound?.holdUntil(registered);
   const paceSync = setInterval(syncPace, PACE_SYNC_MS);
   let quickSyncs: ReturnType<typeof setTimeout> | null = null;
   /**

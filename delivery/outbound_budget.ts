@@ -13,10 +13,15 @@
  * is answered 429 with Retry-After. The per-window budgets (and the test-send limits
  * registered with share) are counted in memory and shared between processes on one KV
  * every second (the engine exchanges usage and charge: store/process_shares.ts), so
- * together they spend about one budget; the daily relay cap is counted in KV.
+ * together they spend about one budget; the daily relay cap is counted in KV. A process
+ * starting spends nothing before its first exchange: it takes up what the others' buckets
+ * lack (join), and between two exchanges each of P processes spends at most its part
+ * (token_buckets.ts). A host appears in a bucket's key as a digest of fixed length
+ * (hostDigest), so what a process shares is as large for a 250-character host as for "a.b".
  *
  * @module
  */
+import { createHash } from "node:crypto";
 import type { Config } from "../config.ts";
 import { describeTarget } from "../connectors/registry.ts";
 import type { Db } from "../store/db.ts";
@@ -51,8 +56,30 @@ export interface OutboundBudget {
   share(name: string, buckets: TokenBuckets): void;
   /** What this process took from every shared budget since the last call. */
   usage(): UsageRow[];
-  /** Charges what other processes took to this process's buckets. */
+  /**
+   * Charges what other processes took to this process's buckets. A row whose key ends in
+   * `|*` stands for the rest of an organization's keys (past what a record lists of one):
+   * each of its buckets here not named in `rows` is charged its amount.
+   */
   charge(rows: UsageRow[], now: number): void;
+  /** What this process's buckets that are not full lack, as rows (amount: the lack). */
+  debts(now: number): UsageRow[];
+  /**
+   * The other processes' debts and their number, this one included, at an exchange: the
+   * debts lower buckets that lack less (a process starting joins the others' levels), the
+   * number sets each one's part until the next exchange.
+   */
+  join(others: { debts: UsageRow[]; processes: number }, now: number): void;
+  /** Takes wait for `joined` (the first exchange), so that nothing is spent before it. */
+  holdUntil(joined: Promise<unknown>): void;
+}
+
+/**
+ * A host's stand-in in a budget's key: 12 characters of its SHA-256, whatever its
+ * length (two hosts of one organization sharing one would share a budget: 2⁻⁷² a pair).
+ */
+export function hostDigest(host: string): string {
+  return createHash("sha256").update(host.toLowerCase()).digest("base64url").slice(0, 12);
 }
 
 const MINUTE_MS = 60_000;
@@ -84,6 +111,8 @@ export function createOutboundBudget(
     ["relayMinute", relayMinute],
   ]);
 
+  let hold: Promise<unknown> | null = null;
+
   return {
     share: (name, buckets) => void shared.set(name, buckets),
     usage() {
@@ -94,13 +123,43 @@ export function createOutboundBudget(
       return rows;
     },
     charge(rows, now) {
-      for (const { budget, key, amount } of rows) shared.get(budget)?.charge(key, amount, now);
+      const named = new Set(rows.map((row) => `${row.budget} ${row.key}`));
+      for (const { budget, key, amount } of rows) {
+        const buckets = shared.get(budget);
+        if (!key.endsWith("|*")) {
+          buckets?.charge(key, amount, now);
+          continue;
+        }
+        const prefix = key.slice(0, -1);
+        const except = new Set<string>();
+        for (const name of named) {
+          if (name.startsWith(`${budget} ${prefix}`)) except.add(name.slice(budget.length + 1));
+        }
+        buckets?.chargeEach(prefix, amount, now, except);
+      }
+    },
+    debts(now) {
+      const rows: UsageRow[] = [];
+      for (const [budget, buckets] of shared) {
+        for (const [key, amount] of buckets.debts(now)) rows.push({ budget, key, amount });
+      }
+      return rows;
+    },
+    join(others, now) {
+      for (const { budget, key, amount } of others.debts) {
+        if (!key.endsWith("|*")) shared.get(budget)?.join(key, amount, now);
+      }
+      for (const buckets of shared.values()) buckets.share(others.processes);
+    },
+    holdUntil(joined) {
+      hold = joined.finally(() => hold = null);
     },
     requestOf: (destination, options) =>
       outboundRequestOf(destination, { ...options, platformHost }),
     async take(request, now) {
+      if (hold !== null) await hold.catch(() => {/* joined or not, it spends */});
       const { orgId, host, bytes, relayRecipients } = request;
-      const hostKey = `${orgId}|${host.toLowerCase()}`;
+      const hostKey = `${orgId}|${hostDigest(host)}`;
       const shares: [TokenBuckets, string, number, string][] = [
         [orgRequests, orgId, 1, "the organization's outbound request limit"],
         [orgBytes, orgId, bytes, "the organization's outbound byte limit"],

@@ -144,3 +144,62 @@ Deno.test("four processes sharing their usage each second spend about one budget
     kv.close();
   }
 });
+
+/**
+ * Processes on one KV, each joining at `startsAt` (its first exchange, before it spends,
+ * as the engine does) and then taking from the per-host budget as fast as it lets it,
+ * every 100 ms, exchanging every second, for `seconds`: how many requests went out.
+ */
+async function spentTogether(startsAt: number[], seconds: number) {
+  const { createShareExchange } = await import("../store/process_shares.ts");
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    const config = testConfig({
+      outbound: { windowMs: 60_000, orgRequests: 0, orgBytes: 0, hostRequests: 300, hostBytes: 0 },
+    });
+    let ms = 0;
+    const processes = startsAt.map((startAt, i) => ({
+      startAt,
+      budget: createOutboundBudget(db, config),
+      shares: createShareExchange(db, { processId: `p${i}`, freshMs: 3000, now: () => ms }),
+    }));
+    const exchange = async ({ budget, shares }: (typeof processes)[number]) => {
+      const others = await shares.exchange({
+        paces: new Map(),
+        usage: budget.usage(),
+        debts: budget.debts(ms),
+      });
+      budget.charge(others.usage, ms);
+      budget.join(others, ms);
+    };
+    let sent = 0;
+    for (ms = 0; ms < seconds * 1000; ms += 100) {
+      for (const process of processes) {
+        if (ms < process.startAt) continue;
+        if (ms === process.startAt || ms % 1000 === 0) await exchange(process);
+        for (let i = 0; i < 100; i++) {
+          const answer = await process.budget.take(
+            { orgId: "a", host: "h.example", bytes: 1, relayRecipients: 0 },
+            ms,
+          );
+          if (!answer.ok) break;
+          sent++;
+        }
+      }
+    }
+    return sent;
+  } finally {
+    kv.close();
+  }
+}
+
+Deno.test("four processes starting together, or one after another, spend at most 1.5 × what one does", async () => {
+  const one = await spentTogether([0], 45);
+  // 300 at once, then 5 a second: 300 + 44.9 × 5.
+  assert.ok(one >= 520 && one <= 530, `${one} from one process`);
+  const together = await spentTogether([0, 0, 0, 0], 45);
+  assert.ok(together <= 1.5 * one, `${together} from four starting together (one: ${one})`);
+  const staggered = await spentTogether([0, 10_000, 20_000, 30_000], 45);
+  assert.ok(staggered <= 1.5 * one, `${staggered} from four starting in turn (one: ${one})`);
+});

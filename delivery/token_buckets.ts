@@ -9,7 +9,11 @@
  * Requests refused are given turns one after another at the bucket's rate (turnMs).
  * Processes sharing a KV drain each other's buckets: each hands what it took lately to
  * the others (takenSince), which charge it to their own (charge), so that together they
- * spend about one bucket's worth.
+ * spend about one bucket's worth. Between two exchanges each of P processes spends at
+ * most its part of what a bucket held at the last one (1/P of it, plus the refill), so
+ * that P processes with full buckets do not each spend a whole one before they have
+ * heard of each other's takes (share); a process starting takes up the others' levels
+ * before it spends (debts, join).
  *
  * @module
  */
@@ -33,6 +37,18 @@ export interface TokenBuckets {
   takenSince(): Map<string, number>;
   /** Charges what another process took from `key`'s bucket to this one (it may go into debt). */
   charge(key: string, amount: number, now: number): void;
+  /** Charges `amount` to every bucket whose key starts with `prefix`, but those in `except`. */
+  chargeEach(prefix: string, amount: number, now: number, except: Set<string>): void;
+  /** What each bucket that is not full lacks (capacity − tokens), by key. */
+  debts(now: number): Map<string, number>;
+  /** Lowers `key`'s bucket to what another process's lacks, if that is less. */
+  join(key: string, debt: number, now: number): void;
+  /**
+   * A new exchange with the other processes, `processes` of them sharing the buckets with
+   * this one included: from now until the next, this process spends at most 1/processes
+   * of what each bucket holds now (plus what refills).
+   */
+  share(processes: number): void;
 }
 
 /** Keys kept at most before full buckets are dropped (each is a few dozen bytes). */
@@ -43,6 +59,11 @@ export function createTokenBuckets(options: { capacity: number; windowMs: number
   const { capacity, windowMs } = options;
   const perMs = capacity / windowMs;
   const buckets = new Map<string, { tokens: number; at: number }>();
+  /** Processes sharing the buckets at the last exchange, and that exchange's number. */
+  let processes = 1;
+  let exchange = 0;
+  /** Per key, in the current exchange: what the bucket held at its first use in it. */
+  const held = new Map<string, { exchange: number; tokens: number }>();
   /** The last turn given per key (epoch ms); past ones are dropped. */
   const turns = new Map<string, number>();
   /** Taken per key since takenSince() last ran, for the other processes. */
@@ -73,11 +94,26 @@ export function createTokenBuckets(options: { capacity: number; windowMs: number
     buckets.set(key, { tokens, at: now });
   }
 
+  /** What this process may still take from `key` before the next exchange. */
+  function available(key: string, now: number): number {
+    const tokens = level(key, now);
+    if (processes === 1) return tokens;
+    let first = held.get(key);
+    if (first?.exchange !== exchange) {
+      if (held.size >= MAX_KEYS) held.clear();
+      first = { exchange, tokens };
+      held.set(key, first);
+    }
+    // The others' parts of what it held, set aside: they may be taking them now.
+    return tokens - Math.max(0, first.tokens) * (1 - 1 / processes);
+  }
+
   function waitMs(key: string, amount: number, now: number): number {
     if (capacity === 0) return 0;
-    const tokens = level(key, now);
-    if (tokens >= amount || tokens >= capacity) return 0;
-    return Math.ceil((Math.min(amount, capacity) - tokens) / perMs);
+    const tokens = available(key, now);
+    // Its whole part there: it lends, as a full bucket does alone.
+    if (tokens >= amount || tokens >= capacity / processes) return 0;
+    return Math.ceil((Math.min(amount, capacity / processes) - tokens) / perMs);
   }
 
   return {
@@ -100,6 +136,29 @@ export function createTokenBuckets(options: { capacity: number; windowMs: number
     charge(key, amount, now) {
       if (capacity === 0) return;
       set(key, level(key, now) - amount, now);
+    },
+    chargeEach(prefix, amount, now, except) {
+      if (capacity === 0) return;
+      for (const [key, bucket] of buckets) {
+        if (!key.startsWith(prefix) || except.has(key)) continue;
+        set(key, Math.min(capacity, bucket.tokens + (now - bucket.at) * perMs) - amount, now);
+      }
+    },
+    debts(now) {
+      const debts = new Map<string, number>();
+      for (const key of buckets.keys()) {
+        const debt = capacity - level(key, now);
+        if (debt > 0) debts.set(key, debt);
+      }
+      return debts;
+    },
+    join(key, debt, now) {
+      if (capacity === 0) return;
+      if (capacity - debt < level(key, now)) set(key, capacity - debt, now);
+    },
+    share(count) {
+      processes = Math.max(1, count);
+      exchange++;
     },
     turnMs(key, amount, now) {
       if (capacity === 0) return 0;

@@ -44,7 +44,9 @@ Deno.test("processes on one KV see each other's paces, not their own nor stale o
     await a.withdraw();
     assert.equal((await c.exchange(none)).paces.size, 0, "a withdrew");
     const idle = make("idle");
-    assert.equal((await idle.exchange({ paces: new Map(), usage: [] })).paces.size, 0, "idle");
+    const nothing = { paces: new Map(), usage: [] };
+    assert.ok((await idle.exchange(nothing)).paces.size > 0, "its first exchange joins the others");
+    assert.equal((await idle.exchange(nothing)).paces.size, 0, "idle since: nothing read");
   } finally {
     kv.close();
   }
@@ -100,6 +102,158 @@ Deno.test("an idle process is counted live: an empty record at once, then within
     assert.ok(versions.size <= 20_000 / (LIVE_MS / 2) + 1, `${versions.size} writes in 20 s`);
     await idle.withdraw();
     assert.equal(await countLiveProcesses(db, now), 0, "withdrawn on shutdown");
+  } finally {
+    kv.close();
+  }
+});
+
+/**
+ * What a process of one tenant with `destinations` destinations, on hosts of
+ * `hostLength` characters (one host each, or `hosts` of them), shares after delivering
+ * to each: its usage and its buckets' lacks through the outbound budget, its paces (a
+ * fresh destination's each, or each cut once and growing back).
+ */
+async function tenantShares(
+  destinations: number,
+  hostLength: number,
+  options: { hosts?: number; paces: "fresh" | "cut" },
+): Promise<Shares> {
+  const hosts = options.hosts ?? destinations;
+  const { createOutboundBudget } = await import("../delivery/outbound_budget.ts");
+  const { testConfig } = await import("../tests/helpers/config.ts");
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    const budget = createOutboundBudget(db, testConfig());
+    const orgId = crypto.randomUUID();
+    for (let i = 0; i < destinations; i++) {
+      const name = `h${i % hosts}-`;
+      const host = name + "x".repeat(hostLength - name.length - 8) + ".example";
+      await budget.take({ orgId, host, bytes: 2000, relayRecipients: 0 }, 1_000_000);
+    }
+    const paces = new Map<string, PaceShare>(
+      Array.from({ length: destinations }, () => [
+        crypto.randomUUID(),
+        options.paces === "fresh" ? share(1) : {
+          limit: 3.517,
+          heldUntil: 0,
+          congestedAt: 999_000,
+          rate: null,
+        },
+      ]),
+    );
+    return { paces, usage: budget.usage(), debts: budget.debts(1_000_000) };
+  } finally {
+    kv.close();
+  }
+}
+
+/** The JSON size of every chunk of `processId`'s record. */
+async function recordBytes(kv: Deno.Kv, processId: string): Promise<number[]> {
+  const sizes: number[] = [];
+  for await (const entry of kv.list({ prefix: ["process_shares", processId] })) {
+    sizes.push(JSON.stringify(entry.value).length);
+  }
+  return sizes;
+}
+
+Deno.test("a record is bounded by size whatever one tenant configures, on a KV file", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-shares-" });
+  const kv = await Deno.openKv(`${dir}/kv.sqlite`);
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    const cases: [string, Shares, number][] = [
+      // Each case: the bound of the whole record's JSON.
+      [
+        "40 destinations on 200-character hosts",
+        await tenantShares(40, 200, { paces: "cut" }),
+        64_000,
+      ],
+      // Fresh paces: each destination's id alone.
+      [
+        "2 000 destinations on 20-character hosts",
+        await tenantShares(2000, 20, { paces: "fresh" }),
+        2 * 56_000,
+      ],
+      [
+        "1 000 destinations on 1 000 hosts",
+        await tenantShares(1000, 30, { paces: "fresh" }),
+        64_000,
+      ],
+      // Every pace cut: a row each, in chunks, at most MAX_CHUNKS of them.
+      [
+        "2 000 destinations on 20-character hosts, every pace cut",
+        await tenantShares(2000, 20, { paces: "cut" }),
+        8 * 56_000,
+      ],
+    ];
+    for (const [name, shares, bound] of cases) {
+      const processId = crypto.randomUUID();
+      const exchange = createShareExchange(db, { processId, freshMs: 3000, freshLimit: 1 });
+      // Twenty exchanges, as the engine makes in twenty seconds, usage kept over three.
+      for (let i = 0; i < 20; i++) {
+        const others = await exchange.exchange(shares);
+        assert.equal(others.writeError, undefined, `${name}: exchange ${i} wrote its record`);
+      }
+      const sizes = await recordBytes(kv, processId);
+      const total = sizes.reduce((a, b) => a + b, 0);
+      assert.ok(sizes.every((size) => size < 60_000), `${name}: chunks of ${sizes}`);
+      assert.ok(total < bound, `${name}: ${total} bytes`);
+      // Read back by another process: every destination, as its pace or a fresh one.
+      const reader = createShareExchange(db, { processId: "reader", freshMs: 3000, freshLimit: 1 });
+      assert.equal((await reader.exchange(none)).paces.size, shares.paces.size, name);
+      await exchange.withdraw();
+      await reader.withdraw();
+    }
+  } finally {
+    kv.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a process whose record KV refuses still reads the others' and is still counted", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = createDb(kv, await createSealer(crypto.getRandomValues(new Uint8Array(32))));
+    await createShareExchange(db, { processId: "other", freshMs: 3000 })
+      .exchange(paces([["d1", share(4)]]));
+    // KV refuses every commit that writes rows (as it refused records too large).
+    const refusing = new Proxy(kv, {
+      get(target, name) {
+        if (name !== "atomic") return Reflect.get(target, name)?.bind?.(target);
+        return () => {
+          const op = target.atomic();
+          let rows = 0;
+          return new Proxy(op, {
+            get(opTarget, opName) {
+              if (opName === "set") {
+                return (key: Deno.KvKey, value: { rows: unknown[] }, options?: object) => {
+                  rows += value.rows.length;
+                  opTarget.set(key, value, options);
+                  return opTarget;
+                };
+              }
+              if (opName === "commit") {
+                return () =>
+                  rows > 0
+                    ? Promise.reject(new TypeError("Value too large (max 65536 bytes)"))
+                    : opTarget.commit();
+              }
+              return Reflect.get(opTarget, opName)?.bind?.(opTarget);
+            },
+          });
+        };
+      },
+    });
+    const exchange = createShareExchange({ ...db, kv: refusing }, {
+      processId: "refused",
+      freshMs: 3000,
+    });
+    const others = await exchange.exchange(paces([["d2", share(2)]]));
+    assert.match(String(others.writeError), /Value too large/);
+    assert.deepEqual(others.paces.get("d1"), [share(4)], "the others' read all the same");
+    assert.equal(others.processes, 2);
+    assert.equal(await countLiveProcesses(db), 2, "its empty record counts it");
   } finally {
     kv.close();
   }

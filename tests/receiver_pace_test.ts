@@ -11,6 +11,8 @@ import { destinationView, outcomeViews, webhook } from "./helpers/deliveries.ts"
 import { startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { startChatReceiver } from "./helpers/chat_receivers.ts";
+import { createShareExchange } from "../store/process_shares.ts";
 
 Deno.test("a 429 with Retry-After holds its destination's whole queue, not another's; each submission is delivered once, the refusal uncounted", async () => {
   // One in flight at most, so that every later request starts after the refusal.
@@ -123,4 +125,65 @@ Deno.test("a busy thread does not cut the concurrency of receivers that answer a
   for (let i = 1; i < seen.length; i++) {
     assert.ok(seen[i] >= seen[i - 1], `never cut: ${seen.join(" ")}`);
   }
+});
+
+Deno.test("a chat destination shared by four processes keeps its concurrency while its deliveries wait for their turns, and misses of a turn cut nothing", async () => {
+  // A turn is at most 1 s away (two thirds of the time-out), the gap between two messages
+  // of this process 2 s (Discord's 500 ms × 4 senders): a delivery that comes just after
+  // a message misses the next turn and is retried. Both waits are formrelay's own.
+  await using h = await startHarness({
+    httpTimeoutMs: 1500,
+    pace: { initial: 8, max: 16 },
+    retryScheduleMs: Array(30).fill(500),
+    rateLimit: { max: 0, windowMs: 60_000 },
+  });
+  await using receiver = startChatReceiver("discord");
+  const form = await h.createForm();
+  const id = await h.addDestination(form.id, { type: "discord", config: { url: receiver.url } });
+  // Three other processes on the KV deliver to it too, as their shared records say.
+  const others = ["p1", "p2", "p3"].map((processId) =>
+    createShareExchange(h.service.db, { processId, freshMs: 3000 })
+  );
+  const share = () =>
+    Promise.all(others.map((other) =>
+      other.exchange({
+        paces: new Map([[id, { limit: 4, heldUntil: 0, congestedAt: 0, rate: null }]]),
+        usage: [],
+      })
+    ));
+  // One exchange at a time, each awaited before the harness closes.
+  let shared = share();
+  await shared;
+  const engine = h.service.engine!;
+  const seen: number[] = [];
+  const keepSharing = setInterval(() => shared = shared.then(share), 500);
+  const sample = setInterval(() => seen.push(engine.pace(id).concurrency), 50);
+  const count = 24;
+  try {
+    // Four submissions a second for six seconds.
+    const start = Date.now();
+    for (let i = 0; i < count; i++) {
+      const due = start + i * 250;
+      if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
+      assert.equal((await h.submit(form.publicKey, { token: `tok${i}x` })).status, 202);
+    }
+    const delivered = () =>
+      receiver.accepted.flatMap((m) => JSON.stringify(m).match(/tok\d+x/g) ?? []);
+    await waitFor(() => new Set(delivered()).size === count, {
+      timeoutMs: 30_000,
+      message: () =>
+        `${new Set(delivered()).size} of ${count} in ${receiver.accepted.length} messages`,
+    });
+  } finally {
+    clearInterval(keepSharing);
+    clearInterval(sample);
+    await shared;
+    await Promise.all(others.map((other) => other.withdraw()));
+  }
+  assert.ok(engine.pace(id).concurrency >= 4, `its part, 16 / 4: ${seen.join(" ")}`);
+  // Never cut below its part of the cap (16 among four processes).
+  assert.ok(
+    seen.every((c, i) => i === 0 || c >= Math.min(4, seen[i - 1])),
+    `cut: ${seen.join(" ")}`,
+  );
 });

@@ -44,6 +44,8 @@ const MAX_LINES = 10_000;
 interface Waiting {
   request: DeliveryRequest<unknown>;
   deadline: number;
+  /** Since when it waits in the line (epoch ms): for its own wait, see ownWaitEnds. */
+  queuedAt: number;
   resolve(receipt: DeliveryReceipt): void;
   reject(error: unknown): void;
 }
@@ -70,6 +72,19 @@ function pause(ms: number, signal: AbortSignal): Promise<boolean> {
   });
 }
 
+/**
+ * The time `waiting` spent in the line until `now` is formrelay's own wait (its spacing of
+ * the service's messages, a burst gathered), not the service's: it goes to the request's
+ * ownWait, which the pace leaves out of the receiver's latency (delivery/attempt.ts).
+ * Without it every turn waited for read as a slow receiver, and a delivery that missed
+ * its turn as an overloaded one, and the pace cut the destination's concurrency down to
+ * one delivery in flight per process: one submission per message.
+ */
+function ownWaitEnds(waiting: Waiting, now: number): void {
+  if (waiting.request.ownWait) waiting.request.ownWait.ms += Math.max(0, now - waiting.queuedAt);
+  waiting.queuedAt = now;
+}
+
 /** Whose turn it is not yet, in words (the delivery is retried). */
 function notInTime(waitedMs: number): DeliveryError {
   return new DeliveryError(
@@ -90,11 +105,15 @@ export function createDigestSender(spec: DigestSpec) {
         const waitMs = line.notBefore - Date.now();
         if (waitMs > 0 && !await pause(waitMs, signal)) {
           const cancelled = new DeliveryError("The attempt was cancelled", { permanent: false });
-          for (const waiting of line.queue.splice(0)) waiting.reject(cancelled);
+          for (const waiting of line.queue.splice(0)) {
+            ownWaitEnds(waiting, Date.now());
+            waiting.reject(cancelled);
+          }
           break;
         }
         const now = Date.now();
         for (const late of line.queue.filter((w) => w.deadline < now)) {
+          ownWaitEnds(late, now);
           late.reject(notInTime(spec.maxWaitMs));
         }
         line.queue = line.queue.filter((w) => w.deadline >= now);
@@ -110,6 +129,8 @@ export function createDigestSender(spec: DigestSpec) {
 
   async function sendBatch(line: Line, batch: Waiting[]): Promise<void> {
     const signal = AbortSignal.any(batch.map((w) => w.request.signal));
+    const sentAt = Date.now();
+    for (const waiting of batch) ownWaitEnds(waiting, sentAt);
     try {
       const envelopes = batch.map((w) => w.request.envelope);
       const { receipt, holdMs } = await spec.send(envelopes, batch[0].request.config, signal);
@@ -128,6 +149,7 @@ export function createDigestSender(spec: DigestSpec) {
       // Held as the service says; those who can wait that long join the next message.
       line.notBefore = Date.now() + Math.max(error.retryAfterMs ?? 1000, spec.minGapMs);
       const keep = batch.filter((w) => w.deadline >= line.notBefore);
+      for (const waiting of keep) waiting.queuedAt = Date.now();
       for (const waiting of batch) if (!keep.includes(waiting)) waiting.reject(error);
       line.queue.unshift(...keep);
     }
@@ -153,7 +175,8 @@ export function createDigestSender(spec: DigestSpec) {
         lines.set(key, line);
       }
       const { promise, resolve, reject } = Promise.withResolvers<DeliveryReceipt>();
-      line.queue.push({ request, deadline: Date.now() + spec.maxWaitMs, resolve, reject });
+      const queuedAt = Date.now();
+      line.queue.push({ request, deadline: queuedAt + spec.maxWaitMs, queuedAt, resolve, reject });
       if (!line.running) {
         line.running = true;
         line.notBefore = Math.max(line.notBefore, Date.now() + GATHER_MS);

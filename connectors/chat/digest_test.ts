@@ -40,3 +40,22 @@ Deno.test("a destination shared by several processes gets its messages that many
     assert.ok(gap >= 100 * senders - 5, `${senders} sender(s): ${gap.toFixed(0)} ms apart`);
   }
 });
+
+Deno.test("the time a delivery waits in the line for its turn is formrelay's own wait, not the service's, also when it misses its turn", async () => {
+  const sender = createDigestSender({
+    maxPerMessage: 10,
+    minGapMs: 300,
+    maxWaitMs: 100,
+    send: () => Promise.resolve({ receipt: { statusCode: 204 }, holdMs: 0 }),
+  });
+  const request = deliveryRequest({});
+  const first = { ...request, ownWait: { ms: 0 } };
+  await sender.deliver(first);
+  // Only the gathering of an idle line (tens of ms) waited.
+  assert.ok(first.ownWait.ms < 100, `first: ${first.ownWait.ms} ms`);
+  // The next turn is 300 ms away, past the 100 ms it may wait: it misses it, and the
+  // 100 ms and more it waited are formrelay's (the pace reads no slow receiver in them).
+  const second = { ...request, ownWait: { ms: 0 } };
+  await assert.rejects(sender.deliver(second), /Waited 0 s for the service's pace/);
+  assert.ok(second.ownWait.ms >= 100, `missed its turn: ${second.ownWait.ms} ms`);
+});
