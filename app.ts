@@ -1,6 +1,6 @@
 import { notificationRoutes } from "./routes/notifications.ts";
 import { notifyConfirmRoutes } from "./routes/notify_confirm.ts";
-import { Hono } from "hono";
+import { type Env, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { consoleRoutes } from "./console/serve.ts";
 import { describeError } from "./log.ts";
@@ -36,6 +36,15 @@ function loggedPath(path: string): string {
   return path.length > 200 ? path.slice(0, 200) + "…" : path;
 }
 
+/** Each application's admin API, which answers the requests it is handed. */
+const adminApps = new WeakMap<Hono, Hono<AdminEnv>>();
+
+/** Every method and path an application created here serves, its admin API's included. */
+export function servedRoutes(app: Hono): { method: string; path: string }[] {
+  const admin = adminApps.get(app)?.routes ?? [];
+  return [...app.routes.filter((route) => route.path !== "/v1/admin/*"), ...admin];
+}
+
 /**
  * The HTTP application: health, admin API, ingestion, the API description and the
  * console, with one error handler.
@@ -59,7 +68,10 @@ export function createApp(deps: AppDeps): Hono {
 
   app.route("/", observeRoutes(deps));
 
-  const admin = new Hono<AdminEnv>();
+  // The admin API is an application of its own, handed its requests whole: its paths
+  // (`…/destinations/preview` beside `…/destinations/:destId`) need Hono's slower trie
+  // router, which would otherwise match every public request too.
+  const admin = new Hono<AdminEnv>().basePath("/v1/admin");
   admin.use(tenantAuth(db, deps.now ?? Date.now));
   const bodyTiming = bodyTimingOf(deps.config);
   admin.use(async (c, next) => {
@@ -79,13 +91,21 @@ export function createApp(deps: AppDeps): Hono {
   admin.route("/", deploymentRoutes(deps));
   admin.route("/", refusalRoutes(deps));
   admin.route("/", notificationRoutes(deps));
-  app.route("/v1/admin", admin);
+  answerErrors(admin, logger);
+  app.all("/v1/admin/*", (c) => admin.fetch(c.req.raw, c.env));
+  adminApps.set(app, admin);
   app.route("/v1/f", pageTokenRoutes(deps.db));
   app.route("/", notifyConfirmRoutes(deps));
   app.route("/v1/f", ingestRoutes(deps));
   app.route("/", openApiRoutes(deps.config));
   app.route("/", consoleRoutes());
 
+  answerErrors(app, logger);
+  return app;
+}
+
+/** Answers unknown paths and errors with the contract's JSON bodies; logs the unexpected. */
+function answerErrors<E extends Env>(app: Hono<E>, logger: AppDeps["logger"]): void {
   app.notFound((c) => c.json(errorBody(ERRORS.notFound.text), ERRORS.notFound.status));
   app.onError((error, c) => {
     if (error instanceof ApiError) {
@@ -101,5 +121,4 @@ export function createApp(deps: AppDeps): Hono {
     });
     return c.json(errorBody(ERRORS.internal.text), ERRORS.internal.status);
   });
-  return app;
 }

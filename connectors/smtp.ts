@@ -293,7 +293,7 @@ export function createSmtpConnector(
       if (connection) {
         connection.use({ deadline, signal });
         try {
-          result = await connection.send(message, { reset: true });
+          result = await connection.send(message, { reused: true });
         } catch (error) {
           // A stale idle session: nothing was sent, so a fresh one may try again.
           if (!(error instanceof SmtpError && error.beforeTransaction) || signal.aborted) {

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { Validator } from "./deps.ts";
 import { loadConfig } from "../config.ts";
 import { ERRORS } from "../errors.ts";
+import { servedRoutes } from "../app.ts";
 import { answersOf, operations } from "../routes/openapi.ts";
 import type { OperationSpec } from "../routes/operation_spec.ts";
 import { startHarness } from "./helpers/harness.ts";
@@ -58,7 +59,7 @@ Deno.test("GET /v1/openapi.json is a valid OpenAPI 3.1 document listing every ro
 
   await t.step("every method and path the app serves is described, and nothing else", () => {
     const served = new Set<string>();
-    for (const route of h.service.app.routes) {
+    for (const route of servedRoutes(h.service.app)) {
       // Middleware (`/*`) and the 405 catch-alls are not operations; their paths are.
       if (route.path.endsWith("*")) continue;
       const path = openApiPath(route.path);
@@ -343,4 +344,19 @@ Deno.test("every error of the catalogue is an answer some operation of the docum
     .filter(([, error]) => !listed.has(`${error.status} ${error.text}`))
     .map(([name]) => name);
   assert.deepEqual(unlisted, []);
+});
+
+Deno.test("public requests are matched by Hono's RegExpRouter; the admin API, an application of its own, answers behind it", async () => {
+  await using h = await startHarness();
+  const forms = await h.admin("GET", "/forms");
+  assert.equal(forms.status, 200);
+  const unauthenticated = await h.request("/v1/admin/forms");
+  assert.equal(unauthenticated.status, 401);
+  const unknownAdminPath = await h.admin("GET", "/no-such-thing");
+  assert.equal(unknownAdminPath.status, 404);
+  assert.deepEqual(await unknownAdminPath.json(), { ok: false, error: ERRORS.notFound.text });
+  const unknownPath = await h.request("/v1/adminx");
+  assert.equal(unknownPath.status, 404);
+  // SmartRouter names the router it settled on at its first match.
+  assert.match((h.service.app.router as { name: string }).name, /RegExpRouter/);
 });

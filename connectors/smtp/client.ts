@@ -228,12 +228,15 @@ export class SmtpConnection {
   /**
    * Sends one message: MAIL FROM, one RCPT TO per recipient (pipelined when the
    * server offers PIPELINING), DATA, the dot-stuffed message and the final dot.
-   * With `reset`, RSET goes first (a reused connection). Recipients the server
+   * With `reused` (a pooled session), a failure of the first command, or a 421 to it,
+   * says the session went stale with nothing sent (`beforeTransaction`). No RSET goes
+   * first: a pooled session has ended its last transaction (a send that fails closes
+   * its session), so the MAIL command is the liveness probe. Recipients the server
    * refuses are reported; the message goes to the others. An address that is not ASCII
    * goes with SMTPUTF8, and is a permanent error, nothing sent, when the server does not
    * offer it. Throws when all are refused or any other step fails.
    */
-  async send(mail: OutgoingMail, options: { reset?: boolean } = {}): Promise<SendResult> {
+  async send(mail: OutgoingMail, options: { reused?: boolean } = {}): Promise<SendResult> {
     // An address that is not ASCII (a visitor's `josé@…`) needs SMTPUTF8 (RFC 6531): without
     // it a relay would mangle or misroute it, so the message is refused here, unsent.
     const utf8 = [mail.from, ...mail.recipients].some((address) => !ASCII.test(address));
@@ -249,13 +252,11 @@ export class SmtpConnection {
     // With PIPELINING, DATA may end the batch (RFC 2920 3.1): one round trip fewer.
     const pipelining = this.#capabilities.has("PIPELINING");
     const commands = [
-      ...(options.reset ? ["RSET"] : []),
       `MAIL FROM:<${mail.from}>${params}`,
       ...mail.recipients.map((address) => `RCPT TO:<${address}>`),
       ...(pipelining ? ["DATA"] : []),
     ];
-    const replies = await this.#batch(commands, options.reset === true);
-    if (options.reset) replies.shift();
+    const replies = await this.#batch(commands, options.reused === true);
     const mailReply = replies.shift()!;
     const recipientReplies = replies.splice(0, mail.recipients.length);
     let dataReply = pipelining ? replies.shift() : undefined;
@@ -421,14 +422,14 @@ export class SmtpConnection {
   }
 
   /** Sends commands in one write when the server offers PIPELINING, else one by one. */
-  async #batch(commands: string[], firstIsReset: boolean): Promise<SmtpReply[]> {
+  async #batch(commands: string[], reused: boolean): Promise<SmtpReply[]> {
     const stage = (line: string) => `the reply to ${line.split(/[ :]/)[0]}`;
     const replies: SmtpReply[] = [];
     const guard = async (i: number, step: () => Promise<void>) => {
       try {
         await step();
       } catch (error) {
-        if (firstIsReset && i === 0 && error instanceof SmtpError && error.kind !== "aborted") {
+        if (reused && i === 0 && error instanceof SmtpError && error.kind !== "aborted") {
           throw new SmtpError(error.message, {
             kind: error.kind,
             permanent: error.permanent,
@@ -440,10 +441,11 @@ export class SmtpConnection {
         throw error;
       }
     };
-    // A refused RSET (often 421 from a server that dropped an idle session) ends the batch.
-    const checkReset = (i: number) => {
-      if (firstIsReset && i === 0 && replies[0].code !== 250) {
-        throw replyError("RSET refused", replies[0], { beforeTransaction: true });
+    // A 421 to a reused session's first command (a server ending an idle session) ends
+    // the batch: nothing was sent, and a fresh session may try again.
+    const checkStale = (i: number) => {
+      if (reused && i === 0 && replies[0].code === 421) {
+        throw replyError("session closed by the relay", replies[0], { beforeTransaction: true });
       }
     };
     if (this.#capabilities.has("PIPELINING")) {
@@ -454,7 +456,7 @@ export class SmtpConnection {
         await guard(i, async () => {
           replies.push(await this.#readReply(this.#timeouts.commandMs));
         });
-        checkReset(i);
+        checkStale(i);
       }
       return replies;
     }
@@ -462,7 +464,7 @@ export class SmtpConnection {
       await guard(i, async () => {
         replies.push(await this.#command(commands[i], stage(commands[i])));
       });
-      checkReset(i);
+      checkStale(i);
       const isMail = commands[i].startsWith("MAIL ");
       if (isMail && replies[i].code !== 250) {
         // Without a sender there is no point in asking about recipients.

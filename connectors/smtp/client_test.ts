@@ -206,6 +206,80 @@ Deno.test("SmtpConnection logs in with AUTH LOGIN in UTF-8 base64 and pipelines 
   }
 });
 
+Deno.test("SmtpConnection on a reused session opens the next transaction with MAIL, no RSET", async () => {
+  const server = scriptedServer(
+    "220 ready\r\n",
+    standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n"),
+  );
+  try {
+    const connection = await openTo(server.port);
+    const mail = { from: "a@example.org", recipients: ["b@example.org"], data: "x\r\n" };
+    await connection.send(mail);
+    await connection.send(mail, { reused: true });
+    await connection.quit();
+    await server.finished;
+    assert.deepEqual(server.commands.slice(4), [
+      "MAIL FROM:<a@example.org>",
+      "RCPT TO:<b@example.org>",
+      "DATA",
+      "MAIL FROM:<a@example.org>",
+      "RCPT TO:<b@example.org>",
+      "DATA",
+      "QUIT",
+    ]);
+    assert.equal(server.data.length, 2);
+  } finally {
+    server.close();
+  }
+});
+
+Deno.test("SmtpConnection reads a 421 to a reused session's MAIL as a stale session, nothing sent", async (t) => {
+  for (const pipelining of [true, false]) {
+    await t.step(pipelining ? "pipelined" : "one command at a time", async () => {
+      let mails = 0;
+      const answers = standardAnswers(
+        `250-mail.example\r\n${pipelining ? "250-PIPELINING\r\n" : ""}250 AUTH LOGIN\r\n`,
+      );
+      const server = scriptedServer("220 ready\r\n", (line) => {
+        if (line.startsWith("MAIL") && ++mails === 2) return "421 4.4.2 idle too long\r\n";
+        return answers(line);
+      });
+      try {
+        const connection = await openTo(server.port);
+        const mail = { from: "a@example.org", recipients: ["b@example.org"], data: "x\r\n" };
+        await connection.send(mail);
+        const error = await connection.send(mail, { reused: true }).catch((e) => e);
+        assert.ok(error instanceof SmtpError);
+        assert.equal(error.beforeTransaction, true, "a fresh session may try again");
+        assert.equal(error.replyCode, 421);
+        connection.close();
+        await server.finished;
+        assert.equal(server.data.length, 1);
+      } finally {
+        server.close();
+      }
+    });
+  }
+  await t.step("a fresh session's 421 is the relay's answer, not a stale session", async () => {
+    const answers = standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n");
+    const server = scriptedServer(
+      "220 ready\r\n",
+      (line) => line.startsWith("MAIL") ? "421 4.3.2 busy\r\n" : answers(line),
+    );
+    try {
+      const connection = await openTo(server.port);
+      const mail = { from: "a@example.org", recipients: ["b@example.org"], data: "x\r\n" };
+      const error = await connection.send(mail).catch((e) => e);
+      assert.ok(error instanceof SmtpError);
+      assert.equal(error.beforeTransaction, false);
+      connection.close();
+      await server.finished;
+    } finally {
+      server.close();
+    }
+  });
+});
+
 Deno.test("SmtpConnection without PIPELINING sends one command at a time and stops after a refused sender", async () => {
   const answers = standardAnswers("250-mail.example\r\n250 AUTH LOGIN\r\n");
   const server = scriptedServer(
