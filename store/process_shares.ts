@@ -75,7 +75,11 @@ type Row =
   | ["p", string, number, number, number, number | null]
   | ["u", number, string, string, number]
   | ["d", string, string, number]
-  /** A destination delivered to at a fresh pace: its id alone, so the others count this sender. */
+  /**
+   * Destinations delivered to at a fresh pace, their ids alone (space-separated, up to
+   * FRESH_PER_ROW), so the others count this sender: one string is far cheaper to store
+   * and read than a row each.
+   */
   | ["f", string];
 
 /** One chunk as stored: when it was written and its rows. */
@@ -90,6 +94,8 @@ const CHUNK_BYTES = 56_000;
 const MAX_CHUNKS = 8;
 /** An organization's rows of one budget in a record, at most (the rest summed into one). */
 export const ROWS_PER_ORG = 8;
+/** Fresh paces' destination ids in one row, at most (about 18 KB of JSON). */
+const FRESH_PER_ROW = 500;
 /** Exchanges a process's usage is kept in its record for. */
 const USAGE_KEPT = 3;
 /** How recent a record must be for its process to count as live (countLiveProcesses). */
@@ -165,6 +171,14 @@ export function createShareExchange(
     }
   }
 
+  /** A fresh pace as read back: one object for all (readers only read it). */
+  const freshShare: PaceShare = Object.freeze({
+    limit: options.freshLimit ?? 1,
+    heldUntil: 0,
+    congestedAt: 0,
+    rate: null,
+  });
+
   /** A pace the others would take up as a fresh one's: its destination's id says enough. */
   function isFresh(share: PaceShare, at: number): boolean {
     return share.limit === options.freshLimit && share.heldUntil === 0 &&
@@ -188,9 +202,11 @@ export function createShareExchange(
           list.push({ limit, heldUntil, congestedAt, rate });
           others.paces.set(destinationId, list);
         } else if (row[0] === "f") {
-          const list = others.paces.get(row[1]) ?? [];
-          list.push({ limit: options.freshLimit ?? 1, heldUntil: 0, congestedAt: 0, rate: null });
-          others.paces.set(row[1], list);
+          for (const destinationId of row[1].split(" ")) {
+            const list = others.paces.get(destinationId) ?? [];
+            list.push(freshShare);
+            others.paces.set(destinationId, list);
+          }
         } else if (row[0] === "d") {
           others.debts.push({ budget: row[1], key: row[2], amount: row[3] });
         } else if (row[1] > last) {
@@ -214,17 +230,19 @@ export function createShareExchange(
       }
       // Usage first: what does not fit is left out from the end (paces, fresh ones, debts).
       const rows: Row[] = [...usageKept];
-      const fresh: Row[] = [];
+      const fresh: string[] = [];
       for (const [id, s] of mine.paces) {
         if (isFresh(s, at)) {
-          fresh.push(["f", id]);
+          fresh.push(id);
           continue;
         }
         // A cut the others have all read by now is not sent again (a newcomer needs it not).
         const congestedAt = s.congestedAt < at - freshMs ? 0 : s.congestedAt;
         rows.push(["p", id, Math.round(s.limit * 100) / 100, s.heldUntil, congestedAt, s.rate]);
       }
-      rows.push(...fresh);
+      for (let i = 0; i < fresh.length; i += FRESH_PER_ROW) {
+        rows.push(["f", fresh.slice(i, i + FRESH_PER_ROW).join(" ")]);
+      }
       for (const { budget, key, amount } of capPerOrg(mine.debts ?? [])) {
         rows.push(["d", budget, key, amount]);
       }
