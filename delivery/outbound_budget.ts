@@ -79,8 +79,20 @@ export interface OutboundBudget {
  * length (two hosts of one organization sharing one would share a budget: 2⁻⁷² a pair).
  */
 export function hostDigest(host: string): string {
-  return createHash("sha256").update(host.toLowerCase()).digest("base64url").slice(0, 12);
+  const name = host.toLowerCase();
+  let digest = hostDigests.get(name);
+  if (digest === undefined) {
+    if (hostDigests.size >= MAX_HOST_DIGESTS) hostDigests.clear();
+    digest = createHash("sha256").update(name).digest("base64url").slice(0, 12);
+    hostDigests.set(name, digest);
+  }
+  return digest;
 }
+
+/** Digests made, by host: a delivery takes from its host's budget, and a hash is not free. */
+const hostDigests = new Map<string, string>();
+/** Hosts whose digests are kept at most (a few dozen bytes each). */
+const MAX_HOST_DIGESTS = 10_000;
 
 const MINUTE_MS = 60_000;
 
