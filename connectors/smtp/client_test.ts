@@ -206,6 +206,9 @@ Deno.test("SmtpConnection logs in with AUTH LOGIN in UTF-8 base64 and pipelines 
   }
 });
 
+/** One message to one recipient, for the reused-session tests. */
+const mail = { from: "a@example.org", recipients: ["b@example.org"], data: "x\r\n" };
+
 Deno.test("SmtpConnection on a reused session opens the next transaction with MAIL, no RSET", async () => {
   const server = scriptedServer(
     "220 ready\r\n",
@@ -213,7 +216,6 @@ Deno.test("SmtpConnection on a reused session opens the next transaction with MA
   );
   try {
     const connection = await openTo(server.port);
-    const mail = { from: "a@example.org", recipients: ["b@example.org"], data: "x\r\n" };
     await connection.send(mail);
     await connection.send(mail, { reused: true });
     await connection.quit();
@@ -246,7 +248,6 @@ Deno.test("SmtpConnection reads a 421 to a reused session's MAIL as a stale sess
       });
       try {
         const connection = await openTo(server.port);
-        const mail = { from: "a@example.org", recipients: ["b@example.org"], data: "x\r\n" };
         await connection.send(mail);
         const error = await connection.send(mail, { reused: true }).catch((e) => e);
         assert.ok(error instanceof SmtpError);
@@ -268,7 +269,6 @@ Deno.test("SmtpConnection reads a 421 to a reused session's MAIL as a stale sess
     );
     try {
       const connection = await openTo(server.port);
-      const mail = { from: "a@example.org", recipients: ["b@example.org"], data: "x\r\n" };
       const error = await connection.send(mail).catch((e) => e);
       assert.ok(error instanceof SmtpError);
       assert.equal(error.beforeTransaction, false);
