@@ -24,6 +24,7 @@ import { createBacklogReader } from "./store/backlog.ts";
 import { createSealer, loadSealingKey } from "./store/sealing.ts";
 import { createSubmissionWriter } from "./store/submissions.ts";
 import { createRefusalCounter } from "./store/refusals.ts";
+import { createRateLimiter } from "./store/rate_limit.ts";
 import { type Notifier, startNotifier } from "./notify/mod.ts";
 
 /** A running formrelay: its app, store and delivery engine. */
@@ -217,8 +218,14 @@ export async function startService(
     perForm: config.metrics.perForm,
   });
   const refusals = createRefusalCounter(db);
+  // The engine's process id: its process record and its rate-limit mark are one process's.
+  const rateLimiter = createRateLimiter(db, {
+    ...config.rateLimit,
+    processId: engine?.processId,
+  });
   const app = createApp({
     refusals,
+    rateLimiter,
     config,
     db,
     connectors,
@@ -242,6 +249,7 @@ export async function startService(
     async close() {
       delivering = false;
       await refusals.flush();
+      await rateLimiter.flush();
       await engine?.close();
       await notifier.close();
       connectors.close();

@@ -12,7 +12,6 @@ import { traceSubmission } from "../metrics.ts";
 import type { SpamRule } from "../rules/spam.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createIngestTargets, type IngestTarget } from "../store/form_cache.ts";
-import { createRateLimiter } from "../store/rate_limit.ts";
 import { isPublicKey } from "../store/sealing.ts";
 import { submissionIdAt } from "../store/submission_id.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
@@ -36,7 +35,10 @@ import {
 
 /** What ingestion is built from (the service's AppDeps has it all). */
 export type IngestDeps =
-  & Pick<IngestParts, "config" | "db" | "writer" | "logger" | "engine" | "ingestLoad">
+  & Pick<
+    IngestParts,
+    "config" | "db" | "writer" | "logger" | "engine" | "ingestLoad" | "rateLimiter"
+  >
   & { bodyGate: BodyGate };
 
 /** What the pipeline reads of an HTTP request: headers, body and where it came from. */
@@ -91,8 +93,7 @@ export function createIngestPipeline(deps: IngestDeps): IngestPipeline {
     logger: deps.logger,
     engine: deps.engine,
     ingestLoad: deps.ingestLoad,
-    // The engine's process id: its process record and its rate-limit mark are one process's.
-    rateLimiter: createRateLimiter(db, { ...config.rateLimit, processId: deps.engine?.processId }),
+    rateLimiter: deps.rateLimiter,
     formRules: createFormRules(db),
     addressRule: { header: config.clientIpHeader, trustedProxyHops: config.trustedProxyHops },
     bodyTiming: bodyTimingOf(config),

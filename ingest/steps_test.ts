@@ -67,6 +67,7 @@ Deno.test("limitClient reserves a slot under the client's address key, or refuse
       asked.push(`${formId}:${key}`);
       return Promise.resolve(full ? { retryAfter: 7 } : slot);
     },
+    flush: () => Promise.resolve(),
   };
   const parts = { rateLimiter, addressRule: { header: null, trustedProxyHops: 0 } };
   const request = {

@@ -15,6 +15,7 @@ import type { Notifier } from "../notify/mod.ts";
 import type { BacklogReader } from "../store/backlog.ts";
 import type { Db } from "../store/db.ts";
 import type { DestinationType } from "../connectors/registry.ts";
+import type { RateLimiter } from "../store/rate_limit.ts";
 import type { RefusalCounter } from "../store/refusals.ts";
 import type { SubmissionWriter } from "../store/submissions.ts";
 
@@ -37,6 +38,8 @@ export interface AppDeps {
   backlog: BacklogReader;
   /** Refusals counted per form: by ingestion, for the console. */
   refusals: RefusalCounter;
+  /** The visitor rate limit; the service flushes its counts when it stops. */
+  rateLimiter: RateLimiter;
   /** Owner notifications (notify/); without it no event is recorded. */
   notifier?: Notifier;
   /** Whether this process's delivery engine runs (it stops before the process does). */

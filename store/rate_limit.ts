@@ -9,10 +9,10 @@
  * - A client's first submission in a window costs a process nothing in KV: one-off
  *   visitors, the great majority, are neither read nor written.
  * - From its second here on, every count is written to KV under the counter's own key
- *   (so processes never overwrite each other), group-committed and not waited for: a
- *   count of 2 or more is sent to KV as it is counted, and a counter is forgotten (past
- *   MAX_TRACKED) only once its count has been sent, so a flood of other addresses costs
- *   a client's count at most one submission (its next is a first one again).
+ *   (so processes never overwrite each other), group-committed and not waited for (but
+ *   see the process alone, below); a counter forgotten (past MAX_TRACKED) has its count
+ *   sent first and its client is read again, so a flood of other addresses costs a
+ *   client's count at most one submission (its next is a first one again).
  * - Before admitting a client it has seen before in the window, a process reads the
  *   client's counts (one listing: what every process wrote) and adds what it has not
  *   written yet. Past the limit it refuses without reading: counts only grow within a
@@ -21,18 +21,24 @@
  *   process id) marks in KV that it counts clients, before it admits anything and again
  *   every PROCESS_COUNT_EVERY_MS while it admits, and the marks outlive two windows. When
  *   no other process's mark is recent enough to have counted in the client's window,
- *   the process's own counts are the whole count: a repeat visitor costs no read. A
- *   process starting meanwhile reads this one's counts from its first request; this one
- *   reads the newcomer's from its next look at the marks, at most PROCESS_COUNT_EVERY_MS
- *   later, so that while it has not looked, the two let a client through at most 2 × the
- *   limit. A process restarted within a window finds its predecessor's mark and reads.
+ *   the process's own counts are the whole count: a repeat visitor costs no read, and
+ *   its count is written only once it reaches half the limit (for a successor after a
+ *   crash), when the process stops (flush), when it finds another process's mark, and
+ *   before the counter is forgotten. A repeat visitor below half the limit thus costs
+ *   what a one-off costs. A process starting meanwhile reads this one's written counts
+ *   from its first request; this one writes the rest and reads the newcomer's from its
+ *   next look at the marks, at most PROCESS_COUNT_EVERY_MS later, so that while it has
+ *   not looked, the two let a client through at most 2 × the limit. A process restarted
+ *   within a window finds its predecessor's mark and reads: after a stop, every count
+ *   was written; after a crash, what was under half the limit is lost, so the successor
+ *   lets a client through at most half the limit more.
  *
  * So the only submissions no process can see are each process's first of a client:
  * N processes admit at most the limit + N − 1 (plus requests racing in the same
- * millisecond), and a restarted process at most one more. When more processes share
- * the KV than half the limit (counted from their process records: process_shares.ts),
- * a first submission is read and written too, so the bound stays within 2 × the limit
- * however many run. That holds although counts are up to PROCESS_COUNT_EVERY_MS old
+ * millisecond), and a process restarted after a stop at most one more. When more
+ * processes share the KV than half the limit (counted from their process records:
+ * process_shares.ts), a first submission is read and written too, so the bound stays
+ * within 2 × the limit however many run. That holds although counts are up to PROCESS_COUNT_EVERY_MS old
  * and processes start at any time, because every service writes its process record
  * before it admits anything and keeps it fresh (service.ts, process_shares.ts): of the
  * processes letting firsts through unseen at one moment, the one that counted last
@@ -67,6 +73,8 @@ export interface RateLimiter {
    * are taken, the seconds until it ends instead.
    */
   reserve(formId: string, clientKey: string): Promise<RateSlot | { retryAfter: number }>;
+  /** Writes every count not written yet (a process that stops), and waits for the commits. */
+  flush(): Promise<void>;
 }
 
 /**
@@ -96,6 +104,7 @@ interface Counter {
    * Made at its first write (null until then): most counters never reach KV.
    */
   id: string | null;
+  client: ClientRef;
 }
 
 /** A form and the client, whose keyed hash (made when KV is first needed) keys its counts. */
@@ -123,6 +132,15 @@ export function createRateLimiter(
   let processesCountedAt = -Infinity;
   /** The newest mark of another process, as last read (unknown until read: +Infinity). */
   let othersMarkedAt = Infinity;
+  /**
+   * The window in which a counter with counts in KV was forgotten: its client, seen again,
+   * is read even when this process counts alone (its count is in KV, not here).
+   */
+  let forgottenInWindow = -1;
+  /** The commits of counts under way, which a flush waits for. */
+  const writing = new Set<Promise<unknown>>();
+  /** A count written from here on even while alone: what a successor after a crash finds. */
+  const crashWriteAt = Math.ceil(options.max / 2);
 
   /** Renews this process's mark and reads when another last marked. */
   async function mark() {
@@ -136,6 +154,8 @@ export function createRateLimiter(
       }
     }
     othersMarkedAt = newest;
+    // Another process counts now: it has to find what this one kept to itself.
+    if (!alone(Math.floor(now() / windowMs))) writeAll();
   }
 
   /**
@@ -164,13 +184,17 @@ export function createRateLimiter(
   const crowded = () => 2 * processes > options.max;
 
   /**
-   * Drops counters of ended windows and those whose counts are all in KV (or are one
-   * count, a first submission); counters with a reservation or a count not yet written stay.
+   * Drops every counter without a reservation: those of ended windows, and the others once
+   * their counts are in KV (a count of one, a first submission, is not written).
    */
   function forget(window: number) {
     for (const [key, c] of counters) {
       if (c.reserved > 0) continue;
-      if (c.window !== window || c.counted <= 1 || c.written === c.counted) counters.delete(key);
+      if (c.window === window && c.counted >= 2) {
+        write(c);
+        forgottenInWindow = window;
+      }
+      counters.delete(key);
     }
   }
 
@@ -179,7 +203,8 @@ export function createRateLimiter(
     let counter = counters.get(mapKey);
     if (counter?.window !== window) {
       if (counters.size >= MAX_TRACKED) forget(window);
-      counter = { window, counted: 0, written: 0, reserved: 0, others: 0, id: null };
+      const client = { formId, clientKey };
+      counter = { window, counted: 0, written: 0, reserved: 0, others: 0, id: null, client };
       counters.set(mapKey, counter);
     }
     return counter;
@@ -192,7 +217,8 @@ export function createRateLimiter(
   const used = (c: Counter) => c.others + c.counted + c.reserved;
 
   /** Reads what the other processes wrote for the client (the counter's own key aside). */
-  async function read(counter: Counter, client: ClientRef) {
+  async function read(counter: Counter) {
+    const { client } = counter;
     let others = 0;
     const prefix = rateCountsPrefix(client.formId, hashOf(client), counter.window);
     for await (const entry of db.kv.list<number>({ prefix })) {
@@ -202,16 +228,31 @@ export function createRateLimiter(
   }
 
   /** Writes this process's count of the client, when it has not been yet. */
-  function write(counter: Counter, client: ClientRef) {
+  function write(counter: Counter) {
     if (counter.written === counter.counted) return;
+    const { client } = counter;
     const count = counter.written = counter.counted;
     counter.id ??= crypto.randomUUID();
     const key = rateKey(client.formId, hashOf(client), counter.window, counter.id);
-    db.batcher.commit({
+    const commit = db.batcher.commit({
       apply: (op) => op.set(key, count, { expireIn: windowMs * 2 }),
       mutations: 1,
     }).catch(() => {/* a lost count only loosens the limit */});
+    writing.add(commit);
+    commit.finally(() => writing.delete(commit));
   }
+
+  /** Writes every count kept to this process (a first submission's aside). */
+  function writeAll() {
+    for (const counter of counters.values()) if (counter.counted >= 2) write(counter);
+  }
+
+  /**
+   * Whether a count goes to KV now: from a client's second submission on, unless this
+   * process counts alone (then from half the limit); a first too when crowded.
+   */
+  const writesNow = (c: Counter) =>
+    crowded() || (c.counted >= 2 && (!alone(c.window) || c.counted >= crashWriteAt));
 
   return {
     async reserve(formId, clientKey) {
@@ -219,16 +260,16 @@ export function createRateLimiter(
       await recountProcesses();
       const window = Math.floor(now() / windowMs);
       const counter = counterOf(formId, clientKey, window);
-      const client: ClientRef = { formId, clientKey };
       const retryAfter = () => {
         const end = (counter.window + 1) * windowMs;
         return { retryAfter: Math.max(1, Math.ceil((end - now()) / 1000)) };
       };
       if (used(counter) >= options.max) return retryAfter();
       // Seen here before, or too many processes for a free first submission each: read,
-      // unless no other process can have counted the client.
-      if ((counter.counted + counter.reserved > 0 || crowded()) && !alone(window)) {
-        await read(counter, client);
+      // unless no other process can have counted the client and its count is all here.
+      const countedElsewhere = !alone(window) || forgottenInWindow === window;
+      if ((counter.counted + counter.reserved > 0 || crowded()) && countedElsewhere) {
+        await read(counter);
         if (used(counter) >= options.max) return retryAfter();
       }
       counter.reserved++;
@@ -239,7 +280,7 @@ export function createRateLimiter(
           settled = true;
           counter.reserved--;
           counter.counted++;
-          if (counter.counted >= 2 || crowded()) write(counter, client);
+          if (writesNow(counter)) write(counter);
         },
         release() {
           if (settled) return;
@@ -247,6 +288,10 @@ export function createRateLimiter(
           counter.reserved--;
         },
       };
+    },
+    async flush() {
+      writeAll();
+      await Promise.all(writing);
     },
   };
 }

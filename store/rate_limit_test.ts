@@ -173,3 +173,93 @@ Deno.test("rate limit: a process that counted alone notices a newcomer at its ne
     assert.ok(then <= 5 + 1, `${then} more once both read each other: 5 left, one free first`);
   });
 });
+
+/** The rate-limit counts in KV, summed. */
+async function countsInKv(db: Db): Promise<{ entries: number; sum: number }> {
+  let entries = 0;
+  let sum = 0;
+  for await (const entry of db.kv.list<number>({ prefix: ["rate"] })) {
+    entries++;
+    sum += entry.value;
+  }
+  return { entries, sum };
+}
+
+Deno.test("rate limit: alone, a repeat visitor under half the limit costs no KV write; from half the limit on each count is written", async () => {
+  await withDb(async (db) => {
+    const options = { max: 10, windowMs: 600_000, now: midWindow, processId: "p0" };
+    const limiter = createRateLimiter(db, options);
+    assert.equal(await admitted([limiter], "198.51.100.5", 4, db), 4);
+    assert.deepEqual(await countsInKv(db), { entries: 0, sum: 0 });
+    assert.equal(await admitted([limiter], "198.51.100.5", 1, db), 1);
+    assert.deepEqual(await countsInKv(db), { entries: 1, sum: 5 }, "half the limit: written");
+    assert.equal(await admitted([limiter], "198.51.100.5", 1, db), 1);
+    assert.deepEqual(await countsInKv(db), { entries: 1, sum: 6 });
+  });
+});
+
+Deno.test("rate limit: a process that stops writes the counts it kept to itself: its successor lets a client through at most one more", async () => {
+  await withDb(async (db) => {
+    const options = { max: 10, windowMs: 600_000, now: midWindow };
+    const before = createRateLimiter(db, { ...options, processId: "before" });
+    assert.equal(await admitted([before], "198.51.100.6", 3, db), 3);
+    await before.flush();
+    assert.deepEqual(await countsInKv(db), { entries: 1, sum: 3 });
+    const after = createRateLimiter(db, { ...options, processId: "after" });
+    const passed = await admitted([after], "198.51.100.6", 30, db);
+    assert.ok(passed >= 7, `${passed}: at least what was left`);
+    assert.ok(passed <= 8, `${passed} after the stop: 7 left, a restart one more`);
+  });
+});
+
+Deno.test("rate limit: a process killed without its stop loses at most the counts under half the limit", async () => {
+  await withDb(async (db) => {
+    const options = { max: 10, windowMs: 600_000, now: midWindow };
+    const killed = createRateLimiter(db, { ...options, processId: "killed" });
+    assert.equal(await admitted([killed], "198.51.100.7", 4, db), 4);
+    const after = createRateLimiter(db, { ...options, processId: "after" });
+    const passed = await admitted([after], "198.51.100.7", 30, db);
+    assert.ok(passed <= 10, `${passed} let through after the crash: at most the limit again`);
+    // A client past half the limit before the crash is still held to what was written.
+    assert.equal(await admitted([killed], "198.51.100.8", 8, db), 8);
+    const afterMore = await admitted([after], "198.51.100.8", 30, db);
+    assert.ok(afterMore <= 3, `${afterMore} after the crash: 2 left, a restart one more`);
+  });
+});
+
+Deno.test("rate limit: a process that counted alone writes what it kept once it finds a newcomer's mark", async () => {
+  await withDb(async (db) => {
+    let t = midWindow();
+    const options = { max: 10, windowMs: 600_000, now: () => t };
+    const first = createRateLimiter(db, { ...options, processId: "first" });
+    assert.equal(await admitted([first], "198.51.100.9", 3, db), 3);
+    assert.equal((await countsInKv(db)).entries, 0, "alone: kept to itself");
+    const newcomer = createRateLimiter(db, { ...options, processId: "newcomer" });
+    await admitted([newcomer], "192.0.2.9", 1, db);
+    t += 10_000;
+    await admitted([first], "192.0.2.10", 1, db);
+    // Its look at the marks runs beside the request: wait for its write, commit by commit.
+    for (let i = 0; i < 100 && (await countsInKv(db)).entries === 0; i++) {
+      await db.batcher.commit({ apply() {}, mutations: 0 });
+    }
+    assert.deepEqual(await countsInKv(db), { entries: 1, sum: 3 }, "written at its next look");
+    const passed = await admitted([newcomer], "198.51.100.9", 30, db);
+    assert.ok(passed <= 8, `${passed} by the newcomer: 7 left, its free first one more`);
+  });
+});
+
+Deno.test("rate limit: alone, a flood of other addresses does not reset a client's count either", async () => {
+  await withDb(async (db) => {
+    const options = { max: 60, windowMs: 600_000, now: midWindow, processId: "p0" };
+    const limiter = createRateLimiter(db, options);
+    assert.equal(await admitted([limiter], "203.0.113.8", 20, db), 20);
+    for (let i = 0; i < 60_000; i++) {
+      const slot = await limiter.reserve("f", `2001:db8:2::${i.toString(16)}`);
+      if (!("retryAfter" in slot)) slot.count();
+    }
+    await limiter.flush();
+    const more = await admitted([limiter], "203.0.113.8", 100, db);
+    assert.ok(more <= 41, `${more} more let through after the flood: at most 40 + 1`);
+    assert.ok(more >= 40, `${more}: the client still gets what it had left`);
+  });
+});

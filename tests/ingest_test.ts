@@ -6,6 +6,7 @@ import { createBodyGate } from "../ingest/body_gate.ts";
 import { createOutboundBudget } from "../delivery/outbound_budget.ts";
 import { createBacklogReader } from "../store/backlog.ts";
 import { createRefusalCounter } from "../store/refusals.ts";
+import { createRateLimiter } from "../store/rate_limit.ts";
 import { MAX_METADATA_CHARS } from "../ingest/steps.ts";
 import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";
@@ -552,6 +553,7 @@ Deno.test("a failed commit answers 503 and leaves nothing behind", async () => {
     outbound: createOutboundBudget(h.service.db, h.config),
     backlog: createBacklogReader(h.service.db, { limit: h.config.readyMaxBacklog }),
     refusals: createRefusalCounter(h.service.db),
+    rateLimiter: createRateLimiter(h.service.db, h.config.rateLimit),
     delivering: () => false,
   });
   const response = await app.request(`/v1/f/${form.publicKey}`, {

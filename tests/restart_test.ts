@@ -89,3 +89,46 @@ Deno.test("a process killed mid-delivery and restarted on the same KV file finis
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("a service that stops writes the visitor counts it kept to itself: the next one on the KV file holds a client to the limit", async () => {
+  const dir = await Deno.makeTempDir();
+  const env = {
+    KV_PATH: `${dir}/formrelay.kv`,
+    RATE_LIMIT_MAX: "6",
+    CLIENT_IP_HEADER: "x-forwarded-for",
+    LOG_LEVEL: "silent",
+  };
+  const start = () => startService(loadConfig(env));
+  const first = await start();
+  const { tenantKey } = await createOrg(first.db, "Rate org");
+  const created = await first.app.request("/v1/admin/forms", {
+    method: "POST",
+    headers: { "x-tenant-key": tenantKey, "content-type": "application/json" },
+    body: JSON.stringify({ name: "Rate" }),
+  });
+  const { form } = await created.json();
+  const post = async (service: { app: { request: typeof first.app.request } }) => {
+    const response = await service.app.request(`/v1/f/${form.publicKey}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-forwarded-for": "198.51.100.20" },
+      body: "{}",
+    });
+    await response.body?.cancel();
+    return response.status;
+  };
+  for (let i = 0; i < 2; i++) assert.equal(await post(first), 202);
+  // Alone on its KV, the service kept the count of 2 (under half the limit) to itself.
+  assert.equal(await countKeys(first.db.kv, "rate"), 0);
+  await first.close();
+
+  const second = await start();
+  try {
+    let accepted = 0;
+    for (let i = 0; i < 10; i++) if (await post(second) === 202) accepted++;
+    assert.ok(accepted >= 4, `${accepted}: at least the 4 left`);
+    assert.ok(accepted <= 5, `${accepted} let through after the restart: 4 left, one more`);
+  } finally {
+    await second.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
