@@ -56,11 +56,14 @@ export function createApp(deps: AppDeps): Hono {
   app.use(async (c, next) => {
     const started = performance.now();
     await next();
-    logger.info("request", {
+    // A request to a form carries whose it is (routes/ingest.ts), not only its pk_ path;
+    // an accepted submission's line is its `submission accepted` line, one per submission.
+    const { accepted, ...ids } = (c.var as { logIds?: LogIds }).logIds ?? {};
+    logger.info(accepted === undefined ? "request" : "submission accepted", {
       method: c.req.method,
       path: loggedPath(c.req.path),
-      // A request to a form carries whose it is (routes/ingest.ts), not only its pk_ path.
-      ...(c.var as { logIds?: LogIds }).logIds,
+      ...ids,
+      ...accepted,
       status: c.res.status,
       ms: Math.round((performance.now() - started) * 10) / 10,
     });

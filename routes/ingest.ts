@@ -35,6 +35,8 @@ type IngestEnv = {
 export interface LogIds {
   orgId: string;
   formId: string;
+  /** An accepted submission's: its request line is the `submission accepted` line. */
+  accepted?: { submissionId: string; nowhere: boolean };
 }
 
 /** Origin of a URL or Origin header, or null when it is not one. */
@@ -117,17 +119,18 @@ export function ingestRoutes(deps: AppDeps) {
     return refusal;
   }
 
-  /** Counts and logs an acceptance: spam caught, rules observed, or sent nowhere. */
+  /**
+   * Counts and logs an acceptance: spam caught, rules observed, or sent nowhere (the
+   * accepted line itself is the request's, app.ts).
+   */
   function countAcceptance(form: FormRecord, accepted: Accepted) {
     const { caughtBy, observed, nowhere } = accepted;
     const formId = form.id;
     const ids = { orgId: form.orgId, formId, submissionId: accepted.envelope.submissionId };
-    if (caughtBy !== null) {
-      deps.logger.debug("submission caught as spam", { ...ids, rule: caughtBy });
-    } else deps.logger.info("submission accepted", { ...ids, nowhere });
     if (observed.length > 0) deps.logger.debug("spam rules observed", { ...ids, rules: observed });
     countAccepted(formId, caughtBy !== null);
     if (caughtBy !== null) {
+      deps.logger.debug("submission caught as spam", { ...ids, rule: caughtBy });
       deps.refusals.count(formId, "spam");
       if (caughtBy !== "honeypot") {
         countSpamCaught(formId, caughtBy);
@@ -238,6 +241,10 @@ export function ingestRoutes(deps: AppDeps) {
     });
     countAcceptance(form, accepted);
     const { envelope, nowhere } = accepted;
+    if (accepted.caughtBy === null) {
+      const accepted = { submissionId: envelope.submissionId, nowhere };
+      c.set("logIds", { orgId: form.orgId, formId: form.id, accepted });
+    }
     if (browserPost) {
       // The thank-you page is the form's own setting, never taken from the request.
       if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);

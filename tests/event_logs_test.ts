@@ -44,6 +44,15 @@ Deno.test("each submission and delivery event is one line at its level, with its
     { level: acceptedLine.level, orgId: acceptedLine.orgId, formId: acceptedLine.formId },
     { level: "info", ...ids },
   );
+  // One line per accepted submission: it is the request's line too.
+  assert.deepEqual([acceptedLine.method, acceptedLine.status, acceptedLine.nowhere], [
+    "POST",
+    202,
+    false,
+  ]);
+  assert.equal(typeof acceptedLine.ms, "number");
+  const acceptedRequests = lines().filter((l) => l.msg === "request" && l.status === 202);
+  assert.deepEqual(acceptedRequests, [], "no second line for an accepted submission");
   const delivered = await line("delivery attempt", { submissionId, result: "delivered" });
   assert.equal(delivered.level, "info");
   assert.deepEqual([delivered.orgId, delivered.formId, delivered.destinationId], [
