@@ -15,6 +15,7 @@
  * again as it is (kv_busy.ts).
  */
 
+import Denque from "denque";
 import { timedCommit } from "../metrics.ts";
 import type { JobRef } from "./job_record.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
@@ -87,7 +88,8 @@ interface OpenBatch {
 export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): CommitBatcher {
   const sender = crypto.randomUUID();
   /** Parts that did not fit in the open batch, oldest first. */
-  const overflow: Waiting[] = [];
+  // A deque: a flood of parts can overflow by tens of thousands, and Array#shift copies.
+  const overflow = new Denque<Waiting>();
   let open: OpenBatch | null = null;
   let draining = false;
 
@@ -151,7 +153,7 @@ export function createCommitBatcher(kv: Deno.Kv, options: { queues: boolean }): 
   function takeOpen(): OpenBatch {
     const batch = open!;
     open = null;
-    while (overflow.length > 0 && addToOpen(overflow[0])) overflow.shift();
+    while (overflow.length > 0 && addToOpen(overflow.peekFront()!)) overflow.shift();
     return batch;
   }
 

@@ -155,7 +155,7 @@ export function createRateLimiter(
     }
     othersMarkedAt = newest;
     // Another process counts now: it has to find what this one kept to itself.
-    if (!alone(Math.floor(now() / windowMs))) writeAll();
+    if (!alone(Math.floor(at / windowMs))) writeAll();
   }
 
   /**
@@ -242,9 +242,12 @@ export function createRateLimiter(
     commit.finally(() => writing.delete(commit));
   }
 
-  /** Writes every count kept to this process (a first submission's aside). */
+  /** Writes every count of this window kept to this process (a first submission's aside). */
   function writeAll() {
-    for (const counter of counters.values()) if (counter.counted >= 2) write(counter);
+    const window = Math.floor(now() / windowMs);
+    for (const counter of counters.values()) {
+      if (counter.window === window && counter.counted >= 2) write(counter);
+    }
   }
 
   /**
