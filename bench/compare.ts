@@ -117,7 +117,7 @@ async function run(dir: string, task: string): Promise<string | null> {
   const output = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--lock=deno.test.lock", `bench/${task}.ts`],
     cwd: dir,
-    env: { BENCH_ROUNDS: "1", BARE_DURABLE_DIR: BARE_DIR },
+    env: { BENCH_ROUNDS: "1", BENCH_STEPS: "0", BARE_DURABLE_DIR: BARE_DIR },
     stdout: "piped",
     stderr: "piped",
   }).output();

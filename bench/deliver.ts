@@ -11,9 +11,12 @@
  *  3. idle latency: 200 submissions one after another, each waiting for both
  *     arrivals; prints p50/p99 of the time from the 202 to the arrival.
  * Each round also gives the service's CPU time (user + system, all threads) from the
- * first post to the last arrival, per submission (two deliveries each).
+ * first post to the last arrival, per submission (two deliveries each). Last, one more
+ * throughput run under a CPU profile (unless BENCH_STEPS=0) gives the JS thread's µs per
+ * submission in each step of its acceptance and deliveries (bench/profile_steps.ts).
  */
 import { type BenchService, cpuSeconds, peakRssMb, startBenchService } from "./lib.ts";
+import { DELIVERY_STEPS, formatBreakdown, stepBreakdown, takeProfile } from "./profile_steps.ts";
 
 const N = Number(Deno.env.get("BENCH_SUBMISSIONS") ?? "6000");
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? "2");
@@ -37,14 +40,17 @@ const sinkUrl = `http://127.0.0.1:${sink.addr.port}/hook`;
 /** DELIVERY_CONCURRENCY as set for this run; unset, the service runs with its default. */
 const CONCURRENCY = Deno.env.get("DELIVERY_CONCURRENCY");
 
-function startService(): Promise<BenchService> {
+/** BENCH_STEPS=0 leaves out the profiled run (bench:compare does). */
+const STEPS_RUN = Deno.env.get("BENCH_STEPS") !== "0";
+
+function startService(profileDir?: string): Promise<BenchService> {
   return startBenchService(sinkUrl, {
     ...(CONCURRENCY === undefined ? {} : { DELIVERY_CONCURRENCY: CONCURRENCY }),
     // The whole batch is accepted before its deliveries are timed: the backlog bound (10 000
     // jobs per organization by default) must hold its 2 × N jobs.
     BACKLOG_MAX_JOBS: String(Math.max(20_000, 2 * N)),
     BACKLOG_ORG_SHARE: "1",
-  });
+  }, { profileDir });
 }
 
 const body = JSON.stringify({ name: "Ada Lovelace", email: "ada@example.com", message: "Hello" });
@@ -153,6 +159,19 @@ for (let round = 0; round < ROUNDS; round++) {
   }
   rounds[round].bare = await bareDurable();
 }
+let profiled: { run: Awaited<ReturnType<typeof throughput>>; steps: string[] } | null = null;
+if (STEPS_RUN) {
+  const profileDir = await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" });
+  const service = await startService(profileDir);
+  let run;
+  try {
+    run = await throughput(service);
+  } finally {
+    await service.stop();
+  }
+  const steps = stepBreakdown(await takeProfile(profileDir), N, DELIVERY_STEPS);
+  profiled = { run, steps: formatBreakdown(steps, "submission") };
+}
 await sink.shutdown();
 
 console.log(
@@ -179,3 +198,11 @@ console.log(
     percentile(latencies, 0.5).toFixed(1)
   } ms, p99 ${percentile(latencies, 0.99).toFixed(1)} ms (target p50 < 50 ms); peak RSS ${rss} MB`,
 );
+if (profiled !== null) {
+  console.log(
+    `profiled run: service CPU ${profiled.run.cpuMsPerSubmission.toFixed(3)} ms per submission ` +
+      "(a profile costs a few per cent). The JS thread's time by step, as V8 samples it " +
+      "(by the wall clock: a socket write or a commit that gives the core away counts whole):",
+  );
+  for (const line of profiled.steps) console.log(line);
+}

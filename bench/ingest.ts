@@ -32,7 +32,7 @@ import {
   waitUntilUp,
 } from "./lib.ts";
 import type { WrkResult } from "./lib.ts";
-import { type CpuProfile, formatBreakdown, stepBreakdown } from "./profile_steps.ts";
+import { formatBreakdown, stepBreakdown, takeProfile } from "./profile_steps.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? "2");
@@ -135,9 +135,7 @@ const limitOff = await runFormrelay({ RATE_LIMIT_MAX: "0" });
 const bare = await runBare();
 const profileDir = await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" });
 const profiled = await runFormrelay({ RATE_LIMIT_MAX: "60" }, profileDir);
-const [profileFile] = [...Deno.readDirSync(profileDir)].map((entry) => entry.name);
-const profile: CpuProfile = JSON.parse(await Deno.readTextFile(`${profileDir}/${profileFile}`));
-await Deno.remove(profileDir, { recursive: true });
+const profile = await takeProfile(profileDir);
 await sink.shutdown();
 
 const row = (name: string, { result: r, rss, cpuMicros }: Run) =>

@@ -1,15 +1,16 @@
 /**
  * Where an accepted submission's JS-thread time goes, step by step (ingest/steps.ts),
- * from a V8 CPU profile of the service: each sample is counted for the innermost step
- * on its stack, found by the step's function or the functions it calls by name (so a
- * profile of the code before the steps were named, where routes/ingest.ts called them
- * in line, is read the same way). Time outside any step is counted by the folder of
+ * and a delivered one's (DELIVERY_STEPS: its acceptance, then claim, envelope, message,
+ * send, result, commits), from a V8 CPU profile of the service: each sample is counted
+ * for the innermost step on its stack, found by the step's function or the functions it
+ * calls by name (so a profile of the code before the steps were named, where
+ * routes/ingest.ts called them in line, is read the same way). Time outside any step is counted by the folder of
  * the innermost project function on the stack (routes/, store/, delivery/, ...), or as
  * the runtime and packages (Deno.serve, Hono, garbage collection). Time in an async
  * function counts only while on the stack: a resumed `await` runs under the root, so
  * the batcher's commit, for example, counts under store/, not under "seal and store".
  *
- *     deno run -R bench/profile_steps.ts PROFILE REQUESTS
+ *     deno run -R bench/profile_steps.ts PROFILE REQUESTS [delivery]
  */
 
 /** A V8 CPU profile (`deno run --cpu-prof`), as far as this reads it. */
@@ -23,11 +24,11 @@ export interface CpuProfile {
   timeDeltas: number[];
 }
 
-/**
- * The steps in pipeline order, each with the functions that are it: `name` or
- * `name@path-suffix` where the name alone is ambiguous.
- */
-export const STEPS: [step: string, functions: string[]][] = [
+/** Steps in order, each with its functions: `name`, `name@path-suffix`, or `*@path-suffix`. */
+export type Steps = [step: string, functions: string[]][];
+
+/** The ingestion pipeline's steps, in order. */
+export const STEPS: Steps = [
   ["form look-up", ["find@ingest/pipeline.ts", "lookUp@routes/ingest.ts"]],
   ["client and rate", ["limitClient", "clientAddress", "reserve@store/rate_limit.ts"]],
   ["body", ["readSubmissionBody", "readBodyWithin", "admit@body_gate.ts"]],
@@ -43,6 +44,63 @@ export const STEPS: [step: string, functions: string[]][] = [
   ["wake", ["wake@ingest/steps.ts", "wakeStored"]],
 ];
 
+/**
+ * A delivered submission's steps: its acceptance (the pipeline's steps as one), then its
+ * delivery. A sample counts for the innermost frame that is a step's; a frame that is
+ * two steps' (a claim's `takeNext` in the dispatcher) counts for the first listed. The
+ * commits carry the acceptance's, the claim's and the result's writes together.
+ */
+export const DELIVERY_STEPS: Steps = [
+  [
+    "accept (the ingestion route and steps)",
+    [
+      ...STEPS.flatMap(([, functions]) => functions),
+      "*@routes/ingest.ts",
+      "*@ingest/pipeline.ts",
+      "*@ingest/steps.ts",
+      "*@body_reading.ts",
+    ],
+  ],
+  ["claim", [
+    "claim@delivery/engine.ts",
+    "claimKnownJob",
+    "takeNext",
+    "start@delivery/dispatcher.ts",
+  ]],
+  ["open the envelope", ["openEnvelope", "sealedPart"]],
+  ["build the message or request", [
+    "build@connectors/smtp.ts",
+    "buildMessage",
+    "post@connectors/webhook.ts",
+  ]],
+  [
+    "send (the SMTP conversation or HTTP request)",
+    [
+      "sendMail",
+      "*@connectors/smtp/client.ts",
+      "*@connectors/smtp/pool.ts",
+      "*@connectors/http.ts",
+      "*@connectors/http_transport.ts",
+      "*@connectors/outbound_guard.ts",
+    ],
+  ],
+  ["outbound budget and pace", [
+    "*@delivery/outbound_budget.ts",
+    "*@delivery/pace.ts",
+    "*@delivery/token_buckets.ts",
+  ]],
+  ["the attempt's own code", [
+    "attempt@delivery/attempt.ts",
+    "sendEnvelope",
+    "attemptThenRecord",
+    "run@delivery/engine.ts",
+  ]],
+  ["record the result", ["*@delivery/apply_result.ts", "finishJob", "*@store/outcomes.ts"]],
+  ["KV commits (acceptance, claim, result)", ["*@store/batcher.ts", "timedCommit"]],
+  ["dispatch", ["*@delivery/dispatcher.ts", "*@delivery/claim_hints.ts"]],
+  ["delivery log line and metrics", ["onAttempt", "*@log.ts", "*@metrics.ts"]],
+];
+
 /** JS-thread µs per request: per step, then outside the steps by place; `busy` in all. */
 export interface StepBreakdown {
   steps: Map<string, number>;
@@ -53,7 +111,9 @@ export interface StepBreakdown {
 function matcherOf(functions: string[]) {
   const parsed = functions.map((f) => f.split("@") as [string, string?]);
   return (name: string, url: string) =>
-    parsed.some(([fn, place]) => fn === name && (place === undefined || url.endsWith(place)));
+    parsed.some(([fn, place]) =>
+      (fn === name || fn === "*") && (place === undefined || url.endsWith(place))
+    );
 }
 
 /**
@@ -68,14 +128,18 @@ function placeOf(url: string): string | null {
   return match ? `${match[1]}/` : url.slice(url.lastIndexOf("/") + 1);
 }
 
-/** The profile's busy time per request, by step and, outside the steps, by place. */
-export function stepBreakdown(profile: CpuProfile, requests: number): StepBreakdown {
+/** The profile's busy time per request (or unit), by step and, outside the steps, by place. */
+export function stepBreakdown(
+  profile: CpuProfile,
+  requests: number,
+  stepList: Steps = STEPS,
+): StepBreakdown {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const parentOf = new Map<number, number>();
   for (const node of profile.nodes) {
     for (const child of node.children ?? []) parentOf.set(child, node.id);
   }
-  const matchers = STEPS.map(([step, functions]) => [step, matcherOf(functions)] as const);
+  const matchers = stepList.map(([step, functions]) => [step, matcherOf(functions)] as const);
   /** Each node's step or place, found once per node (samples share them). */
   const bucketOf = new Map<number, { step: boolean; name: string } | null>();
   function bucket(id: number) {
@@ -98,7 +162,7 @@ export function stepBreakdown(profile: CpuProfile, requests: number): StepBreakd
     bucketOf.set(id, found);
     return found;
   }
-  const steps = new Map<string, number>(STEPS.map(([step]) => [step, 0]));
+  const steps = new Map<string, number>(stepList.map(([step]) => [step, 0]));
   const outside = new Map<string, number>();
   let busy = 0;
   profile.samples.forEach((id, i) => {
@@ -112,10 +176,10 @@ export function stepBreakdown(profile: CpuProfile, requests: number): StepBreakd
   return { steps, outside, busy };
 }
 
-/** The breakdown as lines to print. */
-export function formatBreakdown(breakdown: StepBreakdown): string[] {
-  const line = (name: string, us: number) => `  ${us.toFixed(1).padStart(7)} µs/req  ${name}`;
-  const lines = [`JS thread busy ${breakdown.busy.toFixed(1)} µs/req; in the steps:`];
+/** The breakdown as lines to print, per `unit` ("req", "email", "submission"). */
+export function formatBreakdown(breakdown: StepBreakdown, unit = "req"): string[] {
+  const line = (name: string, us: number) => `  ${us.toFixed(1).padStart(7)} µs/${unit}  ${name}`;
+  const lines = [`JS thread busy ${breakdown.busy.toFixed(1)} µs/${unit}; in the steps:`];
   for (const [step, us] of breakdown.steps) lines.push(line(step, us));
   lines.push("outside the steps:");
   for (const [place, us] of [...breakdown.outside].sort((a, b) => b[1] - a[1])) {
@@ -124,9 +188,21 @@ export function formatBreakdown(breakdown: StepBreakdown): string[] {
   return lines;
 }
 
+/** Reads the one profile a service wrote into `dir` (BENCH_PROFILE_DIR), and removes `dir`. */
+export async function takeProfile(dir: string): Promise<CpuProfile> {
+  const [file] = [...Deno.readDirSync(dir)].map((entry) => entry.name);
+  const profile: CpuProfile = JSON.parse(await Deno.readTextFile(`${dir}/${file}`));
+  await Deno.remove(dir, { recursive: true });
+  return profile;
+}
+
 if (import.meta.main) {
-  const [file, requests] = Deno.args;
-  if (!file || !requests) throw new Error("Usage: profile_steps.ts PROFILE REQUESTS");
+  const [file, requests, kind] = Deno.args;
+  if (!file || !requests) throw new Error("Usage: profile_steps.ts PROFILE REQUESTS [delivery]");
   const profile: CpuProfile = JSON.parse(await Deno.readTextFile(file));
-  for (const line of formatBreakdown(stepBreakdown(profile, Number(requests)))) console.log(line);
+  const stepList = kind === "delivery" ? DELIVERY_STEPS : STEPS;
+  const unit = kind === "delivery" ? "submission" : "req";
+  for (const line of formatBreakdown(stepBreakdown(profile, Number(requests), stepList), unit)) {
+    console.log(line);
+  }
 }

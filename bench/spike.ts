@@ -16,14 +16,19 @@
  * accepted submission's email arrived (waiting up to BENCH_DRAIN_SECONDS, 120), and the
  * service's CPU time (user + system, all its threads, /proc) over that span per email.
  * BACKLOG_MAX_JOBS, when set, is passed on: a machine too slow to fill the default
- * bound in a spike can be given one in proportion.
+ * bound in a spike can be given one in proportion. Then the same spike once more under a
+ * CPU profile (unless BENCH_STEPS=0) gives the JS thread's µs per email in each step of
+ * a delivered submission (bench/profile_steps.ts DELIVERY_STEPS).
  */
 import { startSmtpServer } from "../tests/helpers/smtp_server.ts";
 import { cpuSeconds, peakRssMb, startBenchService } from "./lib.ts";
+import { DELIVERY_STEPS, formatBreakdown, stepBreakdown, takeProfile } from "./profile_steps.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
 const DRAIN_SECONDS = Number(Deno.env.get("BENCH_DRAIN_SECONDS") ?? "120");
 const CONNECTIONS = 50;
+/** BENCH_STEPS=0 leaves out the profiled run (bench:compare does). */
+const STEPS_RUN = Deno.env.get("BENCH_STEPS") !== "0";
 
 const smtp = await startSmtpServer({
   mode: "off",
@@ -32,57 +37,94 @@ const smtp = await startSmtpServer({
   discard: true,
 });
 const backlog = Deno.env.get("BACKLOG_MAX_JOBS");
-const service = await startBenchService("http://127.0.0.1:9/unused", {
-  ...(backlog ? { BACKLOG_MAX_JOBS: backlog } : {}),
-}, {
-  destinationConfigs: [{
-    type: "smtp",
-    config: {
-      host: "127.0.0.1",
-      port: smtp.port,
-      secureTransport: "off",
-      username: "bench-user",
-      password: "bench-password",
-      from: "forms@tenant.example",
-      to: ["owner@tenant.example"],
-    },
-  }],
-});
 
-const url = `${service.origin}/v1/f/${service.publicKey}`;
-const cpuBefore = await cpuSeconds(service.child.pid);
-const statuses = new Map<number, number>();
-const acceptedMs: number[] = [];
-const start = performance.now();
-const end = start + SECONDS * 1000;
-let sent = 0;
-async function connection() {
-  while (performance.now() < end) {
-    const n = ++sent;
-    const began = performance.now();
-    const response = await fetch(url, {
-      method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: `name=Visitor+${n}&email=visitor${n}%40example.org&message=Hello+there`,
-    });
-    await response.body?.cancel();
-    const ms = performance.now() - began;
-    statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
-    if (response.status === 202) acceptedMs.push(ms);
+/** One spike against a fresh service (writing a CPU profile into `profileDir`, if given). */
+async function spike(profileDir?: string) {
+  const service = await startBenchService("http://127.0.0.1:9/unused", {
+    ...(backlog ? { BACKLOG_MAX_JOBS: backlog } : {}),
+  }, {
+    profileDir,
+    destinationConfigs: [{
+      type: "smtp",
+      config: {
+        host: "127.0.0.1",
+        port: smtp.port,
+        secureTransport: "off",
+        username: "bench-user",
+        password: "bench-password",
+        from: "forms@tenant.example",
+        to: ["owner@tenant.example"],
+      },
+    }],
+  });
+  const receivedBefore = smtp.received;
+  const url = `${service.origin}/v1/f/${service.publicKey}`;
+  const cpuBefore = await cpuSeconds(service.child.pid);
+  const statuses = new Map<number, number>();
+  const acceptedMs: number[] = [];
+  const start = performance.now();
+  const end = start + SECONDS * 1000;
+  let sent = 0;
+  async function connection() {
+    while (performance.now() < end) {
+      const n = ++sent;
+      const began = performance.now();
+      const response = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: `name=Visitor+${n}&email=visitor${n}%40example.org&message=Hello+there`,
+      });
+      await response.body?.cancel();
+      const ms = performance.now() - began;
+      statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+      if (response.status === 202) acceptedMs.push(ms);
+    }
   }
+  await Promise.all(Array.from({ length: CONNECTIONS }, connection));
+  const loadSeconds = (performance.now() - start) / 1000;
+  const emailsDuringLoad = smtp.received - receivedBefore;
+  const accepted = acceptedMs.length;
+  let drained = true;
+  await smtp.waitForMessages(receivedBefore + accepted, DRAIN_SECONDS * 1000)
+    .catch(() => drained = false);
+  const allSeconds = (performance.now() - start) / 1000;
+  // From the first post to the last email: every accepted submission's whole cost.
+  const cpu = await cpuSeconds(service.child.pid) - cpuBefore;
+  const rss = await peakRssMb(service.child.pid);
+  await service.stop();
+  const emails = smtp.received - receivedBefore;
+  return {
+    statuses,
+    acceptedMs,
+    loadSeconds,
+    emailsDuringLoad,
+    drained,
+    allSeconds,
+    cpu,
+    rss,
+    emails,
+  };
 }
-await Promise.all(Array.from({ length: CONNECTIONS }, connection));
-const loadSeconds = (performance.now() - start) / 1000;
-const emailsDuringLoad = smtp.received;
-const accepted = acceptedMs.length;
-let drained = true;
-await smtp.waitForMessages(accepted, DRAIN_SECONDS * 1000).catch(() => drained = false);
-const allSeconds = (performance.now() - start) / 1000;
-// From the first post to the last email: every accepted submission's whole cost.
-const cpu = await cpuSeconds(service.child.pid) - cpuBefore;
-const rss = await peakRssMb(service.child.pid);
-await service.stop();
+
+const {
+  statuses,
+  acceptedMs,
+  loadSeconds,
+  emailsDuringLoad,
+  drained,
+  allSeconds,
+  cpu,
+  rss,
+  emails,
+} = await spike();
+// Then once more under a CPU profile, for the JS thread's time in each step.
+const profileDir = STEPS_RUN
+  ? await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" })
+  : null;
+const profiled = profileDir === null ? null : await spike(profileDir);
+const profile = profileDir === null ? null : await takeProfile(profileDir);
 await smtp.close();
+const accepted = acceptedMs.length;
 
 const answers = [...statuses.values()].reduce((a, b) => a + b, 0);
 const refused = statuses.get(503) ?? 0;
@@ -108,13 +150,23 @@ console.log(
 console.log(
   `emails: ${emailsDuringLoad} during the load (${
     (emailsDuringLoad / loadSeconds).toFixed(0)
-  }/s); ${smtp.received} of ${accepted} after ${allSeconds.toFixed(1)} s: ${
-    (smtp.received / allSeconds).toFixed(0)
+  }/s); ${emails} of ${accepted} after ${allSeconds.toFixed(1)} s: ${
+    (emails / allSeconds).toFixed(0)
   } emails/s end to end${drained ? "" : " (not all arrived in time)"}; peak RSS ${rss} MB; ` +
     `SMTP sessions ${smtp.connections}, at most ${smtp.maxOpen ?? "?"} at once`,
 );
 console.log(
   `service CPU ${cpu.toFixed(2)} s (user + system, all threads): ${
-    (1000 * cpu / Math.max(1, smtp.received)).toFixed(3)
+    (1000 * cpu / Math.max(1, emails)).toFixed(3)
   } ms per delivered submission, accept to email (target ≤ 0.35 ms, goal 0.25 ms)`,
 );
+if (profiled !== null && profile !== null) {
+  console.log(
+    `profiled run: ${profiled.emails} emails, service CPU ${
+      (1000 * profiled.cpu / Math.max(1, profiled.emails)).toFixed(3)
+    } ms each (a profile costs a few per cent). The JS thread's time by step, as V8 samples it ` +
+      "(by the wall clock: a socket write or a commit that gives the core away counts whole):",
+  );
+  const steps = stepBreakdown(profile, Math.max(1, profiled.emails), DELIVERY_STEPS);
+  for (const line of formatBreakdown(steps, "email")) console.log(line);
+}
