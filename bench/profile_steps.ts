@@ -4,11 +4,12 @@
  * send, result, commits), from a V8 CPU profile of the service: each sample is counted
  * for the innermost step on its stack, found by the step's function or the functions it
  * calls by name (so a profile of the code before the steps were named, where
- * routes/ingest.ts called them in line, is read the same way). Time outside any step is counted by the folder of
- * the innermost project function on the stack (routes/, store/, delivery/, ...), or as
- * the runtime and packages (Deno.serve, Hono, garbage collection). Time in an async
- * function counts only while on the stack: a resumed `await` runs under the root, so
- * the batcher's commit, for example, counts under store/, not under "seal and store".
+ * routes/ingest.ts called them in line, is read the same way). Time outside any step is
+ * counted by the folder of the innermost project function on the stack (routes/, store/,
+ * delivery/, ...), or as the runtime and packages (Deno.serve, Hono, garbage
+ * collection). Time in an async function counts only while on the stack: a resumed
+ * `await` runs under the root, so the batcher's commit, for example, counts under
+ * store/, not under "seal and store".
  *
  *     deno run -R bench/profile_steps.ts PROFILE REQUESTS [delivery]
  */

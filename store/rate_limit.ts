@@ -38,13 +38,13 @@
  * millisecond), and a process restarted after a stop at most one more. When more
  * processes share the KV than half the limit (counted from their process records:
  * process_shares.ts), a first submission is read and written too, so the bound stays
- * within 2 × the limit however many run. That holds although counts are up to PROCESS_COUNT_EVERY_MS old
- * and processes start at any time, because every service writes its process record
- * before it admits anything and keeps it fresh (service.ts, process_shares.ts): of the
- * processes letting firsts through unseen at one moment, the one that counted last
- * counted them all, and found them at most half the limit. The client appears in KV
- * only as a keyed hash (Sealer.pseudonym), never as an address; counters expire after
- * their window.
+ * within 2 × the limit however many run. That holds although counts are up to
+ * PROCESS_COUNT_EVERY_MS old and processes start at any time, because every service
+ * writes its process record before it admits anything and keeps it fresh (service.ts,
+ * process_shares.ts): of the processes letting firsts through unseen at one moment, the
+ * one that counted last counted them all, and found them at most half the limit. The
+ * client appears in KV only as a keyed hash (Sealer.pseudonym), never as an address;
+ * counters expire after their window.
  *
  * @module
  */

@@ -225,30 +225,48 @@ export function encodeQuotedPrintable(text: string): string {
       continue;
     }
     let current = "";
-    for (let i = 0; i < line.length;) {
-      const c = line.charCodeAt(i);
-      let token: string;
-      if (c < 128) {
-        const isLast = i === line.length - 1;
-        const literal = (c >= 33 && c <= 126 && c !== 61) || ((c === 32 || c === 9) && !isLast);
-        token = literal ? line[i] : QP_ESCAPE[c];
-        i++;
-      } else {
-        const codePoint = line.codePointAt(i)!;
-        const char = String.fromCodePoint(codePoint);
-        i += char.length;
-        token = "";
-        for (const b of encoder.encode(char)) token += QP_ESCAPE[b];
-      }
+    /** Appends encoded text, with a soft break before a line would pass 76 characters. */
+    const append = (token: string) => {
       if (current.length + token.length > QP_LINE - 1) {
         out.push(current + "=");
         current = "";
       }
       current += token;
+    };
+    for (let i = 0; i < line.length;) {
+      // A run of characters that stand for themselves goes in whole slices, not one by one.
+      let end = i;
+      while (end < line.length && isQpLiteral(line.charCodeAt(end), end === line.length - 1)) end++;
+      while (i < end) {
+        if (current.length >= QP_LINE - 1) {
+          out.push(current + "=");
+          current = "";
+        }
+        const take = Math.min(end - i, QP_LINE - 1 - current.length);
+        current += line.slice(i, i + take);
+        i += take;
+      }
+      if (i >= line.length) break;
+      const c = line.charCodeAt(i);
+      if (c < 128) {
+        append(QP_ESCAPE[c]);
+        i++;
+      } else {
+        const char = String.fromCodePoint(line.codePointAt(i)!);
+        i += char.length;
+        let token = "";
+        for (const b of encoder.encode(char)) token += QP_ESCAPE[b];
+        append(token);
+      }
     }
     out.push(current);
   }
   return out.join(CRLF);
+}
+
+/** Kept as it is by quoted-printable: printable ASCII but "=", or a blank not ending a line. */
+function isQpLiteral(c: number, last: boolean): boolean {
+  return (c >= 33 && c <= 126 && c !== 61) || ((c === 32 || c === 9) && !last);
 }
 
 /** A line that quoted-printable leaves unchanged: printable ASCII but "=", no trailing blank. */

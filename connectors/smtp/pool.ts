@@ -1,7 +1,8 @@
 /**
  * A small pool of idle SMTP sessions, keyed by relay and credentials, so several
  * messages to one relay share a connection. Idle sessions are closed after a few
- * seconds; their timers never keep the process alive.
+ * seconds, by one timer for the whole pool (a timer set and cleared per message cost
+ * more than the pool's own code); it never keeps the process alive.
  *
  * @module
  */
@@ -13,21 +14,30 @@ export interface SmtpPoolOptions {
   idleMs: number;
   /** Idle sessions kept per key; more are closed when returned. */
   maxIdlePerKey: number;
+  /** The clock (ms) idle times are measured by; performance.now by default. */
+  now?: () => number;
 }
 
 interface IdleEntry {
   connection: SmtpConnection;
-  timer: ReturnType<typeof setTimeout>;
+  /** When it was put back (the pool's clock). */
+  since: number;
 }
 
 /** Idle authenticated sessions, most recently used first out. */
 export class SmtpPool {
+  /** Per key, oldest first: sessions are taken from the end, and expire from the front. */
   #idle = new Map<string, IdleEntry[]>();
   #options: SmtpPoolOptions;
   #closed = false;
+  /** Closes the sessions idle too long; set while any session is idle. */
+  #reaper: ReturnType<typeof setTimeout> | null = null;
+
+  #now: () => number;
 
   constructor(options: SmtpPoolOptions) {
     this.#options = options;
+    this.#now = options.now ?? (() => performance.now());
   }
 
   /** An idle session for `key`, removed from the pool, or undefined. */
@@ -35,7 +45,6 @@ export class SmtpPool {
     const entries = this.#idle.get(key);
     while (entries && entries.length > 0) {
       const entry = entries.pop()!;
-      clearTimeout(entry.timer);
       if (entries.length === 0) this.#idle.delete(key);
       if (!entry.connection.closed) return entry.connection;
     }
@@ -55,33 +64,43 @@ export class SmtpPool {
     ) {
       return false;
     }
-    const entry: IdleEntry = {
-      connection,
-      timer: setTimeout(() => {
-        const list = this.#idle.get(key);
-        const index = list?.indexOf(entry) ?? -1;
-        if (list && index >= 0) {
-          list.splice(index, 1);
-          if (list.length === 0) this.#idle.delete(key);
-        }
-        void connection.quitQuietly();
-      }, this.#options.idleMs),
-    };
-    // Deno timer ids are numbers; node's typings, when loaded, say Timeout.
-    Deno.unrefTimer(Number(entry.timer));
-    entries.push(entry);
+    entries.push({ connection, since: this.#now() });
     this.#idle.set(key, entries);
+    // A session put back now expires after every one already idle: a set timer stays.
+    this.#reaper ??= this.#reapIn(this.#options.idleMs);
     return true;
+  }
+
+  /** The reaper, due in `ms`. */
+  #reapIn(ms: number): ReturnType<typeof setTimeout> {
+    const timer = setTimeout(() => this.#reap(), ms);
+    // Deno timer ids are numbers; node's typings, when loaded, say Timeout.
+    Deno.unrefTimer(Number(timer));
+    return timer;
+  }
+
+  /** Closes the sessions idle for idleMs or more, and waits for the next one to be. */
+  #reap(): void {
+    this.#reaper = null;
+    const expired = this.#now() - this.#options.idleMs;
+    let next = Infinity;
+    for (const [key, entries] of this.#idle) {
+      let stale = 0;
+      while (stale < entries.length && entries[stale].since <= expired) stale++;
+      for (const { connection } of entries.splice(0, stale)) void connection.quitQuietly();
+      if (entries.length === 0) this.#idle.delete(key);
+      else next = Math.min(next, entries[0].since);
+    }
+    if (next !== Infinity) this.#reaper = this.#reapIn(Math.max(1, next - expired));
   }
 
   /** Closes every idle session; sessions returned later are closed too. */
   close(): void {
     this.#closed = true;
+    if (this.#reaper !== null) clearTimeout(this.#reaper);
+    this.#reaper = null;
     for (const entries of this.#idle.values()) {
-      for (const entry of entries) {
-        clearTimeout(entry.timer);
-        entry.connection.close();
-      }
+      for (const entry of entries) entry.connection.close();
     }
     this.#idle.clear();
   }

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { RelayGate } from "./pool.ts";
+import type { SmtpConnection } from "./client.ts";
+import { RelayGate, SmtpPool } from "./pool.ts";
 
 const never = new AbortController().signal;
 const timedOut = () => new Error("timed out");
@@ -70,4 +71,65 @@ Deno.test("RelayGate gives up waiting at the deadline", async () => {
     gate.enter("relay", { deadline: Date.now() + 20, signal: never, timedOut }),
     /timed out/,
   );
+});
+
+/** `promise`, or a failure after 5 s (a session the pool never ends fails, not hangs). */
+async function within<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not ended in 5 s`)), 5000);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A session stand-in that says when the pool ends it. */
+function idleSession() {
+  let ended!: () => void;
+  const quit = new Promise<void>((resolve) => ended = resolve);
+  const session = {
+    closed: false,
+    release() {},
+    quitQuietly() {
+      session.closed = true;
+      ended();
+      return Promise.resolve();
+    },
+    close() {
+      session.closed = true;
+      ended();
+    },
+  };
+  return { connection: session as unknown as SmtpConnection, quit };
+}
+
+Deno.test("SmtpPool ends each session idle for idleMs with one timer, the fresher ones later", async () => {
+  let clock = 0;
+  const pool = new SmtpPool({ idleMs: 20, maxIdlePerKey: 4, now: () => clock });
+  const older = idleSession();
+  const newer = idleSession();
+  const other = idleSession();
+  assert.ok(pool.put("relay", older.connection));
+  clock = 15;
+  assert.ok(pool.put("relay", newer.connection));
+  assert.ok(pool.put("other", other.connection));
+  // When the timer fires, the first session has been idle 25 ms, the others 10.
+  clock = 25;
+  await within(older.quit, "the older session");
+  assert.equal(newer.connection.closed, false, "the fresher session stays");
+  assert.equal(other.connection.closed, false);
+  clock = 60;
+  await within(Promise.all([newer.quit, other.quit]), "the fresher sessions");
+  assert.equal(pool.take("relay"), undefined);
+  assert.equal(pool.take("other"), undefined);
+  // The timer went with the last session; a session put back sets it again.
+  const later = idleSession();
+  assert.ok(pool.put("relay", later.connection));
+  clock = 100;
+  await within(later.quit, "the session put back");
+  assert.equal(pool.take("relay"), undefined);
+  pool.close();
 });
