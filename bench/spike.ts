@@ -106,17 +106,7 @@ async function spike(profileDir?: string) {
   };
 }
 
-const {
-  statuses,
-  acceptedMs,
-  loadSeconds,
-  emailsDuringLoad,
-  drained,
-  allSeconds,
-  cpu,
-  rss,
-  emails,
-} = await spike();
+const run = await spike();
 // Then once more under a CPU profile, for the JS thread's time in each step.
 const profileDir = STEPS_RUN
   ? await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" })
@@ -124,11 +114,11 @@ const profileDir = STEPS_RUN
 const profiled = profileDir === null ? null : await spike(profileDir);
 const profile = profileDir === null ? null : await takeProfile(profileDir);
 await smtp.close();
-const accepted = acceptedMs.length;
+const accepted = run.acceptedMs.length;
 
-const answers = [...statuses.values()].reduce((a, b) => a + b, 0);
-const refused = statuses.get(503) ?? 0;
-const sorted = acceptedMs.toSorted((a, b) => a - b);
+const answers = [...run.statuses.values()].reduce((a, b) => a + b, 0);
+const refused = run.statuses.get(503) ?? 0;
+const sorted = run.acceptedMs.toSorted((a, b) => a - b);
 const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 console.log(
   `bench:spike — ${CONNECTIONS} connections, urlencoded posts for ${SECONDS} s, one SMTP ` +
@@ -138,26 +128,28 @@ console.log(
     `${navigator.hardwareConcurrency} cores)`,
 );
 console.log(
-  `answers ${answers} (${(answers / loadSeconds).toFixed(0)}/s): ${
-    [...statuses].sort().map(([status, count]) => `${status} × ${count}`).join(", ")
+  `answers ${answers} (${(answers / run.loadSeconds).toFixed(0)}/s): ${
+    [...run.statuses].sort().map(([status, count]) => `${status} × ${count}`).join(", ")
   }; 503s ${(100 * refused / answers).toFixed(2)} % (target ≤ 1 %)`,
 );
 console.log(
-  `accepted ${accepted} (${(accepted / loadSeconds).toFixed(0)}/s), answered in p50 ${
+  `accepted ${accepted} (${(accepted / run.loadSeconds).toFixed(0)}/s), answered in p50 ${
     at(0.5).toFixed(1)
   } ms, p99 ${at(0.99).toFixed(1)} ms, max ${at(1).toFixed(0)} ms (target p99 < 100 ms)`,
 );
 console.log(
-  `emails: ${emailsDuringLoad} during the load (${
-    (emailsDuringLoad / loadSeconds).toFixed(0)
-  }/s); ${emails} of ${accepted} after ${allSeconds.toFixed(1)} s: ${
-    (emails / allSeconds).toFixed(0)
-  } emails/s end to end${drained ? "" : " (not all arrived in time)"}; peak RSS ${rss} MB; ` +
+  `emails: ${run.emailsDuringLoad} during the load (${
+    (run.emailsDuringLoad / run.loadSeconds).toFixed(0)
+  }/s); ${run.emails} of ${accepted} after ${run.allSeconds.toFixed(1)} s: ${
+    (run.emails / run.allSeconds).toFixed(0)
+  } emails/s end to end${
+    run.drained ? "" : " (not all arrived in time)"
+  }; peak RSS ${run.rss} MB; ` +
     `SMTP sessions ${smtp.connections}, at most ${smtp.maxOpen ?? "?"} at once`,
 );
 console.log(
-  `service CPU ${cpu.toFixed(2)} s (user + system, all threads): ${
-    (1000 * cpu / Math.max(1, emails)).toFixed(3)
+  `service CPU ${run.cpu.toFixed(2)} s (user + system, all threads): ${
+    (1000 * run.cpu / Math.max(1, run.emails)).toFixed(3)
   } ms per delivered submission, accept to email (target ≤ 0.35 ms, goal 0.25 ms)`,
 );
 if (profiled !== null && profile !== null) {

@@ -242,8 +242,8 @@ export function ingestRoutes(deps: AppDeps) {
     countAcceptance(form, accepted);
     const { envelope, nowhere } = accepted;
     if (accepted.caughtBy === null) {
-      const accepted = { submissionId: envelope.submissionId, nowhere };
-      c.set("logIds", { orgId: form.orgId, formId: form.id, accepted });
+      const submission = { submissionId: envelope.submissionId, nowhere };
+      c.set("logIds", { orgId: form.orgId, formId: form.id, accepted: submission });
     }
     if (browserPost) {
       // The thank-you page is the form's own setting, never taken from the request.
