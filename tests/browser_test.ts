@@ -23,10 +23,11 @@ async function screenshot(page: Page, name: string) {
   await page.screenshot({ path: new URL(name, ARTIFACTS).pathname, fullPage: true });
 }
 
-/** The request log lines of the harness for one method and path. */
+/** The request log lines of the harness for one method and path (an accepted submission's too). */
 function requestLogs(logs: string[], method: string, path: string) {
+  const requestLine = (msg: string) => msg === "request" || msg === "submission accepted";
   return logs.map((line) => JSON.parse(line))
-    .filter((line) => line.msg === "request" && line.method === method && line.path === path);
+    .filter((line) => requestLine(line.msg) && line.method === method && line.path === path);
 }
 
 async function isEmpty(kv: Deno.Kv, prefix: string): Promise<boolean> {
