@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { SmtpConnection } from "./client.ts";
+import { waitFor } from "../../tests/helpers/wait.ts";
 import { RelayGate, SmtpPool } from "./pool.ts";
 
 const never = new AbortController().signal;
@@ -73,37 +74,20 @@ Deno.test("RelayGate gives up waiting at the deadline", async () => {
   );
 });
 
-/** `promise`, or a failure after 5 s (a session the pool never ends fails, not hangs). */
-async function within<T>(promise: Promise<T>, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not ended in 5 s`)), 5000);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** A session stand-in that says when the pool ends it. */
-function idleSession() {
-  let ended!: () => void;
-  const quit = new Promise<void>((resolve) => ended = resolve);
+/** A session stand-in whose `closed` says the pool ended it. */
+function idleSession(): SmtpConnection {
   const session = {
     closed: false,
     release() {},
     quitQuietly() {
       session.closed = true;
-      ended();
       return Promise.resolve();
     },
     close() {
       session.closed = true;
-      ended();
     },
   };
-  return { connection: session as unknown as SmtpConnection, quit };
+  return session as unknown as SmtpConnection;
 }
 
 Deno.test("SmtpPool ends each session idle for idleMs with one timer, the fresher ones later", async () => {
@@ -112,24 +96,24 @@ Deno.test("SmtpPool ends each session idle for idleMs with one timer, the freshe
   const older = idleSession();
   const newer = idleSession();
   const other = idleSession();
-  assert.ok(pool.put("relay", older.connection));
+  assert.ok(pool.put("relay", older));
   clock = 15;
-  assert.ok(pool.put("relay", newer.connection));
-  assert.ok(pool.put("other", other.connection));
+  assert.ok(pool.put("relay", newer));
+  assert.ok(pool.put("other", other));
   // When the timer fires, the first session has been idle 25 ms, the others 10.
   clock = 25;
-  await within(older.quit, "the older session");
-  assert.equal(newer.connection.closed, false, "the fresher session stays");
-  assert.equal(other.connection.closed, false);
+  await waitFor(() => older.closed, { message: "the older session ended" });
+  assert.equal(newer.closed, false, "the fresher session stays");
+  assert.equal(other.closed, false);
   clock = 60;
-  await within(Promise.all([newer.quit, other.quit]), "the fresher sessions");
+  await waitFor(() => newer.closed && other.closed, { message: "the fresher sessions ended" });
   assert.equal(pool.take("relay"), undefined);
   assert.equal(pool.take("other"), undefined);
   // The timer went with the last session; a session put back sets it again.
   const later = idleSession();
-  assert.ok(pool.put("relay", later.connection));
+  assert.ok(pool.put("relay", later));
   clock = 100;
-  await within(later.quit, "the session put back");
+  await waitFor(() => later.closed, { message: "the session put back ended" });
   assert.equal(pool.take("relay"), undefined);
   pool.close();
 });

@@ -223,7 +223,8 @@ Deno.test({
         message: () => `${new Set(ids()).size} of ${accepted} accepted delivered`,
       });
       assert.equal(new Set(ids()).size, accepted, "only the accepted submissions are delivered");
-      const repeated = ids().filter((id, i) => ids().indexOf(id) !== i);
+      const delivered = ids();
+      const repeated = delivered.filter((id, i) => delivered.indexOf(id) !== i);
       const retried = (id: string) =>
         service.lines.some((line) =>
           line.includes('"msg":"delivery attempt"') && line.includes(id.split(".")[0]) &&
