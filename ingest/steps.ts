@@ -34,7 +34,7 @@ import {
   type SubmissionWriter,
 } from "../store/submissions.ts";
 import type { PageToken } from "../rules/spam.ts";
-import type { SubmissionEnvelope } from "../submission.ts";
+import { freezeEnvelope, type SubmissionEnvelope } from "../submission.ts";
 import type { BodyLease } from "./body_gate.ts";
 import { type CaptchaCheck, captchaRefusal, takeCaptchaToken, verifyCaptcha } from "./captcha.ts";
 import { type ClientAddress, clientAddress, type ClientAddressRule } from "./client_address.ts";
@@ -289,7 +289,7 @@ export async function sealAndStore(
   // Counted from here, not from the start: a client slow to send its body is not load.
   parts.ingestLoad.enter(form.orgId);
   try {
-    return await parts.writer.write({
+    const stored = await parts.writer.write({
       submissionId: envelope.submissionId,
       formId: form.id,
       orgId: form.orgId,
@@ -299,6 +299,8 @@ export async function sealAndStore(
       envelopeTtlMs: parts.envelopeTtlMs,
       pageToken: pageToken?.signature,
     }, { wokenHere: parts.engine !== null });
+    // This process delivers what it accepted without decrypting it again.
+    return { ...stored, envelope: freezeEnvelope(envelope) };
   } catch (error) {
     if (error instanceof PageTokenUsedError) return null;
     parts.logger.error("submission not stored", {

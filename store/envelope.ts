@@ -37,6 +37,19 @@ export async function openEnvelope(
 }
 
 /**
+ * A claimed job's envelope: as this process accepted it when the claim carries it (no
+ * decryption), else opened from its sealed bytes.
+ */
+export function openClaimedEnvelope(
+  sealer: Sealer,
+  claimed: Pick<ClaimedJob, "job" | "envelope">,
+  sealed: Uint8Array<ArrayBuffer>,
+): Promise<Readonly<SubmissionEnvelope>> {
+  if (claimed.envelope !== undefined) return Promise.resolve(claimed.envelope);
+  return openEnvelope(sealer, claimed.job.submissionId, sealed);
+}
+
+/**
  * How long a sealed envelope may outlive its acceptance: every retry of the schedule
  * (with its +20 % jitter), every lease, and a day spare. Its KV entries carry this TTL
  * as a safety net, and a held job's data expires with it.
