@@ -20,20 +20,3 @@ export interface SubmissionEnvelope {
     submittedAt: string;
   };
 }
-
-/**
- * Freezes an envelope and everything in it. The envelope a process accepted is delivered
- * as it is to each of the submission's destinations there (delivery/claim_hints.ts): no
- * delivery may change what the next one sends.
- */
-export function freezeEnvelope(envelope: SubmissionEnvelope): Readonly<SubmissionEnvelope> {
-  return deepFreeze(envelope);
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value)) deepFreeze(inner);
-  }
-  return value;
-}

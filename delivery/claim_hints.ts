@@ -1,8 +1,8 @@
 /**
  * Claim hints: the jobs this process has just stored, as it wrote them, with their
  * sealed envelope's first chunk, so that claiming one needs no KV read (the claim's
- * versionstamp check proves the job unchanged since), and the envelope itself as it was
- * accepted, so that delivering it needs no decryption. A job without a hint is claimed
+ * versionstamp check proves the job unchanged since), and the envelope's bytes before
+ * sealing, so that delivering it needs no decryption. A job without a hint is claimed
  * with a read, so a dropped hint costs a read and nothing else; that read waits behind
  * the commits on KV's one SQLite thread, which is why hints pay (docs/design.md, "Claim
  * hints for every waiting job").
@@ -10,7 +10,7 @@
  * Hints are bounded twice: in jobs (at most the jobs the dispatcher holds in memory,
  * so no hint is dropped before its job's turn; the engine sets the bound) and in
  * envelope bytes (a hint keeps its envelope's buffer, up to hundreds of KB for a large
- * submission, and the open envelope, counted as as many bytes again). One entry serves all the jobs of a submission, which differ only in
+ * submission, and as many again for its bytes before sealing). One entry serves all the jobs of a submission, which differ only in
  * their destination, so a submission's jobs cost little more heap than one of them.
  *
  * @module
@@ -20,11 +20,11 @@ import type { JobRecord, KnownJob } from "../store/job_record.ts";
 import type { JobKeyParts } from "../store/keys.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
 
-/** A job as this process stored it, its envelope's first sealed chunk, and the envelope open. */
+/** A job as this process stored it, its envelope's first sealed chunk, and its bytes before sealing. */
 export interface ClaimHint {
   known: KnownJob;
   firstChunk: Uint8Array<ArrayBuffer>;
-  envelope?: StoredSubmission["envelope"];
+  plaintext?: Uint8Array<ArrayBuffer>;
 }
 
 /** Hints of freshly stored jobs. */
@@ -35,7 +35,7 @@ export interface ClaimHints {
    */
   remember(
     jobs: KnownJob[],
-    submission: Pick<StoredSubmission, "firstChunk" | "envelope">,
+    submission: Pick<StoredSubmission, "firstChunk" | "plaintext">,
     waiting: number,
   ): void;
   /** The hint of a job, once: it is forgotten as it is taken. */
@@ -52,7 +52,7 @@ interface SubmissionHint {
   template: JobRecord;
   versionstamp: string;
   firstChunk: Uint8Array<ArrayBuffer>;
-  envelope: StoredSubmission["envelope"];
+  plaintext: Uint8Array<ArrayBuffer> | undefined;
   /** The envelope bytes this hint counts. */
   size: number;
   /** The destinations whose jobs have a hint still, and their types. */
@@ -78,14 +78,16 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
   }
 
   return {
-    remember(stored, { firstChunk, envelope }, waiting) {
+    remember(stored, { firstChunk, plaintext }, waiting) {
       // Behind a longer line a hint would be dropped before its job's turn comes.
       const fitting = stored.slice(0, Math.max(0, options.maxHints - waiting));
       let size = firstChunk.buffer.byteLength;
       if (fitting.length === 0 || size > options.maxBytes) return;
-      // The open envelope holds about what its sealed copy does: kept when both fit.
-      const open = 2 * size <= options.maxBytes ? envelope : undefined;
-      if (open !== undefined) size *= 2;
+      // The bytes before sealing are kept when they fit beside the sealed ones.
+      const kept = plaintext !== undefined && size + plaintext.byteLength <= options.maxBytes
+        ? plaintext
+        : undefined;
+      size += kept?.byteLength ?? 0;
       // Hints of jobs claimed elsewhere are never taken: start afresh when full.
       if (jobs + fitting.length > options.maxHints || bytes + size > options.maxBytes) {
         bySubmission.clear();
@@ -97,7 +99,7 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
         template: job,
         versionstamp,
         firstChunk,
-        envelope: open,
+        plaintext: kept,
         size,
         destinations: new Map(fitting.map(({ job }) => [job.destinationId, job.type])),
       });
@@ -112,8 +114,8 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
       jobs--;
       if (hint.destinations.size === 0) forget(ref.submissionId, hint);
       const job: JobRecord = { ...hint.template, destinationId: ref.destinationId, type };
-      const { versionstamp, firstChunk, envelope } = hint;
-      return { known: { job, versionstamp }, firstChunk, envelope };
+      const { versionstamp, firstChunk, plaintext } = hint;
+      return { known: { job, versionstamp }, firstChunk, plaintext };
     },
     versionstampOf: (ref) => find(ref)?.hint.versionstamp,
     stats: () => ({ hints: jobs, bytes }),

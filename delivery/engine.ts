@@ -266,7 +266,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       ? await claimKnownJob(db, hint.known, {
         ...options,
         firstChunk: hint.firstChunk,
-        envelope: hint.envelope,
+        plaintext: hint.plaintext,
         // A hint is the job as stored, pending (held ones get none): it has no index entry.
         unindexed: true,
       })

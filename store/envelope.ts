@@ -17,13 +17,18 @@ import type { SubmissionEnvelope } from "../submission.ts";
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** Seals an envelope for storage, bound to its submission id. */
+/** An envelope's bytes, as they are sealed: its JSON. */
+export function encodeEnvelope(envelope: SubmissionEnvelope): Uint8Array<ArrayBuffer> {
+  return encoder.encode(JSON.stringify(envelope));
+}
+
+/** Seals an envelope's bytes (encodeEnvelope) for storage, bound to its submission id. */
 export async function sealEnvelope(
   sealer: Sealer,
-  envelope: SubmissionEnvelope,
+  submissionId: string,
+  plaintext: Uint8Array<ArrayBuffer>,
 ): Promise<Uint8Array<ArrayBuffer>> {
-  const plaintext = encoder.encode(JSON.stringify(envelope));
-  return await sealer.seal(plaintext, `envelope:${envelope.submissionId}`);
+  return await sealer.seal(plaintext, `envelope:${submissionId}`);
 }
 
 /** Opens an envelope sealed by sealEnvelope. */
@@ -37,16 +42,18 @@ export async function openEnvelope(
 }
 
 /**
- * A claimed job's envelope: as this process accepted it when the claim carries it (no
- * decryption), else opened from its sealed bytes.
+ * A claimed job's envelope: from the bytes this process sealed when the claim carries
+ * them (no decryption), else opened from its sealed copy. Each call parses its own.
  */
 export function openClaimedEnvelope(
   sealer: Sealer,
-  claimed: Pick<ClaimedJob, "job" | "envelope">,
+  claimed: Pick<ClaimedJob, "job" | "plaintext">,
   sealed: Uint8Array<ArrayBuffer>,
-): Promise<Readonly<SubmissionEnvelope>> {
-  if (claimed.envelope !== undefined) return Promise.resolve(claimed.envelope);
-  return openEnvelope(sealer, claimed.job.submissionId, sealed);
+): Promise<SubmissionEnvelope> {
+  if (claimed.plaintext === undefined) {
+    return openEnvelope(sealer, claimed.job.submissionId, sealed);
+  }
+  return Promise.resolve(JSON.parse(decoder.decode(claimed.plaintext)));
 }
 
 /**

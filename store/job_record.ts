@@ -11,7 +11,6 @@
  */
 import type { DestinationType } from "../connectors/registry.ts";
 import { type JobKeyParts, jobKeyParts } from "./keys.ts";
-import type { SubmissionEnvelope } from "../submission.ts";
 
 /** A delivery job. */
 export interface JobRecord {
@@ -147,8 +146,8 @@ export interface ClaimedJob {
   versionstamp: string;
   /** The first sealed envelope chunk as read with the job; null when it is gone. */
   firstChunk: Uint8Array<ArrayBuffer> | null;
-  /** The envelope already open: this process accepted the submission (StoredSubmission). */
-  envelope?: Readonly<SubmissionEnvelope>;
+  /** The envelope's bytes before sealing: this process accepted it (StoredSubmission). */
+  plaintext?: Uint8Array<ArrayBuffer>;
   /**
    * The job has no by-destination index entry to delete when it ends: it is as this
    * process stored it, pending, and was never put back (submissions.ts).

@@ -65,9 +65,9 @@ export async function claimJob(
 /**
  * Claims a job whose state this process knows (it has just accepted the submission),
  * without reading it: the versionstamp check fails, and null comes back, if anyone
- * changed the job since. `firstChunk` is the envelope's first sealed chunk, `envelope`
- * the envelope open when this process accepted it; `unindexed` says the job has no index
- * entry (ClaimedJob).
+ * changed the job since. `firstChunk` is the envelope's first sealed chunk, `plaintext`
+ * its bytes before sealing when this process accepted it; `unindexed` says the job has no
+ * index entry (ClaimedJob).
  */
 export async function claimKnownJob(
   db: Db,
@@ -76,7 +76,7 @@ export async function claimKnownJob(
     now: number;
     leaseMs: number;
     firstChunk: Uint8Array<ArrayBuffer> | null;
-    envelope?: ClaimedJob["envelope"];
+    plaintext?: Uint8Array<ArrayBuffer>;
     unindexed?: true;
   },
 ): Promise<ClaimedJob | null> {
@@ -95,8 +95,8 @@ export async function claimKnownJob(
     bytes: JOB_BYTES,
   });
   if (versionstamp === null) return null;
-  const { firstChunk, envelope, unindexed } = options;
-  return { job, versionstamp, firstChunk, envelope, unindexed };
+  const { firstChunk, plaintext, unindexed } = options;
+  return { job, versionstamp, firstChunk, plaintext, unindexed };
 }
 
 /**

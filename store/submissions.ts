@@ -18,7 +18,6 @@ import {
   pageTokenUseKey,
 } from "./keys.ts";
 import { OUTCOME_TTL_MS, outcomeOf } from "./outcomes.ts";
-import type { SubmissionEnvelope } from "../submission.ts";
 
 /** How often a held job is looked at again (a resume that raced its holding is caught then). */
 export const HELD_RECHECK_MS = 3600 * 1000;
@@ -155,10 +154,11 @@ export interface StoredSubmission {
   jobs: KnownJob[];
   firstChunk: Uint8Array<ArrayBuffer>;
   /**
-   * The envelope as accepted, frozen: set by ingestion (ingest/steps.ts sealAndStore), so
-   * that this process delivers it without opening the sealed copy it just made.
+   * The envelope's bytes before sealing (store/envelope.ts encodeEnvelope): set by
+   * ingestion (ingest/steps.ts sealAndStore), so that this process delivers it without
+   * decrypting the sealed copy it just made.
    */
-  envelope?: Readonly<SubmissionEnvelope>;
+  plaintext?: Uint8Array<ArrayBuffer>;
 }
 
 /** Stores accepted submissions. */
