@@ -20,7 +20,7 @@ import type { DestinationType } from "../connectors/registry.ts";
 import { describeError } from "../log.ts";
 import type { Db } from "../store/db.ts";
 import { type DestinationRecord, openDestinationConfig } from "../store/destinations.ts";
-import { openClaimedEnvelope, readSealedEnvelope } from "../store/envelope.ts";
+import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
 import type { ClaimedJob, JobRecord } from "../store/job_record.ts";
 import { sealedPart, UnknownKeyFound, unknownKeyReason } from "./unknown_key.ts";
@@ -189,7 +189,7 @@ export function createJobAttempts(
     }
     const envelope = await sealedPart(
       "envelope",
-      () => openClaimedEnvelope(db.sealer, claimed, sealed),
+      () => openEnvelope(db.sealer, job.submissionId, sealed),
     );
     // The receiver's time: from the hand-over to the connector to its answer, less what
     // this process kept it waiting (its busy thread, its own limits).

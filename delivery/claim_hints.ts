@@ -1,8 +1,7 @@
 /**
  * Claim hints: the jobs this process has just stored, as it wrote them, with their
  * sealed envelope's first chunk, so that claiming one needs no KV read (the claim's
- * versionstamp check proves the job unchanged since), and the envelope's bytes before
- * sealing, so that delivering it needs no decryption. A job without a hint is claimed
+ * versionstamp check proves the job unchanged since). A job without a hint is claimed
  * with a read, so a dropped hint costs a read and nothing else; that read waits behind
  * the commits on KV's one SQLite thread, which is why hints pay (docs/design.md, "Claim
  * hints for every waiting job").
@@ -10,7 +9,7 @@
  * Hints are bounded twice: in jobs (at most the jobs the dispatcher holds in memory,
  * so no hint is dropped before its job's turn; the engine sets the bound) and in
  * envelope bytes (a hint keeps its envelope's buffer, up to hundreds of KB for a large
- * submission, and as many again for its bytes before sealing). One entry serves all the jobs of a submission, which differ only in
+ * submission). One entry serves all the jobs of a submission, which differ only in
  * their destination, so a submission's jobs cost little more heap than one of them.
  *
  * @module
@@ -20,11 +19,10 @@ import type { JobRecord, KnownJob } from "../store/job_record.ts";
 import type { JobKeyParts } from "../store/keys.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
 
-/** A job as this process stored it, its envelope's first sealed chunk, and its bytes before sealing. */
+/** A job as this process stored it, and its envelope's first sealed chunk. */
 export interface ClaimHint {
   known: KnownJob;
   firstChunk: Uint8Array<ArrayBuffer>;
-  plaintext?: Uint8Array<ArrayBuffer>;
 }
 
 /** Hints of freshly stored jobs. */
@@ -35,7 +33,7 @@ export interface ClaimHints {
    */
   remember(
     jobs: KnownJob[],
-    submission: Pick<StoredSubmission, "firstChunk" | "plaintext">,
+    submission: Pick<StoredSubmission, "firstChunk">,
     waiting: number,
   ): void;
   /** The hint of a job, once: it is forgotten as it is taken. */
@@ -52,9 +50,6 @@ interface SubmissionHint {
   template: JobRecord;
   versionstamp: string;
   firstChunk: Uint8Array<ArrayBuffer>;
-  plaintext: Uint8Array<ArrayBuffer> | undefined;
-  /** The envelope bytes this hint counts. */
-  size: number;
   /** The destinations whose jobs have a hint still, and their types. */
   destinations: Map<string, DestinationType>;
 }
@@ -67,7 +62,7 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
 
   function forget(submissionId: string, hint: SubmissionHint) {
     bySubmission.delete(submissionId);
-    bytes -= hint.size;
+    bytes -= hint.firstChunk.buffer.byteLength;
   }
 
   /** The untaken hint of a job, with its submission's. */
@@ -78,16 +73,11 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
   }
 
   return {
-    remember(stored, { firstChunk, plaintext }, waiting) {
+    remember(stored, { firstChunk }, waiting) {
       // Behind a longer line a hint would be dropped before its job's turn comes.
       const fitting = stored.slice(0, Math.max(0, options.maxHints - waiting));
-      let size = firstChunk.buffer.byteLength;
+      const size = firstChunk.buffer.byteLength;
       if (fitting.length === 0 || size > options.maxBytes) return;
-      // The bytes before sealing are kept when they fit beside the sealed ones.
-      const kept = plaintext !== undefined && size + plaintext.byteLength <= options.maxBytes
-        ? plaintext
-        : undefined;
-      size += kept?.byteLength ?? 0;
       // Hints of jobs claimed elsewhere are never taken: start afresh when full.
       if (jobs + fitting.length > options.maxHints || bytes + size > options.maxBytes) {
         bySubmission.clear();
@@ -99,8 +89,6 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
         template: job,
         versionstamp,
         firstChunk,
-        plaintext: kept,
-        size,
         destinations: new Map(fitting.map(({ job }) => [job.destinationId, job.type])),
       });
       jobs += fitting.length;
@@ -114,8 +102,7 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
       jobs--;
       if (hint.destinations.size === 0) forget(ref.submissionId, hint);
       const job: JobRecord = { ...hint.template, destinationId: ref.destinationId, type };
-      const { versionstamp, firstChunk, plaintext } = hint;
-      return { known: { job, versionstamp }, firstChunk, plaintext };
+      return { known: { job, versionstamp: hint.versionstamp }, firstChunk: hint.firstChunk };
     },
     versionstampOf: (ref) => find(ref)?.hint.versionstamp,
     stats: () => ({ hints: jobs, bytes }),

@@ -77,21 +77,3 @@ Deno.test("an envelope larger than the byte bound gets no hint", () => {
   hints.remember(jobs, submission, 0);
   assert.deepEqual(hints.stats(), { hints: 0, bytes: 0 });
 });
-
-Deno.test("a hint keeps the envelope's bytes before sealing for every sibling, when they fit beside the sealed ones", () => {
-  const hints = createClaimHints({ maxHints: 10, maxBytes: 1_000 });
-  const plaintext = new Uint8Array(300);
-  const { jobs } = storedSubmission("s1", ["d1", "d2"]);
-  hints.remember(jobs, { firstChunk: new Uint8Array(300), plaintext }, 0);
-  assert.deepEqual(hints.stats(), { hints: 2, bytes: 600 }, "both counted");
-  assert.equal(hints.take(ref("s1", "d1"))?.plaintext, plaintext);
-  assert.equal(hints.take(ref("s1", "d2"))?.plaintext, plaintext);
-  assert.deepEqual(hints.stats(), { hints: 0, bytes: 0 });
-  // 600 sealed bytes fit, 1 200 with the bytes before sealing would not: the hint goes without them.
-  const big = storedSubmission("s2", ["d1"]);
-  hints.remember(big.jobs, { firstChunk: new Uint8Array(600), plaintext: new Uint8Array(600) }, 0);
-  assert.deepEqual(hints.stats(), { hints: 1, bytes: 600 });
-  const hint = hints.take(ref("s2", "d1"));
-  assert.ok(hint);
-  assert.equal(hint.plaintext, undefined);
-});

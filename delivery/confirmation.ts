@@ -16,7 +16,7 @@ import { maskAddress, MAX_ECHO_CHARS, visitorAddress } from "../rules/confirmati
 import { cut, fieldText, renderPlaceholders } from "../rules/render.ts";
 import type { Db } from "../store/db.ts";
 import { getDestination } from "../store/destinations.ts";
-import { openClaimedEnvelope, readSealedEnvelope } from "../store/envelope.ts";
+import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
 import { sealedPart } from "./unknown_key.ts";
 import { type FormRecord, getFormById } from "../store/forms.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
@@ -61,7 +61,7 @@ export function createConfirmationAttempt(
     if (sealed === null) throw refused("Submission data expired before delivery");
     const envelope = await sealedPart(
       "envelope",
-      () => openClaimedEnvelope(db.sealer, claimed, sealed),
+      () => openEnvelope(db.sealer, job.submissionId, sealed),
     );
     const to = visitorAddress(envelope.payload, settings.emailField);
     if (to === null) throw refused("The visitor's address is no longer valid");

@@ -266,7 +266,6 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
       ? await claimKnownJob(db, hint.known, {
         ...options,
         firstChunk: hint.firstChunk,
-        plaintext: hint.plaintext,
         // A hint is the job as stored, pending (held ones get none): it has no index entry.
         unindexed: true,
       })

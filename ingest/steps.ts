@@ -24,7 +24,7 @@ import type { IngestLoad } from "../delivery/ingest_load.ts";
 import type { Logger } from "../log.ts";
 import { type BodyTiming, type BodyWatch, readBodyWithin } from "../body_reading.ts";
 import type { Db } from "../store/db.ts";
-import { encodeEnvelope, sealEnvelope } from "../store/envelope.ts";
+import { sealEnvelope } from "../store/envelope.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import type { RateLimiter, RateSlot } from "../store/rate_limit.ts";
@@ -289,19 +289,16 @@ export async function sealAndStore(
   // Counted from here, not from the start: a client slow to send its body is not load.
   parts.ingestLoad.enter(form.orgId);
   try {
-    const plaintext = encodeEnvelope(envelope);
-    const stored = await parts.writer.write({
+    return await parts.writer.write({
       submissionId: envelope.submissionId,
       formId: form.id,
       orgId: form.orgId,
-      sealedEnvelope: await sealEnvelope(parts.db.sealer, envelope.submissionId, plaintext),
+      sealedEnvelope: await sealEnvelope(parts.db.sealer, envelope),
       destinations,
       submittedAt,
       envelopeTtlMs: parts.envelopeTtlMs,
       pageToken: pageToken?.signature,
     }, { wokenHere: parts.engine !== null });
-    // This process delivers what it accepted without decrypting it again.
-    return { ...stored, plaintext };
   } catch (error) {
     if (error instanceof PageTokenUsedError) return null;
     parts.logger.error("submission not stored", {

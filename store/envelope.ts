@@ -17,18 +17,13 @@ import type { SubmissionEnvelope } from "../submission.ts";
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** An envelope's bytes, as they are sealed: its JSON. */
-export function encodeEnvelope(envelope: SubmissionEnvelope): Uint8Array<ArrayBuffer> {
-  return encoder.encode(JSON.stringify(envelope));
-}
-
-/** Seals an envelope's bytes (encodeEnvelope) for storage, bound to its submission id. */
+/** Seals an envelope for storage, bound to its submission id. */
 export async function sealEnvelope(
   sealer: Sealer,
-  submissionId: string,
-  plaintext: Uint8Array<ArrayBuffer>,
+  envelope: SubmissionEnvelope,
 ): Promise<Uint8Array<ArrayBuffer>> {
-  return await sealer.seal(plaintext, `envelope:${submissionId}`);
+  const plaintext = encoder.encode(JSON.stringify(envelope));
+  return await sealer.seal(plaintext, `envelope:${envelope.submissionId}`);
 }
 
 /** Opens an envelope sealed by sealEnvelope. */
@@ -39,21 +34,6 @@ export async function openEnvelope(
 ): Promise<SubmissionEnvelope> {
   const plaintext = await sealer.open(sealed, `envelope:${submissionId}`);
   return JSON.parse(decoder.decode(plaintext));
-}
-
-/**
- * A claimed job's envelope: from the bytes this process sealed when the claim carries
- * them (no decryption), else opened from its sealed copy. Each call parses its own.
- */
-export function openClaimedEnvelope(
-  sealer: Sealer,
-  claimed: Pick<ClaimedJob, "job" | "plaintext">,
-  sealed: Uint8Array<ArrayBuffer>,
-): Promise<SubmissionEnvelope> {
-  if (claimed.plaintext === undefined) {
-    return openEnvelope(sealer, claimed.job.submissionId, sealed);
-  }
-  return Promise.resolve(JSON.parse(decoder.decode(claimed.plaintext)));
 }
 
 /**

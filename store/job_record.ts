@@ -146,8 +146,6 @@ export interface ClaimedJob {
   versionstamp: string;
   /** The first sealed envelope chunk as read with the job; null when it is gone. */
   firstChunk: Uint8Array<ArrayBuffer> | null;
-  /** The envelope's bytes before sealing: this process accepted it (StoredSubmission). */
-  plaintext?: Uint8Array<ArrayBuffer>;
   /**
    * The job has no by-destination index entry to delete when it ends: it is as this
    * process stored it, pending, and was never put back (submissions.ts).

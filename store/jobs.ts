@@ -65,9 +65,8 @@ export async function claimJob(
 /**
  * Claims a job whose state this process knows (it has just accepted the submission),
  * without reading it: the versionstamp check fails, and null comes back, if anyone
- * changed the job since. `firstChunk` is the envelope's first sealed chunk, `plaintext`
- * its bytes before sealing when this process accepted it; `unindexed` says the job has no
- * index entry (ClaimedJob).
+ * changed the job since. `firstChunk` is the envelope's first sealed chunk; `unindexed`
+ * says the job has no index entry (ClaimedJob).
  */
 export async function claimKnownJob(
   db: Db,
@@ -76,7 +75,6 @@ export async function claimKnownJob(
     now: number;
     leaseMs: number;
     firstChunk: Uint8Array<ArrayBuffer> | null;
-    plaintext?: Uint8Array<ArrayBuffer>;
     unindexed?: true;
   },
 ): Promise<ClaimedJob | null> {
@@ -95,8 +93,7 @@ export async function claimKnownJob(
     bytes: JOB_BYTES,
   });
   if (versionstamp === null) return null;
-  const { firstChunk, plaintext, unindexed } = options;
-  return { job, versionstamp, firstChunk, plaintext, unindexed };
+  return { job, versionstamp, firstChunk: options.firstChunk, unindexed: options.unindexed };
 }
 
 /**

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createDb, type Db } from "./db.ts";
 import { addDestination, getDestination } from "./destinations.ts";
-import { encodeEnvelope, openEnvelope, readSealedEnvelope, sealEnvelope } from "./envelope.ts";
+import { openEnvelope, readSealedEnvelope, sealEnvelope } from "./envelope.ts";
 import { createForm, getFormById, openCaptchaSecret } from "./forms.ts";
 import { claimJob } from "./jobs.ts";
 import { destinationKey, envelopeChunkKey } from "./keys.ts";
@@ -51,7 +51,7 @@ async function fill(db: Db) {
     submissionId: envelope.submissionId,
     formId: form.id,
     orgId: "org1",
-    sealedEnvelope: await sealEnvelope(db.sealer, envelope.submissionId, encodeEnvelope(envelope)),
+    sealedEnvelope: await sealEnvelope(db.sealer, envelope),
     destinations: [{ id: destination!.id, type: "webhook" }],
     submittedAt,
     envelopeTtlMs: LIFETIME,

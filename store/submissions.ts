@@ -153,12 +153,6 @@ export function createSubmissionWriter(
 export interface StoredSubmission {
   jobs: KnownJob[];
   firstChunk: Uint8Array<ArrayBuffer>;
-  /**
-   * The envelope's bytes before sealing (store/envelope.ts encodeEnvelope): set by
-   * ingestion (ingest/steps.ts sealAndStore), so that this process delivers it without
-   * decrypting the sealed copy it just made.
-   */
-  plaintext?: Uint8Array<ArrayBuffer>;
 }
 
 /** Stores accepted submissions. */

@@ -130,49 +130,6 @@ Deno.test("a submission reaches two webhooks and a spreadsheet app that redirect
   assert.equal(await countKeys(h.service.db.kv, "jobs"), 0);
 });
 
-/** Counts the envelopes `h`'s sealer opens from now on. */
-function countEnvelopeOpens(h: H): () => number {
-  const { sealer } = h.service.db;
-  const open = sealer.open;
-  let opens = 0;
-  sealer.open = (sealed, context) => {
-    if (context.startsWith("envelope:")) opens++;
-    return open(sealed, context);
-  };
-  return () => opens;
-}
-
-Deno.test("a process delivers what it accepted without decrypting it; one that did not accept it opens the sealed copy", async () => {
-  await using h = await startHarness();
-  await using first = startWebhookSink();
-  await using second = startWebhookSink();
-  const opens = countEnvelopeOpens(h);
-  const form = await h.createForm();
-  await h.addDestination(form.id, webhook(first.url));
-  await h.addDestination(form.id, webhook(second.url));
-  const payload = { name: "Ada", tags: ["a", "b"], nested: { note: "x" } };
-  assert.equal((await h.submit(form.publicKey, payload)).status, 202);
-  await waitForOutcomes(h, form.id, 2, "delivered");
-  assert.equal(opens(), 0, "delivered from the envelope as accepted");
-  assert.deepEqual(first.received[0].json?.payload, payload);
-  assert.deepEqual(second.received[0].json, first.received[0].json, "both sent the same");
-
-  // Accepted by a process that does not deliver: the engine that does has no open copy.
-  await using other = await startHarness({}, { deliver: false, queues: false });
-  const otherOpens = countEnvelopeOpens(other);
-  const otherForm = await other.createForm();
-  await other.addDestination(otherForm.id, webhook(first.url));
-  assert.equal((await other.submit(otherForm.publicKey, payload)).status, 202);
-  const engine = startEngine(other);
-  try {
-    await waitForOutcomes(other, otherForm.id, 1, "delivered");
-  } finally {
-    await engine.close();
-  }
-  assert.equal(otherOpens(), 1, "opened from KV");
-  assert.deepEqual(first.received[1].json?.payload, payload);
-});
-
 Deno.test("sibling jobs delivered side by side clean up their envelope in their own commits, with no check after", async () => {
   await using h = await startHarness();
   await using sink = startWebhookSink();
