@@ -2,7 +2,8 @@
  * Deleting everything an organization owns: every key of every family in
  * keys.ts's KEY_FAMILIES that names the organization, one of its forms, destinations,
  * tenant keys, public keys or submissions. The walk follows the declarations, so a new
- * family is covered once it declares what it names (keys_test.ts insists it does).
+ * family is covered once it declares what it names (keys_test.ts insists it does). The
+ * same walk, started from other ids (deleteKeysNaming), deletes what one form owns.
  *
  * A family whose keys lead with an id the walk knows is read by prefix, one id at a
  * time; the others (jobs, envelopes, retained failures, tenant keys by hash,
@@ -22,14 +23,26 @@ const BATCH = 500;
 type Known = Record<IdKind, Set<string>>;
 
 /** Deletes every key naming the organization or what it owns; how many keys went. */
-export async function deleteOrgKeys(db: Db, orgId: string): Promise<number> {
+export function deleteOrgKeys(db: Db, orgId: string): Promise<number> {
+  return deleteKeysNaming(db, { org: [orgId] });
+}
+
+/**
+ * Deletes every key naming one of the `seed` ids, or an id learnt from such a key (a
+ * form's destinations, a job's submission; never an organization, which only a seed
+ * names); how many keys went.
+ */
+export async function deleteKeysNaming(
+  db: Db,
+  seed: Partial<Record<IdKind, Iterable<string>>>,
+): Promise<number> {
   const known: Known = {
-    org: new Set([orgId]),
-    form: new Set(),
-    destination: new Set(),
-    submission: new Set(),
-    tenantKey: new Set(),
-    publicKey: new Set(),
+    org: new Set(seed.org),
+    form: new Set(seed.form),
+    destination: new Set(seed.destination),
+    submission: new Set(seed.submission),
+    tenantKey: new Set(seed.tenantKey),
+    publicKey: new Set(seed.publicKey),
   };
   const size = () => Object.values(known).reduce((sum, ids) => sum + ids.size, 0);
   let deleted = 0;
@@ -79,7 +92,9 @@ async function deleteFamily(
     const op = db.kv.atomic();
     for (const key of keys) op.delete(key);
     const result = await retryWhileBusy(() => op.commit());
-    if (!result.ok) throw new Error("Cannot delete the organization's keys: KV commit failed");
+    if (!result.ok) {
+      throw new Error("Cannot delete the keys naming what is deleted: KV commit failed");
+    }
     deleted += keys.length;
   };
   for (const prefix of prefixes) {
