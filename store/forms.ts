@@ -16,6 +16,7 @@ import {
 } from "./keys.ts";
 import { newKey, openJson, sealJson } from "./sealing.ts";
 import { retryWhileBusy } from "./kv_busy.ts";
+import { deleteKeysNaming } from "./org_deletion.ts";
 import type { SpamRules } from "../rules/spam.ts";
 import type { ConfirmationSettings } from "../rules/confirmation.ts";
 
@@ -143,22 +144,37 @@ export async function updateForm(
   return result;
 }
 
-/** Deletes a form with its indexes and destinations; false when not found. */
+/**
+ * Deletes a form: first, in one commit, the form, its indexes and destinations (it is
+ * gone for ingestion and the admin API from then on); then everything else that names
+ * it, its destinations or its submissions (org_deletion.ts deleteKeysNaming): waiting
+ * jobs and their envelopes, retained failures, delivery records, refusal counts and
+ * refused sites, rate counts, confirmation records, page-token uses, health records.
+ * False when not found.
+ */
 export async function deleteForm(db: Db, orgId: string, formId: string): Promise<boolean> {
-  const result = await retryAtomic(async () => {
+  const deleted = await retryAtomic(async () => {
     const entry = await db.kv.get<FormRecord>(formKey(formId));
-    if (entry.value === null || entry.value.orgId !== orgId) return { op: null, result: false };
+    if (entry.value === null || entry.value.orgId !== orgId) return { op: null, result: null };
     const op = db.kv.atomic().check(entry)
       .delete(formKey(formId))
       .delete(formByOrgKey(orgId, formId))
       .delete(formByPublicKeyKey(entry.value.publicKey));
+    const destinationIds: string[] = [];
     for await (const dest of db.kv.list({ prefix: destinationsOfFormPrefix(formId) })) {
       op.delete(dest.key);
+      destinationIds.push(dest.key[2] as string);
     }
-    return { op, result: true };
+    return { op, result: { publicKey: entry.value.publicKey, destinationIds } };
   });
   db.formVersion.bump();
-  return result;
+  if (deleted === null) return false;
+  await deleteKeysNaming(db, {
+    form: [formId],
+    destination: deleted.destinationIds,
+    publicKey: [deleted.publicKey],
+  });
+  return true;
 }
 
 /** The plaintext captcha secret of a form, or null. */

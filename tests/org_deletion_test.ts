@@ -16,6 +16,7 @@ import { type Harness, startHarness } from "./helpers/harness.ts";
 import { startWebhookSink } from "./helpers/sink.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { countKeys } from "./helpers/kv.ts";
+import { createRefusalCounter } from "../store/refusals.ts";
 
 /** Every key of the KV, as JSON-able parts. */
 async function allKeys(kv: Deno.Kv): Promise<Deno.KvKey[]> {
@@ -29,7 +30,11 @@ function naming(keys: Deno.KvKey[], ids: Set<string>): Deno.KvKey[] {
   return keys.filter((key) => key.some((part) => typeof part === "string" && ids.has(part)));
 }
 
-/** An organization's activity of every kind the service keeps: returns the ids it owns. */
+/**
+ * An organization's activity of every kind the service keeps, on one form of its own:
+ * returns the ids the form owns (the form, its public key, destinations and
+ * submissions), the hashes of the organization's tenant keys, and its key after rotation.
+ */
 async function busyOrg(h: Harness, tenantKey: string, ops: { url: string }) {
   const admin = (method: string, path: string, body?: unknown) =>
     h.admin(method, path, body, { tenantKey });
@@ -91,14 +96,19 @@ async function busyOrg(h: Harness, tenantKey: string, ops: { url: string }) {
   // A rotated key: the old one is kept revoked.
   const rotated = await admin("POST", "/keys/rotate");
   const fresh = (await rotated.json()).tenantKey as string;
-  ids.add(await sha256Hex(tenantKey)).add(await sha256Hex(fresh));
+  const keyHashes = new Set([await sha256Hex(tenantKey), await sha256Hex(fresh)]);
+  // Refusals counted and a refused site noted (written by the counter's flush).
+  const refusals = createRefusalCounter(h.service.db);
+  refusals.count(form.id, "origin");
+  refusals.refusedOrigin(form.id, "https://elsewhere.example");
+  await refusals.flush();
   // Still under way when it goes: a submission not yet delivered.
   const late = await h.submit(form.publicKey, {
     late: true,
     [TIME_TRAP_FIELD]: pageToken(h.service.db.sealer, form.publicKey, Date.now() - 9000),
   });
   ids.add((await late.json()).submissionId);
-  return ids;
+  return { formId: form.id, ofForm: ids, keyHashes, tenantKey: fresh };
 }
 
 Deno.test("delete-org leaves no key naming the organization, its forms, destinations, keys or submissions; others keep theirs", async () => {
@@ -110,8 +120,8 @@ Deno.test("delete-org leaves no key naming the organization, its forms, destinat
   });
   await using ops = startWebhookSink();
   const doomed = await createOrg(h.service.db, "Doomed org");
-  const ids = await busyOrg(h, doomed.tenantKey, ops);
-  ids.add(doomed.orgId);
+  const { ofForm, keyHashes } = await busyOrg(h, doomed.tenantKey, ops);
+  const ids = new Set([...ofForm, ...keyHashes, doomed.orgId]);
   // A neighbour that stays.
   await using kept = startWebhookSink();
   const form = await h.createForm();
@@ -123,7 +133,7 @@ Deno.test("delete-org leaves no key naming the organization, its forms, destinat
   const families = new Set(naming(before, ids).map((key) => String(key[0])));
   const expected = ["notify_settings", "notify_log", "notify_summaries"];
   expected.push("deliveries", "retained", "destination_failing", "page_token_uses", "rate");
-  expected.push("tenant_keys", "envelopes", "forms_by_public_key");
+  expected.push("tenant_keys", "envelopes", "forms_by_public_key", "refusals", "refused_origins");
   for (const family of expected) {
     assert.ok(families.has(family), `the doomed org has ${family} to delete`);
   }
@@ -140,6 +150,47 @@ Deno.test("delete-org leaves no key naming the organization, its forms, destinat
   const neighbour = new Set([h.orgId, form.id]);
   assert.deepEqual(naming(after, neighbour), naming(before, neighbour));
   assert.equal(await deleteOrg(h.service.db, doomed.orgId), false);
+});
+
+Deno.test("deleting a form leaves no key naming it, its destinations or submissions; its organization and other forms keep theirs", async () => {
+  await using h = await startHarness({
+    retryScheduleMs: [10, 10],
+    failedRetentionMs: 3_600_000,
+    rateLimit: { max: 8, windowMs: 600_000 },
+  });
+  await using ops = startWebhookSink();
+  const owner = await createOrg(h.service.db, "Owner");
+  const { formId, ofForm, keyHashes, tenantKey } = await busyOrg(h, owner.tenantKey, ops);
+  const admin = (method: string, path: string, body?: unknown) =>
+    h.admin(method, path, body, { tenantKey });
+  // The organization's other form, with deliveries of its own.
+  await using kept = startWebhookSink();
+  const sibling = (await (await admin("POST", "/forms", { name: "Stays" })).json()).form;
+  const added = await admin("POST", `/forms/${sibling.id}/destinations`, webhook(kept.url));
+  assert.equal(added.status, 200);
+  const response = await h.submit(sibling.publicKey, { name: "stays" });
+  assert.equal(response.status, 202);
+  await waitFor(() => kept.received.length === 1, { message: "the sibling's delivery" });
+
+  const before = await allKeys(h.service.db.kv);
+  const families = new Set(naming(before, ofForm).map((key) => String(key[0])));
+  const expected = ["deliveries", "retained", "destination_failing", "page_token_uses", "rate"];
+  expected.push("envelopes", "forms_by_public_key", "refusals", "refused_origins");
+  for (const family of expected) {
+    assert.ok(families.has(family), `the form has ${family} to delete`);
+  }
+  assert.equal((await admin("DELETE", `/forms/${formId}`)).status, 200);
+
+  const after = await allKeys(h.service.db.kv);
+  // The organization's notices of what happened to the form are its own, and are kept.
+  const left = naming(after, ofForm).filter((key) => !String(key[0]).startsWith("notify_"));
+  assert.deepEqual(left, [], "no key names the deleted form or what it owned");
+  // The organization, its keys and settings, and its other form are all there.
+  const stays = new Set([owner.orgId, ...keyHashes, sibling.id, sibling.publicKey]);
+  const staying = (keys: Deno.KvKey[]) =>
+    naming(keys, stays).filter((key) => naming([key], ofForm).length === 0);
+  assert.deepEqual(staying(after), staying(before));
+  assert.ok(after.some((key) => key[0] === "notify_settings" && key[1] === owner.orgId));
 });
 
 Deno.test("nothing is sent for a deleted organization: neither by a running notifier nor after a restart", async () => {
