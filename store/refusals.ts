@@ -8,12 +8,15 @@
  * commit per interval, not one per request. Counts older than 30 days are pruned when
  * read. Beside the counts, the last few distinct sites refused for their origin
  * ({@linkcode MAX_REFUSED_ORIGINS}: the origin only, `scheme://host[:port]`, and when), so
- * that an owner sees which site tried, kept and written the same way.
+ * that an owner sees which site tried, kept and written the same way. Both are written
+ * only while their form exists (each commit checks it): a form deleted meanwhile, in this
+ * process or another, loses what was counted for it instead of getting it back.
  *
  * @module
  */
 import type { Db } from "./db.ts";
 import {
+  formKey,
   refusalCountKey,
   refusalCountKeyParts,
   refusalsOfFormPrefix,
@@ -50,7 +53,8 @@ export interface RefusedOrigin {
   lastSeen: number;
 }
 /** Most sums in one commit (KV allows 1000 mutations). */
-const SUMS_PER_COMMIT = 500;
+/** Forms per commit of their counts: one getMany reads their records (KV reads 10 at most). */
+const FORMS_PER_COMMIT = 10;
 const DAY_MS = 86_400_000;
 
 /** The UTC day of a time, `YYYY-MM-DD`. */
@@ -87,14 +91,28 @@ export function createRefusalCounter(
   let writing: Promise<void> = Promise.resolve();
 
   async function write(batch: Map<string, number>) {
-    const entries = [...batch];
-    for (let i = 0; i < entries.length; i += SUMS_PER_COMMIT) {
-      const op = db.kv.atomic();
-      for (const [name, n] of entries.slice(i, i + SUMS_PER_COMMIT)) {
-        const [formId, day, reason] = name.split("\0");
-        op.sum(refusalCountKey(formId, day, reason), BigInt(n));
+    const byForm = new Map<string, [day: string, reason: string, n: number][]>();
+    for (const [name, n] of batch) {
+      const [formId, day, reason] = name.split("\0");
+      const sums = byForm.get(formId) ?? [];
+      sums.push([day, reason, n]);
+      byForm.set(formId, sums);
+    }
+    const forms = [...byForm.keys()];
+    for (let i = 0; i < forms.length; i += FORMS_PER_COMMIT) {
+      const ids = forms.slice(i, i + FORMS_PER_COMMIT);
+      for (let tries = 0; tries < 5; tries++) {
+        const records = await db.kv.getMany(ids.map(formKey));
+        const op = db.kv.atomic();
+        records.forEach((record, k) => {
+          if (record.versionstamp === null) return;
+          op.check(record);
+          for (const [day, reason, n] of byForm.get(ids[k])!) {
+            op.sum(refusalCountKey(ids[k], day, reason), BigInt(n));
+          }
+        });
+        if ((await retryWhileBusy(() => op.commit())).ok) break;
       }
-      await retryWhileBusy(() => op.commit());
     }
   }
 
@@ -102,10 +120,15 @@ export function createRefusalCounter(
   async function writeOrigins(formId: string, seen: Map<string, number>) {
     const key = refusedOriginsKey(formId);
     for (let tries = 0; tries < 5; tries++) {
-      const entry = await db.kv.get<RefusedOrigin[]>(key);
+      const [record, entry] = await db.kv.getMany<[unknown, RefusedOrigin[]]>([
+        formKey(formId),
+        key,
+      ]);
+      if (record.versionstamp === null) return;
       const kept = (entry.value ?? []).toReversed();
       const merged = latestOrigins([...kept, ...originList(seen)]);
-      const op = db.kv.atomic().check(entry).set(key, merged, { expireIn: KEEP_DAYS * DAY_MS });
+      const op = db.kv.atomic().check(record, entry)
+        .set(key, merged, { expireIn: KEEP_DAYS * DAY_MS });
       if ((await retryWhileBusy(() => op.commit())).ok) return;
     }
   }

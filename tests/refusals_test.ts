@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { expectError } from "./helpers/assert.ts";
 import { startHarness } from "./helpers/harness.ts";
+import { formKey } from "../store/keys.ts";
 import {
   createRefusalCounter,
   MAX_REFUSED_ORIGINS,
@@ -128,6 +129,7 @@ Deno.test("the refusal counter writes sums at most every interval and on flush, 
     let now = Date.parse(`${DAY}T10:00:00Z`);
     const counter = createRefusalCounter(db, { flushMs: 1000, now: () => now });
     const form = crypto.randomUUID();
+    await kv.set(formKey(form), { id: form });
     counter.count(form, "origin");
     counter.count(form, "origin");
     counter.count(form, "spam");
@@ -212,6 +214,7 @@ Deno.test("refused origins are kept like the counts: gathered, written at the in
     let now = Date.parse(`${DAY}T10:00:00Z`);
     const counter = createRefusalCounter(db, { flushMs: 1000, now: () => now });
     const form = crypto.randomUUID();
+    await kv.set(formKey(form), { id: form });
     counter.refusedOrigin(form, "https://a.example");
     now += 10;
     counter.refusedOrigin(form, "https://b.example");
@@ -233,6 +236,33 @@ Deno.test("refused origins are kept like the counts: gathered, written at the in
     const kept = (await kv.get<unknown[]>(["refused_origins", form])).value!;
     assert.equal(kept.length, MAX_REFUSED_ORIGINS);
     assert.deepEqual(await names(), [9, 8, 7, 6, 5].map((i) => `https://${i}.example`));
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("counts and refused sites of a form deleted before they are written are dropped, not written back", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const db = { kv } as Parameters<typeof createRefusalCounter>[0];
+    const counter = createRefusalCounter(db, { flushMs: 60_000 });
+    const [kept, deleted] = [crypto.randomUUID(), crypto.randomUUID()];
+    await kv.set(formKey(kept), { id: kept });
+    await kv.set(formKey(deleted), { id: deleted });
+    for (const form of [kept, deleted]) {
+      counter.count(form, "origin");
+      counter.refusedOrigin(form, "https://a.example");
+    }
+    await kv.delete(formKey(deleted));
+    await counter.flush();
+    const keys: Deno.KvKey[] = [];
+    for await (const entry of kv.list({ prefix: [] })) {
+      if (entry.key[0] !== "forms") keys.push(entry.key);
+    }
+    assert.deepEqual(keys.map((key) => [key[0], key[1]]).sort(), [
+      ["refusals", kept],
+      ["refused_origins", kept],
+    ]);
   } finally {
     kv.close();
   }
