@@ -52,8 +52,11 @@ export interface RefusedOrigin {
   origin: string;
   lastSeen: number;
 }
-/** Most sums in one commit (KV allows 1000 mutations). */
-/** Forms per commit of their counts: one getMany reads their records (KV reads 10 at most). */
+/**
+ * Forms per commit of their counts: one getMany reads their records (KV reads 10 at most),
+ * and their sums (two days of every reason at most between flushes) stay well under KV's
+ * 1000 mutations.
+ */
 const FORMS_PER_COMMIT = 10;
 const DAY_MS = 86_400_000;
 
