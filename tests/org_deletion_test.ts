@@ -1,7 +1,8 @@
 /**
  * Deleting an organization leaves no key naming it, its forms, destinations, keys or
  * submissions, whatever it did before; and nothing is sent for it afterwards, neither by
- * a notifier that was running nor after a restart on the same KV.
+ * a notifier that was running nor after a restart on the same KV. Deleting a form leaves
+ * no key naming it or what it owned, and nothing else of its organization goes.
  */
 import assert from "node:assert/strict";
 import { loadConfig } from "../config.ts";
@@ -156,6 +157,7 @@ Deno.test("deleting a form leaves no key naming it, its destinations or submissi
   await using h = await startHarness({
     retryScheduleMs: [10, 10],
     failedRetentionMs: 3_600_000,
+    // As above: the visitor's count reaches KV at half the limit.
     rateLimit: { max: 8, windowMs: 600_000 },
   });
   await using ops = startWebhookSink();
