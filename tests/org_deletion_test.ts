@@ -31,6 +31,14 @@ function naming(keys: Deno.KvKey[], ids: Set<string>): Deno.KvKey[] {
   return keys.filter((key) => key.some((part) => typeof part === "string" && ids.has(part)));
 }
 
+/** What busyOrg needs of the harness: fast retries, kept failures, a count that reaches KV. */
+const BUSY_CONFIG = {
+  retryScheduleMs: [10, 10],
+  failedRetentionMs: 3_600_000,
+  // A process alone writes a visitor's count once it reaches half the limit: 4 here.
+  rateLimit: { max: 8, windowMs: 600_000 },
+};
+
 /**
  * An organization's activity of every kind the service keeps, on one form of its own:
  * returns the ids the form owns (the form, its public key, destinations and
@@ -113,12 +121,7 @@ async function busyOrg(h: Harness, tenantKey: string, ops: { url: string }) {
 }
 
 Deno.test("delete-org leaves no key naming the organization, its forms, destinations, keys or submissions; others keep theirs", async () => {
-  await using h = await startHarness({
-    retryScheduleMs: [10, 10],
-    failedRetentionMs: 3_600_000,
-    // A process alone writes a visitor's count once it reaches half the limit: 4 here.
-    rateLimit: { max: 8, windowMs: 600_000 },
-  });
+  await using h = await startHarness(BUSY_CONFIG);
   await using ops = startWebhookSink();
   const doomed = await createOrg(h.service.db, "Doomed org");
   const { ofForm, keyHashes } = await busyOrg(h, doomed.tenantKey, ops);
@@ -154,12 +157,7 @@ Deno.test("delete-org leaves no key naming the organization, its forms, destinat
 });
 
 Deno.test("deleting a form leaves no key naming it, its destinations or submissions; its organization and other forms keep theirs", async () => {
-  await using h = await startHarness({
-    retryScheduleMs: [10, 10],
-    failedRetentionMs: 3_600_000,
-    // As above: the visitor's count reaches KV at half the limit.
-    rateLimit: { max: 8, windowMs: 600_000 },
-  });
+  await using h = await startHarness(BUSY_CONFIG);
   await using ops = startWebhookSink();
   const owner = await createOrg(h.service.db, "Owner");
   const { formId, ofForm, keyHashes, tenantKey } = await busyOrg(h, owner.tenantKey, ops);
