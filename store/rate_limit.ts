@@ -21,9 +21,11 @@
  *   process id) marks in KV that it counts clients, before it admits anything and again
  *   every PROCESS_COUNT_EVERY_MS while it admits, and the marks outlive two windows. When
  *   no other process's mark is recent enough to have counted in the client's window,
- *   the process's own counts are the whole count: a repeat visitor costs no read, and
+ *   and no other process's record is live (processes started together have written
+ *   their records before any admits, but may not have marked yet), the process's own
+ *   counts are the whole count: a repeat visitor costs no read, and
  *   its count is written only once it reaches half the limit (for a successor after a
- *   crash), when the process stops (flush), when it finds another process's mark, and
+ *   crash), when the process stops (flush), when it finds another process, and
  *   before the counter is forgotten. A repeat visitor below half the limit thus costs
  *   what a one-off costs. A process starting meanwhile reads this one's written counts
  *   from its first request; this one writes the rest and reads the newcomer's from its
@@ -154,8 +156,6 @@ export function createRateLimiter(
       }
     }
     othersMarkedAt = newest;
-    // Another process counts now: it has to find what this one kept to itself.
-    if (!alone(Math.floor(at / windowMs))) writeAll();
   }
 
   /**
@@ -167,18 +167,25 @@ export function createRateLimiter(
     if (now() - processesCountedAt < PROCESS_COUNT_EVERY_MS) return;
     const first = processesCountedAt === -Infinity;
     processesCountedAt = now();
-    const counting = Promise.all([
+    const counting = Promise.allSettled([
       countLiveProcesses(db).then((n) => void (processes = Math.max(1, n))),
-      mark().catch((error) => {
+      mark().catch(() => {
         othersMarkedAt = Infinity; // not marked: others may not know of this process either
-        throw error;
       }),
-    ]).catch(() => {/* keep the last count; unmarked, read */});
+    ]).then(() => {
+      // Another process runs now: it has to find what this one kept to itself.
+      if (!alone(Math.floor(now() / windowMs))) writeAll();
+    });
     if (first) await counting;
   }
 
-  /** No other process can have counted a client in `window`: this one's counts are all. */
-  const alone = (window: number) => othersMarkedAt + MARK_SLACK_MS < window * windowMs;
+  /**
+   * No other process can have counted a client in `window`: this one's counts are all.
+   * Processes that started with this one have written their records but may not have
+   * marked yet: a process with another live record is not alone either.
+   */
+  const alone = (window: number) =>
+    processes === 1 && othersMarkedAt + MARK_SLACK_MS < window * windowMs;
 
   /** Too many processes for each to let a client's first submission through unseen. */
   const crowded = () => 2 * processes > options.max;

@@ -100,6 +100,27 @@ Deno.test("rate limit: processes starting one after another, each counted before
   });
 });
 
+Deno.test("rate limit: processes started together, each registered before any marks, are not alone: the limit + N − 1", async () => {
+  await withDb(async (db) => {
+    // Four services start at once: each writes its process record before it admits
+    // anything, and none has marked when the first request arrives. The clock stands
+    // still, so the first to count never looks at the marks again.
+    const limiters: RateLimiter[] = [];
+    for (let i = 0; i < 4; i++) {
+      await createShareExchange(db, { processId: `p${i}`, freshMs: 3000 })
+        .exchange({ paces: new Map(), usage: [] });
+    }
+    for (let i = 0; i < 4; i++) {
+      limiters.push(
+        createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow, processId: `p${i}` }),
+      );
+    }
+    const passed = await admitted(limiters, "198.51.100.97", 100, db);
+    assert.ok(passed >= 10, `${passed}: at least the limit`);
+    assert.ok(passed <= 10 + 3, `${passed} let through by four processes`);
+  });
+});
+
 /** A Db whose KV counts the listings of rate-limit counts (the reads of a repeat client). */
 async function withCountedReads(test: (db: Db, reads: () => number) => Promise<void>) {
   await withDb(async (db) => {
