@@ -17,6 +17,12 @@ async function withDb(test: (db: Db) => Promise<void>) {
   }
 }
 
+/** Writes a process record, as a service does before it admits anything. */
+async function register(db: Db, processId: string) {
+  await createShareExchange(db, { processId, freshMs: 3000 })
+    .exchange({ paces: new Map(), usage: [] });
+}
+
 /** Posts as `client` to `limiters` in turn until each has refused it; how many were let through. */
 async function admitted(limiters: RateLimiter[], client: string, attempts: number, db: Db) {
   let passed = 0;
@@ -87,8 +93,7 @@ Deno.test("rate limit: processes starting one after another, each counted before
     // the others read and write firsts too.
     const limiters: RateLimiter[] = [];
     for (let i = 0; i < 12; i++) {
-      await createShareExchange(db, { processId: `p${i}`, freshMs: 3000 })
-        .exchange({ paces: new Map(), usage: [] });
+      await register(db, `p${i}`);
       const limiter = createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow });
       const first = await limiter.reserve("f", `192.0.2.${i}`);
       if (!("retryAfter" in first)) first.release();
@@ -105,16 +110,11 @@ Deno.test("rate limit: processes started together, each registered before any ma
     // Four services start at once: each writes its process record before it admits
     // anything, and none has marked when the first request arrives. The clock stands
     // still, so the first to count never looks at the marks again.
-    const limiters: RateLimiter[] = [];
-    for (let i = 0; i < 4; i++) {
-      await createShareExchange(db, { processId: `p${i}`, freshMs: 3000 })
-        .exchange({ paces: new Map(), usage: [] });
-    }
-    for (let i = 0; i < 4; i++) {
-      limiters.push(
-        createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow, processId: `p${i}` }),
-      );
-    }
+    const ids = ["p0", "p1", "p2", "p3"];
+    for (const id of ids) await register(db, id);
+    const limiters = ids.map((processId) =>
+      createRateLimiter(db, { max: 10, windowMs: 600_000, now: midWindow, processId })
+    );
     const passed = await admitted(limiters, "198.51.100.97", 100, db);
     assert.ok(passed >= 10, `${passed}: at least the limit`);
     assert.ok(passed <= 10 + 3, `${passed} let through by four processes`);
