@@ -2,7 +2,8 @@
  * Deleting an organization leaves no key naming it, its forms, destinations, keys or
  * submissions, whatever it did before; and nothing is sent for it afterwards, neither by
  * a notifier that was running nor after a restart on the same KV. Deleting a form leaves
- * no key naming it or what it owned, and nothing else of its organization goes.
+ * no key naming it or what it owned, and nothing else of its organization goes; a
+ * delivery under way meanwhile writes nothing back when it ends.
  */
 import assert from "node:assert/strict";
 import { loadConfig } from "../config.ts";
@@ -191,6 +192,37 @@ Deno.test("deleting a form leaves no key naming it, its destinations or submissi
     naming(keys, stays).filter((key) => naming([key], ofForm).length === 0);
   assert.deepEqual(staying(after), staying(before));
   assert.ok(after.some((key) => key[0] === "notify_settings" && key[1] === owner.orgId));
+});
+
+Deno.test("a form deleted while its delivery is in flight: the attempt's end, delivered or failed, writes nothing back", async () => {
+  for (const status of [200, 500]) {
+    await using h = await startHarness({ retryScheduleMs: [10, 10] });
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => answer = resolve);
+    await using sink = startWebhookSink(async () => {
+      await answered;
+      return new Response("answer", { status });
+    });
+    const { form } = await (await h.admin("POST", "/forms", { name: "Doomed" })).json();
+    const added = await h.admin("POST", `/forms/${form.id}/destinations`, webhook(sink.url));
+    const destinationId = (await added.json()).destination.id;
+    const response = await h.submit(form.publicKey, { name: "in flight" });
+    assert.equal(response.status, 202);
+    const { submissionId } = await response.json();
+    await waitFor(() => sink.hits === 1, { message: "the delivery under way" });
+
+    assert.equal((await h.admin("DELETE", `/forms/${form.id}`)).status, 200);
+    answer();
+    const attemptLine = () =>
+      h.logs.map((line) => JSON.parse(line)).find((line) => line.msg === "delivery attempt");
+    await waitFor(() => attemptLine() !== undefined, { message: "the attempt's end" });
+    assert.equal(attemptLine().result, "lease lost", `answered ${status}: nothing to write to`);
+    const ids = new Set([form.id, form.publicKey, destinationId, submissionId]);
+    const left = naming(await allKeys(h.service.db.kv), ids)
+      .filter((key) => !String(key[0]).startsWith("notify_"));
+    assert.deepEqual(left, [], `answered ${status}: no job, envelope or record came back`);
+    assert.equal(sink.hits, 1, "no retry of a deleted form's delivery");
+  }
 });
 
 Deno.test("nothing is sent for a deleted organization: neither by a running notifier nor after a restart", async () => {
