@@ -23,14 +23,14 @@
  *   no other process's mark is recent enough to have counted in the client's window,
  *   and no other process's record is live (processes started together have written
  *   their records before any admits, but may not have marked yet), the process's own
- *   counts are the whole count: a repeat visitor costs no read, and
- *   its count is written only once it reaches half the limit (for a successor after a
- *   crash), when the process stops (flush), when it finds another process, and
- *   before the counter is forgotten. A repeat visitor below half the limit thus costs
- *   what a one-off costs. A process starting meanwhile reads this one's written counts
- *   from its first request; this one writes the rest and reads the newcomer's from its
- *   next look at the marks, at most PROCESS_COUNT_EVERY_MS later, so that while it has
- *   not looked, the two let a client through at most 2 × the limit. A process restarted
+ *   counts are the whole count: a repeat visitor costs no read, and its count is written
+ *   only once it reaches half the limit (for a successor after a crash), when the
+ *   process stops (flush), when it finds another process, and before the counter is
+ *   forgotten. A repeat visitor below half the limit thus costs what a one-off costs. A
+ *   process starting meanwhile reads this one's written counts from its first request;
+ *   this one writes the rest and reads the newcomer's from its next look at the marks,
+ *   at most PROCESS_COUNT_EVERY_MS later, so that while it has not looked, the two let a
+ *   client through at most 2 × the limit. A process restarted
  *   within a window finds its predecessor's mark and reads: after a stop, every count
  *   was written; after a crash, what was under half the limit is lost, so the successor
  *   lets a client through at most half the limit more.
@@ -167,6 +167,7 @@ export function createRateLimiter(
     if (now() - processesCountedAt < PROCESS_COUNT_EVERY_MS) return;
     const first = processesCountedAt === -Infinity;
     processesCountedAt = now();
+    // A count that fails keeps the last one; a mark that fails reads from then on.
     const counting = Promise.allSettled([
       countLiveProcesses(db).then((n) => void (processes = Math.max(1, n))),
       mark().catch(() => {
