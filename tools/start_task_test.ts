@@ -17,7 +17,7 @@ Deno.test("parseStartTask reads a task's variables and V8 flags", () => {
 
 Deno.test("the start task sets the allocator's trim threshold and V8's heap settings", () => {
   assert.equal(START_TASK.env.MALLOC_TRIM_THRESHOLD_, "131072");
-  assert.equal(START_TASK.env.MALLOC_MMAP_THRESHOLD_, "98304");
+  assert.equal(START_TASK.env.MALLOC_MMAP_THRESHOLD_, "65536");
   assert.match(START_TASK.v8Flags, /--gc-memory-reducer-start-delay-ms=5000/);
   assert.match(START_TASK.v8Flags, /--heap-growing-percent=100/);
   assert.match(START_TASK.v8Flags, /--max-semi-space-size=8/);
