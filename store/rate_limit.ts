@@ -30,10 +30,10 @@
  *   process starting meanwhile reads this one's written counts from its first request;
  *   this one writes the rest and reads the newcomer's from its next look at the marks,
  *   at most PROCESS_COUNT_EVERY_MS later, so that while it has not looked, the two let a
- *   client through at most 2 × the limit. A process restarted
- *   within a window finds its predecessor's mark and reads: after a stop, every count
- *   was written; after a crash, what was under half the limit is lost, so the successor
- *   lets a client through at most half the limit more.
+ *   client through at most 2 × the limit. A process restarted within a window finds its
+ *   predecessor's mark and reads: after a stop, every count was written; after a crash,
+ *   what was under half the limit is lost, so the successor lets a client through at
+ *   most half the limit more.
  *
  * So the only submissions no process can see are each process's first of a client:
  * N processes admit at most the limit + N − 1 (plus requests racing in the same

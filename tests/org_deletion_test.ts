@@ -32,6 +32,14 @@ function naming(keys: Deno.KvKey[], ids: Set<string>): Deno.KvKey[] {
   return keys.filter((key) => key.some((part) => typeof part === "string" && ids.has(part)));
 }
 
+/**
+ * Keys with a part among a deleted form's `ids`, the organization's notices aside (they
+ * are the organization's, and are kept).
+ */
+function leftOfForm(keys: Deno.KvKey[], ids: Set<string>): Deno.KvKey[] {
+  return naming(keys, ids).filter((key) => !String(key[0]).startsWith("notify_"));
+}
+
 /** What busyOrg needs of the harness: fast retries, kept failures, a count that reaches KV. */
 const BUSY_CONFIG = {
   retryScheduleMs: [10, 10],
@@ -183,9 +191,7 @@ Deno.test("deleting a form leaves no key naming it, its destinations or submissi
   assert.equal((await admin("DELETE", `/forms/${formId}`)).status, 200);
 
   const after = await allKeys(h.service.db.kv);
-  // The organization's notices of what happened to the form are its own, and are kept.
-  const left = naming(after, ofForm).filter((key) => !String(key[0]).startsWith("notify_"));
-  assert.deepEqual(left, [], "no key names the deleted form or what it owned");
+  assert.deepEqual(leftOfForm(after, ofForm), [], "no key names the deleted form or what it owned");
   // The organization, its keys and settings, and its other form are all there.
   const stays = new Set([owner.orgId, ...keyHashes, sibling.id, sibling.publicKey]);
   const staying = (keys: Deno.KvKey[]) =>
@@ -218,8 +224,7 @@ Deno.test("a form deleted while its delivery is in flight: the attempt's end, de
     await waitFor(() => attemptLine() !== undefined, { message: "the attempt's end" });
     assert.equal(attemptLine().result, "lease lost", `answered ${status}: nothing to write to`);
     const ids = new Set([form.id, form.publicKey, destinationId, submissionId]);
-    const left = naming(await allKeys(h.service.db.kv), ids)
-      .filter((key) => !String(key[0]).startsWith("notify_"));
+    const left = leftOfForm(await allKeys(h.service.db.kv), ids);
     assert.deepEqual(left, [], `answered ${status}: no job, envelope or record came back`);
     assert.equal(sink.hits, 1, "no retry of a deleted form's delivery");
   }
