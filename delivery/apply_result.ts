@@ -22,7 +22,7 @@ import {
 } from "../store/envelope_cleanup.ts";
 import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
 import { finishJob, rescheduleJob } from "../store/jobs.ts";
-import type { JobKeyParts } from "../store/keys.ts";
+import { destinationKey, type JobKeyParts } from "../store/keys.ts";
 import { outcomeOf } from "../store/outcomes.ts";
 import { heldDueAt } from "../store/submissions.ts";
 import { wakeMessage } from "../store/wake.ts";
@@ -86,6 +86,21 @@ const RATE_LIMITED_DELAY_MS = 1000;
 /** A deferred job waits at least this long, so a budget at its edge is not polled. */
 const MIN_DEFER_MS = 1000;
 
+/**
+ * The fields of an attempt whose job changed under it: its destination deleted meanwhile
+ * (with its form or organization), or taken over by another worker. Read only then, so
+ * a host's log says which, at no cost to attempts that end as they should.
+ */
+async function leaseLost(db: Db, job: JobRecord): Promise<OutcomeFields> {
+  const destination = await db.kv.get(destinationKey(job.formId, job.destinationId));
+  return {
+    result: "lease lost",
+    error: destination.versionstamp === null
+      ? "Its destination was deleted while it was being sent: nothing recorded"
+      : "Another worker took the job over",
+  };
+}
+
 /** The other jobs of a job's submission (none known for records without `family`). */
 function siblingsOf(job: JobRecord): JobKeyParts[] {
   const { submittedAt, submissionId } = job;
@@ -123,7 +138,7 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       cleanup = "check";
       finished = await finishJob(db, claimed, outcome, { cleanup, retainMs });
     }
-    if (!finished) return { result: "lease lost" };
+    if (!finished) return await leaseLost(db, job);
     if (recentlyDone.size >= RECENTLY_DONE_MAX) recentlyDone.clear();
     recentlyDone.add(refKey(job));
     if (cleanup === "check") await deleteEnvelopeIfLast(db, job, { retained: retainMs > 0 });
@@ -155,7 +170,8 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
       updatedAt: at,
     };
     const ok = await rescheduleJob(db, claimed, next, { wakeUp: null });
-    return { result: ok ? "held" : "lease lost", ...(reason ? { reason } : {}) };
+    if (!ok) return await leaseLost(db, job);
+    return { result: "held", ...(reason ? { error: reason } : {}) };
   }
 
   /**
@@ -239,7 +255,7 @@ export function createOutcomeStep(deps: OutcomeDeps): OutcomeStep {
     const ok = await rescheduleJob(db, claimed, next, {
       wakeUp: deps.queues ? { message: wakeMessage([ref]), delayMs: delay } : null,
     });
-    if (!ok) return { result: "lease lost" };
+    if (!ok) return await leaseLost(db, job);
     if (delay < config.sweepIntervalMs) deps.wakeLater(ref, delay);
     return { ...fields, retryInMs: delay };
   }

@@ -145,3 +145,16 @@ Deno.test("a job ending while its sibling's result is being committed waits for 
   assert.equal(await count(db.kv, "envelope_checks"), 0);
   assert.equal(await count(db.kv, "jobs"), 0);
 });
+
+Deno.test("a job another worker took over ends as lease lost and says so; nothing of it is written", async () => {
+  const { h, db, claimed: [a], outcomes } = await twoClaimedJobs();
+  await using _ = h;
+  // Its lease ran out here and another process claimed it again.
+  const again = await claimJob(db, a.job, { now: Date.now() + 120_000, leaseMs: 60_000 });
+  assert.ok(again, "claimed by the other worker");
+  const fields = await outcomes.record(a, DELIVERED);
+  assert.equal(fields.result, "lease lost");
+  assert.equal(fields.error, "Another worker took the job over");
+  assert.equal(await count(db.kv, "jobs"), 2, "the other worker's job stays");
+  assert.equal(await count(db.kv, "deliveries"), 0, "no outcome recorded here");
+});

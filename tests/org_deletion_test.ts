@@ -223,6 +223,7 @@ Deno.test("a form deleted while its delivery is in flight: the attempt's end, de
       h.logs.map((line) => JSON.parse(line)).find((line) => line.msg === "delivery attempt");
     await waitFor(() => attemptLine() !== undefined, { message: "the attempt's end" });
     assert.equal(attemptLine().result, "lease lost", `answered ${status}: nothing to write to`);
+    assert.match(attemptLine().reason, /destination was deleted/, "the log says why");
     const ids = new Set([form.id, form.publicKey, destinationId, submissionId]);
     const left = leftOfForm(await allKeys(h.service.db.kv), ids);
     assert.deepEqual(left, [], `answered ${status}: no job, envelope or record came back`);

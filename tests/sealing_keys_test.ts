@@ -84,6 +84,10 @@ Deno.test("a submission under a key the delivering process lacks is held, told a
     assert.ok(logLine, "logged");
     assert.match(logLine, new RegExp(keyIdOf(NEW)));
     assert.ok(!logLine.includes(NEW.toBase64()), "never the key");
+    const heldLine = old.logs.map((line) => JSON.parse(line)).find((line) =>
+      line.msg === "delivery attempt" && line.result === "held"
+    );
+    assert.match(String(heldLine?.reason), new RegExp(`key ${keyIdOf(NEW)}`), "why it is held");
     assert.ok((await unknownKeyCount()) > countBefore, "counted");
     await waitFor(
       () => owner.received.some((r) => r.body.includes(keyIdOf(NEW))),
