@@ -15,6 +15,7 @@
 import type { Config } from "../config.ts";
 import type { DeliveryError } from "../connectors/types.ts";
 import type { Db } from "../store/db.ts";
+import { destinationExists } from "../store/destinations.ts";
 import {
   deleteEnvelopeIfLast,
   type EnvelopeCleanup,
@@ -22,7 +23,7 @@ import {
 } from "../store/envelope_cleanup.ts";
 import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
 import { finishJob, rescheduleJob } from "../store/jobs.ts";
-import { destinationKey, type JobKeyParts } from "../store/keys.ts";
+import type { JobKeyParts } from "../store/keys.ts";
 import { outcomeOf } from "../store/outcomes.ts";
 import { heldDueAt } from "../store/submissions.ts";
 import { wakeMessage } from "../store/wake.ts";
@@ -92,12 +93,11 @@ const MIN_DEFER_MS = 1000;
  * a host's log says which, at no cost to attempts that end as they should.
  */
 async function leaseLost(db: Db, job: JobRecord): Promise<OutcomeFields> {
-  const destination = await db.kv.get(destinationKey(job.formId, job.destinationId));
   return {
     result: "lease lost",
-    error: destination.versionstamp === null
-      ? "Its destination was deleted while it was being sent: nothing recorded"
-      : "Another worker took the job over",
+    error: await destinationExists(db, job.formId, job.destinationId)
+      ? "Another worker took the job over"
+      : "Its destination was deleted while it was being sent: nothing recorded",
   };
 }
 

@@ -142,6 +142,15 @@ export async function listDestinations(db: Db, formId: string): Promise<Destinat
   return await Promise.all(records.map((record) => openDestination(db, record)));
 }
 
+/** Whether a form's destination exists (its record read, its config left sealed). */
+export async function destinationExists(
+  db: Db,
+  formId: string,
+  destinationId: string,
+): Promise<boolean> {
+  return (await db.kv.get(destinationKey(formId, destinationId))).versionstamp !== null;
+}
+
 /** One destination of a form, or null. */
 export async function getDestination(
   db: Db,
