@@ -685,8 +685,15 @@ Deno.test("bad input gets a clear 4xx and the service keeps serving", async (t) 
     assert.equal((await post(ok, json)).status, 202);
   });
   await t.step("10 000 form fields", async () => {
-    const many = Array.from({ length: 10_000 }, (_, i) => `f${i}=${i}`).join("&");
-    await expectError(await post(many, urlencoded), 400, "Invalid form payload");
+    const fields = (n: number) => Array.from({ length: n }, (_, i) => `f${i}=${i}`).join("&");
+    const body = await expectError(
+      await post(fields(10_000), urlencoded),
+      400,
+      "Invalid form payload",
+    );
+    assert.equal(body.detail, "More than 1000 fields");
+    await expectError(await post(fields(1001), urlencoded), 400, "Invalid form payload");
+    assert.equal((await post(fields(1000), urlencoded)).status, 202, "1000 fields are taken");
   });
   await t.step("a 1 MB header", async () => {
     const response = await fetch(`${served.origin}/v1/f/${form.publicKey}`, {
