@@ -105,6 +105,11 @@ const BENCHMARKS: { task: string; figures: Figure[] }[] = [
         pattern: /service CPU [\d.]+ s .*?: ([\d.]+) ms per delivered submission/,
         higherIsBetter: false,
       },
+      {
+        name: "spike: CPU per email ÷ the bare durable email's",
+        pattern: /formrelay's CPU per email ([\d.]+) × it/,
+        higherIsBetter: false,
+      },
     ],
   },
 ];

@@ -15,13 +15,24 @@
  * received during the load, and emails per second from the first post until the last
  * accepted submission's email arrived (waiting up to BENCH_DRAIN_SECONDS, 120), and the
  * service's CPU time (user + system, all its threads, /proc) over that span per email.
+ * Then the same spike against the bare durable email (bench/bare_email.ts: the same KV
+ * writes and SMTP exchange, nothing else), the floor formrelay's CPU per email is read
+ * against.
  * BACKLOG_MAX_JOBS, when set, is passed on: a machine too slow to fill the default
  * bound in a spike can be given one in proportion. Then the same spike once more under a
  * CPU profile (unless BENCH_STEPS=0) gives the JS thread's µs per email in each step of
  * a delivered submission (bench/profile_steps.ts DELIVERY_STEPS).
  */
 import { startSmtpServer } from "../tests/helpers/smtp_server.ts";
-import { cpuSeconds, peakRssMb, startBenchService } from "./lib.ts";
+import { START_TASK } from "../tools/start_task.ts";
+import {
+  cpuSeconds,
+  freePort,
+  peakRssMb,
+  spawnDeno,
+  startBenchService,
+  waitUntilUp,
+} from "./lib.ts";
 import { DELIVERY_STEPS, formatBreakdown, stepBreakdown, takeProfile } from "./profile_steps.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
@@ -38,8 +49,15 @@ const smtp = await startSmtpServer({
 });
 const backlog = Deno.env.get("BACKLOG_MAX_JOBS");
 
-/** One spike against a fresh service (writing a CPU profile into `profileDir`, if given). */
-async function spike(profileDir?: string) {
+/** What a spike runs against: a URL to post to and the process whose CPU is counted. */
+interface Target {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** formrelay with its defaults, writing a CPU profile into `profileDir`, if given. */
+async function formrelay(profileDir?: string): Promise<Target> {
   const service = await startBenchService("http://127.0.0.1:9/unused", {
     ...(backlog ? { BACKLOG_MAX_JOBS: backlog } : {}),
   }, {
@@ -57,9 +75,44 @@ async function spike(profileDir?: string) {
       },
     }],
   });
+  return {
+    url: `${service.origin}/v1/f/${service.publicKey}`,
+    pid: service.child.pid,
+    stop: () => service.stop(),
+  };
+}
+
+/** The bare durable email (bench/bare_email.ts), with the start task's V8 flags and allocator settings. */
+async function bareEmail(): Promise<Target> {
+  const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-bare-" });
+  const port = freePort();
+  const child = spawnDeno([
+    START_TASK.v8Flags,
+    "--unstable-kv",
+    new URL("./bare_email.ts", import.meta.url).pathname,
+    String(port),
+    `${dir}/bare.kv`,
+    String(smtp.port),
+    "bench-user",
+    "bench-password",
+  ], { ...START_TASK.env });
+  await waitUntilUp(`http://127.0.0.1:${port}/`);
+  return {
+    url: `http://127.0.0.1:${port}/f`,
+    pid: child.pid,
+    async stop() {
+      child.kill("SIGTERM");
+      await child.status;
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+/** One spike against a fresh target. */
+async function spike(target: Target) {
   const receivedBefore = smtp.received;
-  const url = `${service.origin}/v1/f/${service.publicKey}`;
-  const cpuBefore = await cpuSeconds(service.child.pid);
+  const { url } = target;
+  const cpuBefore = await cpuSeconds(target.pid);
   const statuses = new Map<number, number>();
   const acceptedMs: number[] = [];
   const start = performance.now();
@@ -89,9 +142,9 @@ async function spike(profileDir?: string) {
     .catch(() => drained = false);
   const allSeconds = (performance.now() - start) / 1000;
   // From the first post to the last email: every accepted submission's whole cost.
-  const cpu = await cpuSeconds(service.child.pid) - cpuBefore;
-  const rss = await peakRssMb(service.child.pid);
-  await service.stop();
+  const cpu = await cpuSeconds(target.pid) - cpuBefore;
+  const rss = await peakRssMb(target.pid);
+  await target.stop();
   const emails = smtp.received - receivedBefore;
   return {
     statuses,
@@ -106,12 +159,14 @@ async function spike(profileDir?: string) {
   };
 }
 
-const run = await spike();
+const run = await spike(await formrelay());
+// The floor: the same spike against a process doing only the durable work of an email.
+const bare = await spike(await bareEmail());
 // Then once more under a CPU profile, for the JS thread's time in each step.
 const profileDir = STEPS_RUN
   ? await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" })
   : null;
-const profiled = profileDir === null ? null : await spike(profileDir);
+const profiled = profileDir === null ? null : await spike(await formrelay(profileDir));
 const profile = profileDir === null ? null : await takeProfile(profileDir);
 await smtp.close();
 const accepted = run.acceptedMs.length;
@@ -151,6 +206,16 @@ console.log(
   `service CPU ${run.cpu.toFixed(2)} s (user + system, all threads): ${
     (1000 * run.cpu / Math.max(1, run.emails)).toFixed(3)
   } ms per delivered submission, accept to email (target ≤ 0.35 ms, goal 0.25 ms)`,
+);
+const cpuPerEmail = (spiked: { cpu: number; emails: number }) =>
+  1000 * spiked.cpu / Math.max(1, spiked.emails);
+console.log(
+  `the bare durable email (bench/bare_email.ts: the same KV writes and SMTP exchange, nothing ` +
+    `else): ${bare.acceptedMs.length} accepted (${
+      (bare.acceptedMs.length / bare.loadSeconds).toFixed(0)
+    }/s), ${bare.emails} emails, ${(bare.emails / bare.allSeconds).toFixed(0)}/s, CPU ${
+      cpuPerEmail(bare).toFixed(3)
+    } ms each; formrelay's CPU per email ${(cpuPerEmail(run) / cpuPerEmail(bare)).toFixed(2)} × it`,
 );
 if (profiled !== null && profile !== null) {
   console.log(
