@@ -106,7 +106,7 @@ const BENCHMARKS: { task: string; figures: Figure[] }[] = [
         higherIsBetter: false,
       },
       {
-        name: "spike: CPU per email ÷ the bare durable email's",
+        name: "spike: CPU ÷ bare durable email",
         pattern: /formrelay's CPU per email ([\d.]+) × it/,
         higherIsBetter: false,
       },
