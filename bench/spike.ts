@@ -111,6 +111,7 @@ async function bareEmail(): Promise<Target> {
 /** One spike against a fresh target. */
 async function spike(target: Target) {
   const receivedBefore = smtp.received;
+  const connectionsBefore = smtp.connections;
   const { url } = target;
   const cpuBefore = await cpuSeconds(target.pid);
   const statuses = new Map<number, number>();
@@ -156,6 +157,9 @@ async function spike(target: Target) {
     cpu,
     rss,
     emails,
+    sessions: smtp.connections - connectionsBefore,
+    // The server's count since it started: exact for the first spike, formrelay's.
+    maxOpenSoFar: smtp.maxOpen,
   };
 }
 
@@ -200,7 +204,7 @@ console.log(
   } emails/s end to end${
     run.drained ? "" : " (not all arrived in time)"
   }; peak RSS ${run.rss} MB; ` +
-    `SMTP sessions ${smtp.connections}, at most ${smtp.maxOpen ?? "?"} at once`,
+    `SMTP sessions ${run.sessions}, at most ${run.maxOpenSoFar} at once`,
 );
 console.log(
   `service CPU ${run.cpu.toFixed(2)} s (user + system, all threads): ${
