@@ -66,6 +66,8 @@ Deno.test("the console rotates signing secrets and the tenant key with an overla
 
   await t.step("the operational webhook's secret: shown once, both secrets verify", async () => {
     await page.getByRole("link", { name: "Notifications" }).click();
+    // The page changes once its data has come, and the form's page has a rotate button too.
+    await page.getByRole("heading", { level: 1, name: "Notifications" }).waitFor();
     await page.getByRole("button", { name: "Rotate signing secret" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Rotate secret" }).click();
     const shown = page.getByLabel("New signing secret");
