@@ -163,40 +163,34 @@ async function spike(target: Target) {
 }
 
 /**
- * A spike against a fresh target, then a second one against the same process once the
- * first has drained: the first pays for V8 compiling the hot paths as they warm up (on its
- * helper threads and in slower code meanwhile), the second is the process as it runs
- * after its first minute.
+ * `count` spikes against a fresh target, one after the other, each once the one before
+ * has drained; the target is stopped after them. The first pays for V8 compiling the hot
+ * paths as they warm up (on its helper threads and in slower code meanwhile), a second is
+ * the process as it runs after its first minute.
  */
-async function coldThenWarm(target: Target) {
+async function spikes(target: Target, count: number) {
   try {
-    const cold = await spike(target);
-    return { cold, warm: await spike(target) };
+    const runs = [];
+    for (let i = 0; i < count; i++) runs.push(await spike(target));
+    return runs;
   } finally {
     await target.stop();
   }
 }
 
-/** The profiled spike (cold, as the first run is), its target stopped after it. */
-async function profiledSpike(target: Target) {
-  try {
-    return await spike(target);
-  } finally {
-    await target.stop();
-  }
-}
-
-const { cold: run, warm } = await coldThenWarm(await formrelay());
+const [run, warm] = await spikes(await formrelay(), 2);
 // The floor: the same spikes against a process doing only the durable work of an email.
-const { cold: bare, warm: bareWarm } = await coldThenWarm(await bareEmail());
+const [bare, bareWarm] = await spikes(await bareEmail(), 2);
 // Then once more under a CPU profile, for the JS thread's time in each step.
 const profileDir = STEPS_RUN
   ? await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" })
   : null;
-const profiled = profileDir === null ? null : await profiledSpike(await formrelay(profileDir));
+const profiled = profileDir === null ? null : (await spikes(await formrelay(profileDir), 1))[0];
 const profile = profileDir === null ? null : await takeProfile(profileDir);
 await smtp.close();
 const accepted = run.acceptedMs.length;
+const cpuPerEmail = (spiked: { cpu: number; emails: number }) =>
+  1000 * spiked.cpu / Math.max(1, spiked.emails);
 
 const answers = [...run.statuses.values()].reduce((a, b) => a + b, 0);
 const refused = run.statuses.get(503) ?? 0;
@@ -231,11 +225,9 @@ console.log(
 );
 console.log(
   `service CPU ${run.cpu.toFixed(2)} s (user + system, all threads): ${
-    (1000 * run.cpu / Math.max(1, run.emails)).toFixed(3)
+    cpuPerEmail(run).toFixed(3)
   } ms per delivered submission, accept to email (target ≤ 0.35 ms, goal 0.25 ms)`,
 );
-const cpuPerEmail = (spiked: { cpu: number; emails: number }) =>
-  1000 * spiked.cpu / Math.max(1, spiked.emails);
 console.log(
   `the bare durable email (bench/bare_email.ts: the same KV writes and SMTP exchange, nothing ` +
     `else): ${bare.acceptedMs.length} accepted (${
@@ -258,7 +250,7 @@ console.log(
 if (profiled !== null && profile !== null) {
   console.log(
     `profiled run: ${profiled.emails} emails, service CPU ${
-      (1000 * profiled.cpu / Math.max(1, profiled.emails)).toFixed(3)
+      cpuPerEmail(profiled).toFixed(3)
     } ms each (a profile costs a few per cent). The JS thread's time by step, as V8 samples it ` +
       "(by the wall clock: a socket write or a commit that gives the core away counts whole):",
   );
