@@ -4,16 +4,22 @@
  * once still waits for the thread to finish what it is doing (an ingestion burst, a
  * sealing, a commit's callback), and that wait says nothing about the receiver.
  *
- * A timer every TICK_MS runs while at least one attempt holds the clock; how late each
- * one fires, past TIMER_SLACK_MS, adds to the stall. `read()` counts the tick that is due
- * and has not fired yet as late by now, so a block the reader is itself just out of is
- * counted as soon as it ends.
+ * A timer runs while at least one attempt holds the clock; how late each one fires, past
+ * TIMER_SLACK_MS, adds to the stall. `read()` counts the tick that is due and has not
+ * fired yet as late by now, so a block the reader is itself just out of is counted as
+ * soon as it ends. A block that starts before a tick is due goes uncounted up to the
+ * tick's period, once per block: so the timer ticks every TICK_MS on an idle loop (each
+ * wake-up of an idle process costs CPU), and every BUSY_TICK_MS for BUSY_SPELL_MS after
+ * a late one, when blocks come one after another and each would add its miss.
  *
  * @module
  */
 
-/** How often the loop is sampled while attempts are under way. */
+/** How often the loop is sampled while attempts are under way: on an idle loop... */
 const TICK_MS = 10;
+/** ...and for a while after a late tick. */
+const BUSY_TICK_MS = 2;
+const BUSY_SPELL_MS = 250;
 /** Lateness of a timer on an idle loop: not a stall. */
 const TIMER_SLACK_MS = 1;
 
@@ -30,19 +36,29 @@ export function createStallClock(): StallClock {
   let stalled = 0;
   let holders = 0;
   let due = 0;
+  let busyUntil = 0;
   let timer: ReturnType<typeof setTimeout> | null = null;
+
+  /** Counts the pending tick's lateness by `now`, as if it fired then. */
+  function count(now: number) {
+    const late = Math.max(0, now - due - TIMER_SLACK_MS);
+    stalled += late;
+    // Past an idle loop's jitter: a block.
+    if (late > BUSY_TICK_MS) busyUntil = now + BUSY_SPELL_MS;
+    timer = null;
+  }
 
   function tick() {
     const now = performance.now();
-    stalled += Math.max(0, now - due - TIMER_SLACK_MS);
-    timer = null;
+    count(now);
     schedule(now);
   }
 
   function schedule(now: number) {
     if (holders === 0 || timer !== null) return;
-    due = now + TICK_MS;
-    timer = setTimeout(tick, TICK_MS);
+    const period = now < busyUntil ? BUSY_TICK_MS : TICK_MS;
+    due = now + period;
+    timer = setTimeout(tick, period);
     // Deno timer ids are numbers; node's typings, when loaded, say Timeout.
     Deno.unrefTimer(Number(timer));
   }
@@ -64,9 +80,8 @@ export function createStallClock(): StallClock {
         holders--;
         if (holders > 0 || timer === null) return;
         // The last one out: what the pending tick would have counted is counted now.
-        stalled = read();
         clearTimeout(timer);
-        timer = null;
+        count(performance.now());
       };
     },
   };
