@@ -39,9 +39,12 @@ export function createStallClock(): StallClock {
   let busyUntil = 0;
   let timer: ReturnType<typeof setTimeout> | null = null;
 
+  /** How late the pending tick is by `now`, past an idle loop's slack. */
+  const lateBy = (now: number) => Math.max(0, now - due - TIMER_SLACK_MS);
+
   /** Counts the pending tick's lateness by `now`, as if it fired then. */
   function count(now: number) {
-    const late = Math.max(0, now - due - TIMER_SLACK_MS);
+    const late = lateBy(now);
     stalled += late;
     // Past an idle loop's jitter: a block.
     if (late > BUSY_TICK_MS) busyUntil = now + BUSY_SPELL_MS;
@@ -65,7 +68,7 @@ export function createStallClock(): StallClock {
 
   function read() {
     if (timer === null) return stalled;
-    return stalled + Math.max(0, performance.now() - due - TIMER_SLACK_MS);
+    return stalled + lateBy(performance.now());
   }
 
   return {
