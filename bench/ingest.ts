@@ -61,8 +61,8 @@ const load = {
 // A local receiver for the deliveries that run during the load.
 let delivered = 0;
 const sink = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (request) => {
-  await request.arrayBuffer();
-  delivered++;
+  // A service stopped at a run's end cuts off the deliveries it had under way.
+  if (await request.arrayBuffer().then(() => true, () => false)) delivered++;
   return new Response("ok");
 });
 const sinkUrl = `http://127.0.0.1:${sink.addr.port}/hook`;
