@@ -52,7 +52,7 @@ Deno.serve({ hostname: "127.0.0.1", port: Number(port), onListen() {} }, async (
     submissionId,
     formId: form.id,
     orgId: form.orgId,
-    sealedEnvelope: await sealEnvelope(sealer, envelope),
+    sealedEnvelope: (await sealEnvelope(sealer, envelope)).sealed,
     destinations,
     submittedAt: at,
     envelopeTtlMs: 24 * 3600 * 1000,

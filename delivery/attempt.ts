@@ -20,7 +20,7 @@ import type { DestinationType } from "../connectors/registry.ts";
 import { describeError } from "../log.ts";
 import type { Db } from "../store/db.ts";
 import { type DestinationRecord, openDestinationConfig } from "../store/destinations.ts";
-import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
+import { openEnvelopeData, readEnvelopeData } from "../store/envelope.ts";
 import { createDestinationCache } from "../store/form_cache.ts";
 import type { ClaimedJob, JobRecord } from "../store/job_record.ts";
 import { sealedPart, UnknownKeyFound, unknownKeyReason } from "./unknown_key.ts";
@@ -166,8 +166,8 @@ export function createJobAttempts(
     if (destination.health.state === "paused" && !job.redelivered) {
       return { delivered: false, held: true };
     }
-    const sealed = await readSealedEnvelope(db, claimed);
-    if (sealed === null) {
+    const data = await readEnvelopeData(db, claimed);
+    if (data === null) {
       // Not the destination's fault: it says nothing about its health.
       throw new DeliveryError("Submission data expired before delivery", {
         permanent: true,
@@ -180,7 +180,7 @@ export function createJobAttempts(
       // The sealed envelope's size is the JSON's plus a few bytes: close enough, and known.
       const request = outbound.requestOf({ type: destination.type, config }, {
         orgId: job.orgId,
-        bytes: sealed.length,
+        bytes: data.length,
       });
       const answer = await outbound.take(request, Date.now());
       if (!answer.ok) {
@@ -189,7 +189,7 @@ export function createJobAttempts(
     }
     const envelope = await sealedPart(
       "envelope",
-      () => openEnvelope(db.sealer, job.submissionId, sealed),
+      () => openEnvelopeData(db.sealer, job.submissionId, data),
     );
     // The receiver's time: from the hand-over to the connector to its answer, less what
     // this process kept it waiting (its busy thread, its own limits).

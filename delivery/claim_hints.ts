@@ -1,15 +1,15 @@
 /**
  * Claim hints: the jobs this process has just stored, as it wrote them, with their
- * sealed envelope's first chunk, so that claiming one needs no KV read (the claim's
- * versionstamp check proves the job unchanged since). A job without a hint is claimed
- * with a read, so a dropped hint costs a read and nothing else; that read waits behind
- * the commits on KV's one SQLite thread, which is why hints pay (docs/design.md, "Claim
- * hints for every waiting job").
+ * envelope's JSON, so that claiming one needs no KV read (the claim's versionstamp check
+ * proves the job unchanged since) and delivering it nothing to open. A job without a
+ * hint is claimed with a read, so a dropped hint costs a read and an open and nothing
+ * else; that read waits behind the commits on KV's one SQLite thread, which is why hints
+ * pay (docs/design.md, "Claim hints for every waiting job").
  *
  * Hints are bounded twice: in jobs (at most the jobs the dispatcher holds in memory,
  * so no hint is dropped before its job's turn; the engine sets the bound) and in
- * envelope bytes (a hint keeps its envelope's buffer, up to hundreds of KB for a large
- * submission). One entry serves all the jobs of a submission, which differ only in
+ * envelope characters (a hint keeps its envelope's JSON, up to hundreds of KB for a
+ * large submission). One entry serves all the jobs of a submission, which differ only in
  * their destination, so a submission's jobs cost little more heap than one of them.
  *
  * @module
@@ -19,10 +19,18 @@ import type { JobRecord, KnownJob } from "../store/job_record.ts";
 import type { JobKeyParts } from "../store/keys.ts";
 import type { StoredSubmission } from "../store/submissions.ts";
 
-/** A job as this process stored it, and its envelope's first sealed chunk. */
+/**
+ * A submission this process just stored: its jobs as written and its envelope's JSON,
+ * which stays in memory (KV has it sealed).
+ */
+export interface FreshSubmission extends StoredSubmission {
+  envelopeJson: string;
+}
+
+/** A job as this process stored it, and its envelope's JSON. */
 export interface ClaimHint {
   known: KnownJob;
-  firstChunk: Uint8Array<ArrayBuffer>;
+  envelopeJson: string;
 }
 
 /** Hints of freshly stored jobs. */
@@ -33,14 +41,14 @@ export interface ClaimHints {
    */
   remember(
     jobs: KnownJob[],
-    submission: Pick<StoredSubmission, "firstChunk">,
+    submission: Pick<FreshSubmission, "envelopeJson">,
     waiting: number,
   ): void;
   /** The hint of a job, once: it is forgotten as it is taken. */
   take(ref: JobKeyParts): ClaimHint | undefined;
   /** The versionstamp a hinted job was stored with, the hint left in place. */
   versionstampOf(ref: JobKeyParts): string | undefined;
-  /** Jobs with a hint and the envelope bytes their hints keep. */
+  /** Jobs with a hint and the envelope characters their hints keep. */
   stats(): { hints: number; bytes: number };
 }
 
@@ -49,12 +57,12 @@ interface SubmissionHint {
   /** One of its jobs as stored: the others differ only in destination and type. */
   template: JobRecord;
   versionstamp: string;
-  firstChunk: Uint8Array<ArrayBuffer>;
+  envelopeJson: string;
   /** The destinations whose jobs have a hint still, and their types. */
   destinations: Map<string, DestinationType>;
 }
 
-/** Hints of at most `maxHints` jobs keeping at most `maxBytes` of envelopes. */
+/** Hints of at most `maxHints` jobs keeping at most `maxBytes` characters of envelopes. */
 export function createClaimHints(options: { maxHints: number; maxBytes: number }): ClaimHints {
   const bySubmission = new Map<string, SubmissionHint>();
   let jobs = 0;
@@ -62,7 +70,7 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
 
   function forget(submissionId: string, hint: SubmissionHint) {
     bySubmission.delete(submissionId);
-    bytes -= hint.firstChunk.buffer.byteLength;
+    bytes -= hint.envelopeJson.length;
   }
 
   /** The untaken hint of a job, with its submission's. */
@@ -73,10 +81,10 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
   }
 
   return {
-    remember(stored, { firstChunk }, waiting) {
+    remember(stored, { envelopeJson }, waiting) {
       // Behind a longer line a hint would be dropped before its job's turn comes.
       const fitting = stored.slice(0, Math.max(0, options.maxHints - waiting));
-      const size = firstChunk.buffer.byteLength;
+      const size = envelopeJson.length;
       if (fitting.length === 0 || size > options.maxBytes) return;
       // Hints of jobs claimed elsewhere are never taken: start afresh when full.
       if (jobs + fitting.length > options.maxHints || bytes + size > options.maxBytes) {
@@ -88,7 +96,7 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
       bySubmission.set(job.submissionId, {
         template: job,
         versionstamp,
-        firstChunk,
+        envelopeJson,
         destinations: new Map(fitting.map(({ job }) => [job.destinationId, job.type])),
       });
       jobs += fitting.length;
@@ -102,7 +110,7 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
       jobs--;
       if (hint.destinations.size === 0) forget(ref.submissionId, hint);
       const job: JobRecord = { ...hint.template, destinationId: ref.destinationId, type };
-      return { known: { job, versionstamp: hint.versionstamp }, firstChunk: hint.firstChunk };
+      return { known: { job, versionstamp: hint.versionstamp }, envelopeJson: hint.envelopeJson };
     },
     versionstampOf: (ref) => find(ref)?.hint.versionstamp,
     stats: () => ({ hints: jobs, bytes }),

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { JobRecord, KnownJob } from "../store/job_record.ts";
 import { createClaimHints } from "./claim_hints.ts";
 
-/** The known jobs of a submission to `destinations`, and its first chunk of `bytes`. */
+/** The known jobs of a submission to `destinations`, and its envelope of `bytes` characters. */
 function storedSubmission(id: string, destinations: string[], bytes = 100) {
   const family = destinations;
   const jobs: KnownJob[] = destinations.map((destinationId, i) => ({
@@ -24,7 +24,7 @@ function storedSubmission(id: string, destinations: string[], bytes = 100) {
     } satisfies JobRecord,
     versionstamp: "00000000000000010000",
   }));
-  return { jobs, submission: { firstChunk: new Uint8Array(bytes) } };
+  return { jobs, submission: { envelopeJson: "x".repeat(bytes) } };
 }
 
 const ref = (submissionId: string, destinationId: string) => ({
@@ -33,7 +33,7 @@ const ref = (submissionId: string, destinationId: string) => ({
   destinationId,
 });
 
-Deno.test("a hint is taken once, with its job as stored and the envelope chunk", () => {
+Deno.test("a hint is taken once, with its job as stored and the envelope", () => {
   const hints = createClaimHints({ maxHints: 10, maxBytes: 10_000 });
   const { jobs, submission } = storedSubmission("s1", ["d1", "d2"]);
   hints.remember(jobs, submission, 0);
@@ -41,7 +41,7 @@ Deno.test("a hint is taken once, with its job as stored and the envelope chunk",
   assert.equal(hints.versionstampOf(ref("s1", "d2")), jobs[1].versionstamp);
   const hint = hints.take(ref("s1", "d2"));
   assert.deepEqual(hint?.known, jobs[1], "the job rebuilt as it was stored");
-  assert.equal(hint?.firstChunk, submission.firstChunk);
+  assert.equal(hint?.envelopeJson, submission.envelopeJson);
   assert.equal(hints.take(ref("s1", "d2")), undefined);
   assert.equal(hints.versionstampOf(ref("s1", "d2")), undefined);
   assert.deepEqual(hints.stats(), { hints: 1, bytes: 100 });
@@ -60,8 +60,8 @@ Deno.test("no hint for a job behind a line as long as the bound: it would be dro
 
 Deno.test("hints start afresh when their number or their bytes would pass the bound", () => {
   const hints = createClaimHints({ maxHints: 4, maxBytes: 1_000 });
-  hints.remember(storedSubmission("s1", ["d1", "d2"]).jobs, { firstChunk: new Uint8Array(600) }, 0);
-  hints.remember(storedSubmission("s2", ["d1"]).jobs, { firstChunk: new Uint8Array(600) }, 0);
+  hints.remember(storedSubmission("s1", ["d1", "d2"]).jobs, { envelopeJson: "x".repeat(600) }, 0);
+  hints.remember(storedSubmission("s2", ["d1"]).jobs, { envelopeJson: "x".repeat(600) }, 0);
   assert.deepEqual(hints.stats(), { hints: 1, bytes: 600 }, "1 200 bytes would pass 1 000");
   assert.equal(hints.take(ref("s1", "d1")), undefined);
   const more = storedSubmission("s3", ["d1", "d2", "d3", "d4"], 10);

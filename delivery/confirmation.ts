@@ -16,7 +16,7 @@ import { maskAddress, MAX_ECHO_CHARS, visitorAddress } from "../rules/confirmati
 import { cut, fieldText, renderPlaceholders } from "../rules/render.ts";
 import type { Db } from "../store/db.ts";
 import { getDestination } from "../store/destinations.ts";
-import { openEnvelope, readSealedEnvelope } from "../store/envelope.ts";
+import { openEnvelopeData, readEnvelopeData } from "../store/envelope.ts";
 import { sealedPart } from "./unknown_key.ts";
 import { type FormRecord, getFormById } from "../store/forms.ts";
 import type { ClaimedJob } from "../store/job_record.ts";
@@ -57,11 +57,11 @@ export function createConfirmationAttempt(
     const form = await getFormById(db, job.formId);
     const settings = form?.confirmation;
     if (!form || !settings) throw refused("The confirmation was turned off before delivery");
-    const sealed = await readSealedEnvelope(db, claimed);
-    if (sealed === null) throw refused("Submission data expired before delivery");
+    const data = await readEnvelopeData(db, claimed);
+    if (data === null) throw refused("Submission data expired before delivery");
     const envelope = await sealedPart(
       "envelope",
-      () => openEnvelope(db.sealer, job.submissionId, sealed),
+      () => openEnvelopeData(db.sealer, job.submissionId, data),
     );
     const to = visitorAddress(envelope.payload, settings.emailField);
     if (to === null) throw refused("The visitor's address is no longer valid");

@@ -20,9 +20,8 @@ import { sweepEnvelopeMarkers } from "../store/envelope_cleanup.ts";
 import { type ClaimedJob, type JobRecord, type JobRef, refKey } from "../store/job_record.ts";
 import type { UnknownKeyFound } from "./unknown_key.ts";
 import { claimJob, claimKnownJob } from "../store/jobs.ts";
-import type { StoredSubmission } from "../store/submissions.ts";
 import { type Admission, createAdmission, orgBacklogShare } from "./admission.ts";
-import { createClaimHints } from "./claim_hints.ts";
+import { createClaimHints, type FreshSubmission } from "./claim_hints.ts";
 import { type AttemptResult, createJobAttempts, type SendResult } from "./attempt.ts";
 import { createDispatcher } from "./dispatcher.ts";
 import type { OutboundBudget } from "./outbound_budget.ts";
@@ -72,7 +71,7 @@ export interface DeliveryEngine {
   /** Wakes notice jobs (owner notifications) just queued. */
   wakeNotices(refs: NoticeRef[]): void;
   /** Wakes the jobs of a submission this process just stored, claimable without a read. */
-  wakeStored(stored: StoredSubmission): void;
+  wakeStored(stored: FreshSubmission): void;
   /** Admits submissions while this process's backlog is under its bound (config.backlog). */
   admission: Admission;
   /** Dispatches every due job and expired lease; returns how many were found. */
@@ -117,8 +116,8 @@ const QUICK_SYNC_MS = 50;
  */
 const MAX_HINTS = 20_000;
 /**
- * Envelope bytes the claim hints may keep: the small submissions of a full default
- * backlog (about 1 KB a submission) fit many times over.
+ * Envelope characters the claim hints may keep: the small submissions of a full default
+ * backlog (under 1 KB a submission) fit many times over.
  */
 const MAX_HINT_BYTES = 32 * 1024 * 1024;
 
@@ -265,7 +264,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     return (hint
       ? await claimKnownJob(db, hint.known, {
         ...options,
-        firstChunk: hint.firstChunk,
+        envelope: hint.envelopeJson,
         // A hint is the job as stored, pending (held ones get none): it has no index entry.
         unindexed: true,
       })

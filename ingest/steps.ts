@@ -20,6 +20,7 @@
  */
 import type { Config } from "../config.ts";
 import type { DeliveryEngine } from "../delivery/engine.ts";
+import type { FreshSubmission } from "../delivery/claim_hints.ts";
 import type { IngestLoad } from "../delivery/ingest_load.ts";
 import type { Logger } from "../log.ts";
 import { type BodyTiming, type BodyWatch, readBodyWithin } from "../body_reading.ts";
@@ -28,11 +29,7 @@ import { sealEnvelope } from "../store/envelope.ts";
 import type { IngestTarget } from "../store/form_cache.ts";
 import { type FormRecord, openCaptchaSecret } from "../store/forms.ts";
 import type { RateLimiter, RateSlot } from "../store/rate_limit.ts";
-import {
-  PageTokenUsedError,
-  type StoredSubmission,
-  type SubmissionWriter,
-} from "../store/submissions.ts";
+import { PageTokenUsedError, type SubmissionWriter } from "../store/submissions.ts";
 import type { PageToken } from "../rules/spam.ts";
 import type { SubmissionEnvelope } from "../submission.ts";
 import type { BodyLease } from "./body_gate.ts";
@@ -285,20 +282,22 @@ export async function sealAndStore(
     submittedAt: number;
     pageToken: PageToken | null;
   },
-): Promise<StoredSubmission | null> {
+): Promise<FreshSubmission | null> {
   // Counted from here, not from the start: a client slow to send its body is not load.
   parts.ingestLoad.enter(form.orgId);
   try {
-    return await parts.writer.write({
+    const { sealed, json } = await sealEnvelope(parts.db.sealer, envelope);
+    const { jobs } = await parts.writer.write({
       submissionId: envelope.submissionId,
       formId: form.id,
       orgId: form.orgId,
-      sealedEnvelope: await sealEnvelope(parts.db.sealer, envelope),
+      sealedEnvelope: sealed,
       destinations,
       submittedAt,
       envelopeTtlMs: parts.envelopeTtlMs,
       pageToken: pageToken?.signature,
     }, { wokenHere: parts.engine !== null });
+    return { jobs, envelopeJson: json };
   } catch (error) {
     if (error instanceof PageTokenUsedError) return null;
     parts.logger.error("submission not stored", {
@@ -314,6 +313,6 @@ export async function sealAndStore(
 }
 
 /** Step 9: the stored jobs handed to this process's delivery engine, if it has one. */
-export function wake(parts: Pick<IngestParts, "engine">, stored: StoredSubmission): void {
+export function wake(parts: Pick<IngestParts, "engine">, stored: FreshSubmission): void {
   parts.engine?.wakeStored(stored);
 }

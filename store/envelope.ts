@@ -17,13 +17,17 @@ import type { SubmissionEnvelope } from "../submission.ts";
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** Seals an envelope for storage, bound to its submission id. */
+/**
+ * Seals an envelope for storage, bound to its submission id; its JSON comes back too, for
+ * this process's own delivery (claim hints): never stored.
+ */
 export async function sealEnvelope(
   sealer: Sealer,
   envelope: SubmissionEnvelope,
-): Promise<Uint8Array<ArrayBuffer>> {
-  const plaintext = encoder.encode(JSON.stringify(envelope));
-  return await sealer.seal(plaintext, `envelope:${envelope.submissionId}`);
+): Promise<{ sealed: Uint8Array<ArrayBuffer>; json: string }> {
+  const json = JSON.stringify(envelope);
+  const sealed = await sealer.seal(encoder.encode(json), `envelope:${envelope.submissionId}`);
+  return { sealed, json };
 }
 
 /** Opens an envelope sealed by sealEnvelope. */
@@ -34,6 +38,23 @@ export async function openEnvelope(
 ): Promise<SubmissionEnvelope> {
   const plaintext = await sealer.open(sealed, `envelope:${submissionId}`);
   return JSON.parse(decoder.decode(plaintext));
+}
+
+/**
+ * A claimed job's envelope before it is opened: its sealed bytes, or its JSON when this
+ * process stored it (a claim hint), which needs no read and no open.
+ */
+export type EnvelopeData = Uint8Array<ArrayBuffer> | string;
+
+/** Opens a claimed job's envelope (readEnvelopeData), sealed or not. */
+export async function openEnvelopeData(
+  sealer: Sealer,
+  submissionId: string,
+  data: EnvelopeData,
+): Promise<SubmissionEnvelope> {
+  return typeof data === "string"
+    ? JSON.parse(data)
+    : await openEnvelope(sealer, submissionId, data);
 }
 
 /**
@@ -74,17 +95,18 @@ export function splitChunksInto(
 }
 
 /**
- * Reads and joins the sealed envelope chunks of a claimed job (the first came with
- * the claim); null when any is missing (expired or deleted). A longer envelope's chunks
- * are read again together until they all come from one commit: a reseal
- * (store/reseal.ts) may rewrite them between two reads.
+ * A claimed job's envelope: its JSON when the claim came with it (this process stored
+ * it), else its sealed chunks read and joined (the first came with the claim); null when
+ * any is missing (expired or deleted). A longer envelope's chunks are read again
+ * together until they all come from one commit: a reseal (store/reseal.ts) may rewrite
+ * them between two reads.
  */
-export async function readSealedEnvelope(
+export async function readEnvelopeData(
   db: Db,
   claimed: ClaimedJob,
-): Promise<Uint8Array<ArrayBuffer> | null> {
-  const { job, firstChunk } = claimed;
-  if (firstChunk === null) return null;
+): Promise<EnvelopeData | null> {
+  const { job, envelope: firstChunk } = claimed;
+  if (firstChunk === null || typeof firstChunk === "string") return firstChunk;
   if (job.chunks === 1) return firstChunk;
   const keys = Array.from(
     { length: job.chunks },

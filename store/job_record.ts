@@ -144,8 +144,11 @@ export interface KnownJob {
 export interface ClaimedJob {
   job: JobRecord;
   versionstamp: string;
-  /** The first sealed envelope chunk as read with the job; null when it is gone. */
-  firstChunk: Uint8Array<ArrayBuffer> | null;
+  /**
+   * The envelope's first sealed chunk as read with the job (null when it is gone), or its
+   * whole JSON when this process stored the submission (a claim hint).
+   */
+  envelope: Uint8Array<ArrayBuffer> | string | null;
   /**
    * The job has no by-destination index entry to delete when it ends: it is as this
    * process stored it, pending, and was never put back (submissions.ts).

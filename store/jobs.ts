@@ -58,15 +58,15 @@ export async function claimJob(
   const job = decodeJob({ key: entry.key, value: entry.value });
   return await claimKnownJob(db, { job, versionstamp: entry.versionstamp }, {
     ...options,
-    firstChunk: firstChunk.value,
+    envelope: firstChunk.value,
   });
 }
 
 /**
  * Claims a job whose state this process knows (it has just accepted the submission),
  * without reading it: the versionstamp check fails, and null comes back, if anyone
- * changed the job since. `firstChunk` is the envelope's first sealed chunk; `unindexed`
- * says the job has no index entry (ClaimedJob).
+ * changed the job since. `envelope` is what the claim brings of the envelope and
+ * `unindexed` says the job has no index entry (ClaimedJob).
  */
 export async function claimKnownJob(
   db: Db,
@@ -74,7 +74,7 @@ export async function claimKnownJob(
   options: {
     now: number;
     leaseMs: number;
-    firstChunk: Uint8Array<ArrayBuffer> | null;
+    envelope: ClaimedJob["envelope"];
     unindexed?: true;
   },
 ): Promise<ClaimedJob | null> {
@@ -93,7 +93,7 @@ export async function claimKnownJob(
     bytes: JOB_BYTES,
   });
   if (versionstamp === null) return null;
-  return { job, versionstamp, firstChunk: options.firstChunk, unindexed: options.unindexed };
+  return { job, versionstamp, envelope: options.envelope, unindexed: options.unindexed };
 }
 
 /**

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createDb, type Db } from "./db.ts";
 import { addDestination, getDestination } from "./destinations.ts";
-import { openEnvelope, readSealedEnvelope, sealEnvelope } from "./envelope.ts";
+import { openEnvelope, readEnvelopeData, sealEnvelope } from "./envelope.ts";
 import { createForm, getFormById, openCaptchaSecret } from "./forms.ts";
 import { claimJob } from "./jobs.ts";
 import { destinationKey, envelopeChunkKey } from "./keys.ts";
@@ -51,7 +51,7 @@ async function fill(db: Db) {
     submissionId: envelope.submissionId,
     formId: form.id,
     orgId: "org1",
-    sealedEnvelope: await sealEnvelope(db.sealer, envelope),
+    sealedEnvelope: (await sealEnvelope(db.sealer, envelope)).sealed,
     destinations: [{ id: destination!.id, type: "webhook" }],
     submittedAt,
     envelopeTtlMs: LIFETIME,
@@ -100,8 +100,8 @@ Deno.test("reseal rewrites every sealed family under the current key, and then n
     });
     assert.ok(claimed);
     assert.equal(claimed.job.chunks, 3, "the chunk count the job names is kept");
-    const sealed = await readSealedEnvelope(only, claimed);
-    assert.ok(sealed);
+    const sealed = await readEnvelopeData(only, claimed);
+    assert.ok(sealed instanceof Uint8Array);
     const opened = await openEnvelope(only.sealer, envelope.submissionId, sealed);
     assert.equal((opened.payload as { message: string }).message.length, 130_000);
     // A second reseal has nothing left to do.
@@ -171,14 +171,14 @@ Deno.test("a longer envelope read while it is resealed comes from one commit", a
       now: Date.now(),
       leaseMs: 60_000,
     });
-    assert.ok(claimed?.firstChunk, "the claim brought chunk 0 as sealed under the old key");
+    assert.ok(claimed?.envelope, "the claim brought chunk 0 as sealed under the old key");
     await resealAll(ring, { reseal: true, envelopeLifetimeMs: LIFETIME });
     const first = await kv.get<Uint8Array>(
       envelopeChunkKey(ref.submittedAt, envelope.submissionId, 0),
     );
-    assert.notDeepEqual(first.value, claimed.firstChunk, "chunk 0 was rewritten since the claim");
-    const sealed = await readSealedEnvelope(ring, claimed);
-    assert.ok(sealed);
+    assert.notDeepEqual(first.value, claimed.envelope, "chunk 0 was rewritten since the claim");
+    const sealed = await readEnvelopeData(ring, claimed);
+    assert.ok(sealed instanceof Uint8Array);
     assert.equal(
       (await openEnvelope(ring.sealer, envelope.submissionId, sealed)).submissionId,
       envelope.submissionId,

@@ -145,14 +145,13 @@ export function createSubmissionWriter(
       if (token !== null) throw new PageTokenUsedError();
       throw new Error("Cannot store the submission: KV commit failed");
     }
-    return { jobs: jobs.map((job) => ({ job, versionstamp })), firstChunk: chunks[0] };
+    return { jobs: jobs.map((job) => ({ job, versionstamp })) };
   }
 }
 
 /** A stored submission: its jobs as written, so the engine can claim them without a read. */
 export interface StoredSubmission {
   jobs: KnownJob[];
-  firstChunk: Uint8Array<ArrayBuffer>;
 }
 
 /** Stores accepted submissions. */

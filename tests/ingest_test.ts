@@ -37,7 +37,7 @@ async function setUp(overrides = {}, formSettings: Record<string, unknown> = {})
 async function storedEnvelopes(h: Awaited<ReturnType<typeof startHarness>>) {
   const { openEnvelope } = await import("../store/envelope.ts");
   const { decodeJob } = await import("../store/job_record.ts");
-  const { readSealedEnvelope } = await import("../store/envelope.ts");
+  const { readEnvelopeData } = await import("../store/envelope.ts");
   const envelopes = [];
   const seen = new Set<string>();
   for await (const entry of h.service.db.kv.list<StoredJob>({ prefix: ["jobs"] })) {
@@ -47,12 +47,13 @@ async function storedEnvelopes(h: Awaited<ReturnType<typeof startHarness>>) {
     const firstChunk = (await h.service.db.kv.get<Uint8Array<ArrayBuffer>>(
       ["envelopes", job.submittedAt, job.submissionId, 0],
     )).value;
-    const sealed = await readSealedEnvelope(h.service.db, {
+    const sealed = await readEnvelopeData(h.service.db, {
       job,
       versionstamp: "",
-      firstChunk,
+      envelope: firstChunk,
     });
-    envelopes.push(await openEnvelope(h.service.db.sealer, job.submissionId, sealed!));
+    assert.ok(sealed instanceof Uint8Array, "what KV holds is sealed");
+    envelopes.push(await openEnvelope(h.service.db.sealer, job.submissionId, sealed));
   }
   return envelopes;
 }
