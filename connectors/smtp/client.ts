@@ -156,11 +156,15 @@ export class SmtpConnection {
   /** Where socket reads land (copied out at once): one buffer for the session's reads. */
   #readInto = new Uint8Array(READ_CHUNK);
   /**
-   * The socket operation under way: when it times out (performance.now()) and with what
-   * error. One watchdog timer serves all of a session's operations (see #bounded): a timer
-   * set and cleared per read and write cost more than the SMTP conversation's own code.
+   * The socket operation under way: when it times out (performance.now(); Infinity for
+   * none), its own limit, and whether that time is the conversation's deadline. One
+   * watchdog timer serves all of a session's operations (see #bounded): a timer set and
+   * cleared per read and write cost more than the SMTP conversation's own code. Fields,
+   * not an object an operation: a message takes half a dozen.
    */
-  #pending: { until: number; error: () => SmtpError } | null = null;
+  #pendingUntil = Infinity;
+  #pendingLimitMs = 0;
+  #pendingOverall = false;
   #watchdog: { timer: ReturnType<typeof setTimeout>; at: number } | null = null;
 
   private constructor(conn: Deno.Conn, timeouts: SmtpTimeouts) {
@@ -421,56 +425,49 @@ export class SmtpConnection {
     }, "TLS handshake failed");
   }
 
-  /** Sends commands in one write when the server offers PIPELINING, else one by one. */
+  /**
+   * Sends commands in one write when the server offers PIPELINING, else one by one. With
+   * `reused`, a failure of the first command, or a 421 to it, says the session went stale
+   * with nothing sent (`beforeTransaction`).
+   */
   async #batch(commands: string[], reused: boolean): Promise<SmtpReply[]> {
-    const stage = (line: string) => `the reply to ${line.split(/[ :]/)[0]}`;
     const replies: SmtpReply[] = [];
-    const guard = async (i: number, step: () => Promise<void>) => {
-      try {
-        await step();
-      } catch (error) {
-        if (reused && i === 0 && error instanceof SmtpError && error.kind !== "aborted") {
-          throw new SmtpError(error.message, {
-            kind: error.kind,
-            permanent: error.permanent,
-            replyCode: error.replyCode,
-            beforeTransaction: true,
-            cause: error,
-          });
+    const pipelining = this.#capabilities.has("PIPELINING");
+    try {
+      if (pipelining) {
+        this.#stage = replyStage(commands[0]);
+        await this.#write(encoder.encode(commands.join("\r\n") + "\r\n"));
+      }
+      for (const command of commands) {
+        this.#stage = replyStage(command);
+        const reply = pipelining
+          ? await this.#readReply(this.#timeouts.commandMs)
+          : await this.#command(command, this.#stage);
+        replies.push(reply);
+        // A 421 to a reused session's first command (a server ending an idle session) ends
+        // the batch: nothing was sent, and a fresh session may try again.
+        if (reused && replies.length === 1 && reply.code === 421) {
+          throw replyError("session closed by the relay", reply, { beforeTransaction: true });
         }
-        throw error;
+        if (!pipelining && command.startsWith("MAIL ") && reply.code !== 250) {
+          // Without a sender there is no point in asking about recipients.
+          while (replies.length < commands.length) replies.push(reply);
+          break;
+        }
       }
-    };
-    // A 421 to a reused session's first command (a server ending an idle session) ends
-    // the batch: nothing was sent, and a fresh session may try again.
-    const checkStale = (i: number) => {
-      if (reused && i === 0 && replies[0].code === 421) {
-        throw replyError("session closed by the relay", replies[0], { beforeTransaction: true });
-      }
-    };
-    if (this.#capabilities.has("PIPELINING")) {
-      this.#stage = stage(commands[0]);
-      await guard(0, () => this.#write(encoder.encode(commands.join("\r\n") + "\r\n")));
-      for (let i = 0; i < commands.length; i++) {
-        this.#stage = stage(commands[i]);
-        await guard(i, async () => {
-          replies.push(await this.#readReply(this.#timeouts.commandMs));
+    } catch (error) {
+      if (
+        reused && replies.length === 0 && error instanceof SmtpError && error.kind !== "aborted"
+      ) {
+        throw new SmtpError(error.message, {
+          kind: error.kind,
+          permanent: error.permanent,
+          replyCode: error.replyCode,
+          beforeTransaction: true,
+          cause: error,
         });
-        checkStale(i);
       }
-      return replies;
-    }
-    for (let i = 0; i < commands.length; i++) {
-      await guard(i, async () => {
-        replies.push(await this.#command(commands[i], stage(commands[i])));
-      });
-      checkStale(i);
-      const isMail = commands[i].startsWith("MAIL ");
-      if (isMail && replies[i].code !== 250) {
-        // Without a sender there is no point in asking about recipients.
-        while (replies.length < commands.length) replies.push(replies[i]);
-        break;
-      }
+      throw error;
     }
     return replies;
   }
@@ -525,7 +522,9 @@ export class SmtpConnection {
           permanent: false,
         });
       }
-      this.#buffer = concatBytes([this.#buffer, chunk.subarray(0, n)]);
+      this.#buffer = this.#buffer.length === 0
+        ? chunk.slice(0, n)
+        : concatBytes([this.#buffer, chunk.subarray(0, n)]);
     }
   }
 
@@ -551,27 +550,31 @@ export class SmtpConnection {
     }
     const left = this.#deadline - Date.now();
     const waitMs = Math.min(limitMs, left);
-    const overall = left <= limitMs;
-    const timeoutError = () =>
-      new SmtpError(
-        overall
-          ? `conversation time-out exceeded while waiting for ${this.#stage}`
-          : `timed out after ${limitMs} ms waiting for ${this.#stage}`,
-        { kind: "timeout", permanent: false },
-      );
+    this.#pendingLimitMs = limitMs;
+    this.#pendingOverall = left <= limitMs;
     if (waitMs <= 0) {
-      this.#fail(timeoutError());
+      this.#fail(this.#timeoutError());
       throw this.#failure!;
     }
-    this.#pending = { until: performance.now() + waitMs, error: timeoutError };
+    this.#pendingUntil = performance.now() + waitMs;
     this.#arm(waitMs);
     try {
       return await op();
     } catch (error) {
       throw this.#failure ?? networkError(networkText, error);
     } finally {
-      this.#pending = null;
+      this.#pendingUntil = Infinity;
     }
+  }
+
+  /** The time-out of the socket operation under way (#bounded). */
+  #timeoutError(): SmtpError {
+    return new SmtpError(
+      this.#pendingOverall
+        ? `conversation time-out exceeded while waiting for ${this.#stage}`
+        : `timed out after ${this.#pendingLimitMs} ms waiting for ${this.#stage}`,
+      { kind: "timeout", permanent: false },
+    );
   }
 
   /**
@@ -587,10 +590,9 @@ export class SmtpConnection {
     }
     const timer = setTimeout(() => {
       this.#watchdog = null;
-      const pending = this.#pending;
-      if (pending === null || this.#closed) return;
-      const left = pending.until - performance.now();
-      if (left <= 0) this.#fail(pending.error());
+      if (this.#pendingUntil === Infinity || this.#closed) return;
+      const left = this.#pendingUntil - performance.now();
+      if (left <= 0) this.#fail(this.#timeoutError());
       else this.#arm(left);
     }, waitMs);
     // An idle pooled session's watchdog does not keep the process alive (close() clears it).
@@ -661,11 +663,22 @@ async function connectWithin(
   }
 }
 
-/** Dot-stuffs the message (RFC 5321 4.5.2), ends it with CRLF and adds the final dot. */
+/** What a batch's reply answers, for error texts: its command's verb (MAIL, RCPT or DATA). */
+function replyStage(command: string): string {
+  return `the reply to ${command.slice(0, 4)}`;
+}
+
+/** A line ending that is not CRLF: a CR alone, or an LF without its CR. */
+const BARE_LINE_END = /\r(?!\n)|(?<!\r)\n/;
+
+/**
+ * Dot-stuffs the message (RFC 5321 4.5.2), ends it with CRLF and adds the final dot. A
+ * message already in CRLF lines with no line starting with a dot (most are) is not copied.
+ */
 export function encodeData(data: string): Uint8Array {
-  let text = data.replace(/\r\n|\r|\n/g, "\r\n");
+  let text = BARE_LINE_END.test(data) ? data.replace(/\r\n|\r|\n/g, "\r\n") : data;
   if (!text.endsWith("\r\n")) text += "\r\n";
-  text = text.replace(/(^|\r\n)\./g, "$1..");
+  if (text.startsWith(".") || text.includes("\n.")) text = text.replace(/(^|\r\n)\./g, "$1..");
   return encoder.encode(text + ".\r\n");
 }
 

@@ -107,6 +107,13 @@ Deno.test("encodeData dot-stuffs every line that starts with a dot and ends with
   const encoded = decoder.decode(encodeData(".first\r\nmiddle\r\n.\r\n..two\nbare.dot"));
   assert.equal(encoded, "..first\r\nmiddle\r\n..\r\n...two\r\nbare.dot\r\n.\r\n");
   assert.equal(decoder.decode(encodeData("ends\r\n")), "ends\r\n.\r\n");
+  // Each line-ending fix alone, and a dot alone: the checks that let most messages through
+  // uncopied must still see them.
+  assert.equal(decoder.decode(encodeData("a\rb\r\nc")), "a\r\nb\r\nc\r\n.\r\n");
+  assert.equal(decoder.decode(encodeData("a\r\nb\nc\r\n")), "a\r\nb\r\nc\r\n.\r\n");
+  assert.equal(decoder.decode(encodeData("a\r\n.b\r\n")), "a\r\n..b\r\n.\r\n");
+  assert.equal(decoder.decode(encodeData(".a")), "..a\r\n.\r\n");
+  assert.equal(decoder.decode(encodeData("plain\r\ntext\r\n")), "plain\r\ntext\r\n.\r\n");
 });
 
 Deno.test("parseCapabilities reads keywords and parameters from a multi-line EHLO reply", () => {
