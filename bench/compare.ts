@@ -15,6 +15,7 @@
  *
  *     deno task bench:compare 0738927
  */
+import { checkOutBeside, median } from "./ref_worktree.ts";
 
 const REF = Deno.args[0];
 if (!REF) {
@@ -22,7 +23,6 @@ if (!REF) {
   Deno.exit(2);
 }
 const ROUNDS = Number(Deno.env.get("BENCH_COMPARE_ROUNDS") ?? "3");
-const HERE = new URL("..", import.meta.url).pathname;
 /** The bare references' folder as a URL (the benchmarks resolve file names against it). */
 const BARE_DIR = new URL(
   Deno.env.get("BARE_DURABLE_DIR") ?? "../../shared/bench/",
@@ -119,15 +119,6 @@ const BENCHMARKS: { task: string; figures: Figure[] }[] = [
   },
 ];
 
-async function git(args: string[], cwd = HERE): Promise<string> {
-  const output = await new Deno.Command("git", { args, cwd, stdout: "piped", stderr: "piped" })
-    .output();
-  if (!output.success) {
-    throw new Error(`git ${args.join(" ")}: ${new TextDecoder().decode(output.stderr)}`);
-  }
-  return new TextDecoder().decode(output.stdout).trim();
-}
-
 /** Runs one benchmark in `dir`; its output, or null (and the error shown) when it failed. */
 async function run(dir: string, task: string): Promise<string | null> {
   const output = await new Deno.Command(Deno.execPath(), {
@@ -145,28 +136,11 @@ async function run(dir: string, task: string): Promise<string | null> {
   return text;
 }
 
-function median(values: number[]): number {
-  const sorted = values.toSorted((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
-const refCommit = await git(["rev-parse", "--short", `${REF}^{commit}`]);
-const hereCommit = await git(["rev-parse", "--short", "HEAD"]);
-const dirty = (await git(["status", "--porcelain", "--untracked-files=no"])) !== "";
-const refDir = await Deno.makeTempDir({ prefix: "formrelay-compare-" });
-await git(["worktree", "add", "--detach", refDir, refCommit]);
-if (Deno.env.get("BENCH_COMPARE_OWN") !== "1") {
-  for await (const entry of Deno.readDir(`${HERE}bench`)) {
-    if (entry.isFile) {
-      await Deno.copyFile(`${HERE}bench/${entry.name}`, `${refDir}/bench/${entry.name}`);
-    }
-  }
-}
-const sides = [
-  { name: `${refCommit} (REF)`, dir: refDir },
-  { name: `${hereCommit}${dirty ? "+changes" : ""} (this tree)`, dir: HERE },
-];
+const worktree = await checkOutBeside(REF, {
+  prefix: "formrelay-compare-",
+  ownBench: Deno.env.get("BENCH_COMPARE_OWN") === "1",
+});
+const { sides } = worktree;
 /** Values per side and figure. */
 const seen = sides.map(() => new Map<string, number[]>());
 console.log(
@@ -196,7 +170,7 @@ try {
     }
   }
 } finally {
-  await git(["worktree", "remove", "--force", refDir]).catch((error) => console.error(error));
+  await worktree.remove().catch((error) => console.error(error));
 }
 
 console.log("");
