@@ -28,6 +28,7 @@
  */
 import { startSmtpServer, type TestSmtpServer } from "../tests/helpers/smtp_server.ts";
 import { cpuSeconds, runWrk, startBenchService } from "./lib.ts";
+import { checkOutBeside, median } from "./ref_worktree.ts";
 
 const WORKLOAD = Deno.env.get("BENCH_WORKLOAD") ?? "email";
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
@@ -93,22 +94,6 @@ if (!REF) {
   console.error("usage: deno task bench:side-by-side REF  (a commit, branch or tag)");
   Deno.exit(2);
 }
-const HERE = new URL("..", import.meta.url).pathname;
-
-async function git(args: string[]): Promise<string> {
-  const output = await new Deno.Command("git", {
-    args,
-    cwd: HERE,
-    stdout: "piped",
-    stderr: "piped",
-  })
-    .output();
-  if (!output.success) {
-    throw new Error(`git ${args.join(" ")}: ${new TextDecoder().decode(output.stderr)}`);
-  }
-  return new TextDecoder().decode(output.stdout).trim();
-}
-
 /** Starts the --serve child in `dir`; its service, and how to stop it. */
 async function serve(dir: string, smtp: TestSmtpServer | null) {
   const child = new Deno.Command(Deno.execPath(), {
@@ -187,26 +172,8 @@ async function ingestLoad(served: Served) {
   };
 }
 
-function median(values: number[]): number {
-  const sorted = values.toSorted((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
-const refCommit = await git(["rev-parse", "--short", `${REF}^{commit}`]);
-const hereCommit = await git(["rev-parse", "--short", "HEAD"]);
-const dirty = (await git(["status", "--porcelain", "--untracked-files=no"])) !== "";
-const refDir = await Deno.makeTempDir({ prefix: "formrelay-side-by-side-" });
-await git(["worktree", "add", "--detach", refDir, refCommit]);
-for await (const entry of Deno.readDir(`${HERE}bench`)) {
-  if (entry.isFile) {
-    await Deno.copyFile(`${HERE}bench/${entry.name}`, `${refDir}/bench/${entry.name}`);
-  }
-}
-const sides = [
-  { name: `${refCommit} (REF)`, dir: refDir },
-  { name: `${hereCommit}${dirty ? "+changes" : ""} (this tree)`, dir: HERE },
-];
+const worktree = await checkOutBeside(REF, { prefix: "formrelay-side-by-side-" });
+const { sides } = worktree;
 console.log(
   `bench:side-by-side — ${sides[1].name} and ${sides[0].name} at once, workload ${WORKLOAD}, ` +
     `${CONNECTIONS} connections each for ${SECONDS} s, ${ROUNDS} rounds; ` +
@@ -254,5 +221,5 @@ try {
   );
 } finally {
   await Promise.all(smtps.map((smtp) => smtp?.close()));
-  await git(["worktree", "remove", "--force", refDir]);
+  await worktree.remove();
 }
