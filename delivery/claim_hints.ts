@@ -8,8 +8,8 @@
  *
  * Hints are bounded twice: in jobs (at most the jobs the dispatcher holds in memory,
  * so no hint is dropped before its job's turn; the engine sets the bound) and in
- * envelope characters (a hint keeps its envelope's JSON, up to hundreds of KB for a
- * large submission). One entry serves all the jobs of a submission, which differ only in
+ * envelope bytes (a hint keeps its envelope's JSON, up to hundreds of KB for a large
+ * submission, counted at two bytes a character: what a string of any text may take). One entry serves all the jobs of a submission, which differ only in
  * their destination, so a submission's jobs cost little more heap than one of them.
  *
  * @module
@@ -48,7 +48,7 @@ export interface ClaimHints {
   take(ref: JobKeyParts): ClaimHint | undefined;
   /** The versionstamp a hinted job was stored with, the hint left in place. */
   versionstampOf(ref: JobKeyParts): string | undefined;
-  /** Jobs with a hint and the envelope characters their hints keep. */
+  /** Jobs with a hint and the envelope bytes their hints keep (envelopeBytes). */
   stats(): { hints: number; bytes: number };
 }
 
@@ -62,7 +62,12 @@ interface SubmissionHint {
   destinations: Map<string, DestinationType>;
 }
 
-/** Hints of at most `maxHints` jobs keeping at most `maxBytes` characters of envelopes. */
+/** What an envelope's JSON is counted as: two bytes a character, whatever its text. */
+export function envelopeBytes(json: string): number {
+  return json.length * 2;
+}
+
+/** Hints of at most `maxHints` jobs keeping at most `maxBytes` of envelopes. */
 export function createClaimHints(options: { maxHints: number; maxBytes: number }): ClaimHints {
   const bySubmission = new Map<string, SubmissionHint>();
   let jobs = 0;
@@ -70,7 +75,7 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
 
   function forget(submissionId: string, hint: SubmissionHint) {
     bySubmission.delete(submissionId);
-    bytes -= hint.envelopeJson.length;
+    bytes -= envelopeBytes(hint.envelopeJson);
   }
 
   /** The untaken hint of a job, with its submission's. */
@@ -84,7 +89,7 @@ export function createClaimHints(options: { maxHints: number; maxBytes: number }
     remember(stored, { envelopeJson }, waiting) {
       // Behind a longer line a hint would be dropped before its job's turn comes.
       const fitting = stored.slice(0, Math.max(0, options.maxHints - waiting));
-      const size = envelopeJson.length;
+      const size = envelopeBytes(envelopeJson);
       if (fitting.length === 0 || size > options.maxBytes) return;
       // Hints of jobs claimed elsewhere are never taken: start afresh when full.
       if (jobs + fitting.length > options.maxHints || bytes + size > options.maxBytes) {

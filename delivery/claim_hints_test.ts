@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { JobRecord, KnownJob } from "../store/job_record.ts";
 import { createClaimHints } from "./claim_hints.ts";
 
-/** The known jobs of a submission to `destinations`, and its envelope of `bytes` characters. */
+/** The known jobs of a submission to `destinations`, and its envelope, counted as `bytes`. */
 function storedSubmission(id: string, destinations: string[], bytes = 100) {
   const family = destinations;
   const jobs: KnownJob[] = destinations.map((destinationId, i) => ({
@@ -24,7 +24,7 @@ function storedSubmission(id: string, destinations: string[], bytes = 100) {
     } satisfies JobRecord,
     versionstamp: "00000000000000010000",
   }));
-  return { jobs, submission: { envelopeJson: "x".repeat(bytes) } };
+  return { jobs, submission: { envelopeJson: "x".repeat(bytes / 2) } };
 }
 
 const ref = (submissionId: string, destinationId: string) => ({
@@ -60,8 +60,8 @@ Deno.test("no hint for a job behind a line as long as the bound: it would be dro
 
 Deno.test("hints start afresh when their number or their bytes would pass the bound", () => {
   const hints = createClaimHints({ maxHints: 4, maxBytes: 1_000 });
-  hints.remember(storedSubmission("s1", ["d1", "d2"]).jobs, { envelopeJson: "x".repeat(600) }, 0);
-  hints.remember(storedSubmission("s2", ["d1"]).jobs, { envelopeJson: "x".repeat(600) }, 0);
+  hints.remember(storedSubmission("s1", ["d1", "d2"]).jobs, { envelopeJson: "x".repeat(300) }, 0);
+  hints.remember(storedSubmission("s2", ["d1"]).jobs, { envelopeJson: "x".repeat(300) }, 0);
   assert.deepEqual(hints.stats(), { hints: 1, bytes: 600 }, "1 200 bytes would pass 1 000");
   assert.equal(hints.take(ref("s1", "d1")), undefined);
   const more = storedSubmission("s3", ["d1", "d2", "d3", "d4"], 10);

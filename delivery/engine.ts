@@ -116,8 +116,8 @@ const QUICK_SYNC_MS = 50;
  */
 const MAX_HINTS = 20_000;
 /**
- * Envelope characters the claim hints may keep: the small submissions of a full default
- * backlog (under 1 KB a submission) fit many times over.
+ * Envelope bytes the claim hints may keep: the small submissions of a full default
+ * backlog (about 1 KB a submission as counted) fit many times over.
  */
 const MAX_HINT_BYTES = 32 * 1024 * 1024;
 

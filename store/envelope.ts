@@ -105,9 +105,8 @@ export async function readEnvelopeData(
   db: Db,
   claimed: ClaimedJob,
 ): Promise<EnvelopeData | null> {
-  const { job, envelope: firstChunk } = claimed;
-  if (firstChunk === null || typeof firstChunk === "string") return firstChunk;
-  if (job.chunks === 1) return firstChunk;
+  const { job, envelope } = claimed;
+  if (envelope === null || typeof envelope === "string" || job.chunks === 1) return envelope;
   const keys = Array.from(
     { length: job.chunks },
     (_, i) => envelopeChunkKey(job.submittedAt, job.submissionId, i),
