@@ -181,7 +181,11 @@ console.log(
         (run.result.requestsPerSecond / durable[i].result.requestsPerSecond).toFixed(3)
       ).join(", ")
     }), CPU per request ${(cpuTotal(writesOnly) / cpuTotal(durable)).toFixed(2)} times its; ` +
-    `the service ${(total(formrelay) / total(writesOnly)).toFixed(3)} of them`,
+    `the service ${(total(formrelay) / total(writesOnly)).toFixed(3)} of them (rounds: ${
+      formrelay.map((run, i) =>
+        (run.result.requestsPerSecond / writesOnly[i].result.requestsPerSecond).toFixed(3)
+      ).join(", ")
+    })`,
 );
 console.log(row("formrelay, defaults, profiled", profiled));
 for (const line of formatBreakdown(stepBreakdown(profile, profiled.result.requests))) {
