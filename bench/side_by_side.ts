@@ -94,6 +94,7 @@ if (!REF) {
   console.error("usage: deno task bench:side-by-side REF  (a commit, branch or tag)");
   Deno.exit(2);
 }
+
 /** Starts the --serve child in `dir`; its service, and how to stop it. */
 async function serve(dir: string, smtp: TestSmtpServer | null) {
   const child = new Deno.Command(Deno.execPath(), {
