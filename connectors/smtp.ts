@@ -4,9 +4,15 @@ import { z } from "zod";
 import type { PlatformSmtp } from "../config.ts";
 import { buildMessage, type MailMessage, renderSubject } from "./smtp/message.ts";
 import { buildNoticeMessage } from "./smtp/notice_message.ts";
-import { describeRejected, type SendResult, SmtpConnection, SmtpError } from "./smtp/client.ts";
+import {
+  describeRejected,
+  type PreparedMail,
+  type SendResult,
+  SmtpConnection,
+  SmtpError,
+} from "./smtp/client.ts";
 import type { OutboundGuard } from "./outbound_guard.ts";
-import { RelayGate, SmtpPool } from "./smtp/pool.ts";
+import { type Adopted, RelayGate, SmtpPool } from "./smtp/pool.ts";
 import {
   type Connector,
   DeliveryError,
@@ -247,7 +253,7 @@ export function createSmtpConnector(
     idleMs: deps.idleMs ?? DEFAULT_IDLE_MS,
     maxIdlePerKey: MAX_IDLE_PER_RELAY,
   });
-  const gate = new RelayGate(INITIAL_SESSIONS_PER_RELAY, MAX_SESSIONS_PER_RELAY);
+  const gate = new RelayGate<Rider>(INITIAL_SESSIONS_PER_RELAY, MAX_SESSIONS_PER_RELAY);
   const timeouts = {
     connectMs: Math.min(deps.timeoutMs, CONNECT_MS),
     greetingMs: Math.min(deps.timeoutMs, COMMAND_MS),
@@ -276,6 +282,7 @@ export function createSmtpConnector(
     ]);
 
     const entering = performance.now();
+    const rider: Rider = { mail: message, prepared: null, session: null };
     const leave = await gate.enter(key, {
       deadline,
       signal,
@@ -283,19 +290,32 @@ export function createSmtpConnector(
         new DeliveryError(`Cannot deliver to ${target}: no session to the relay free in time`, {
           permanent: false,
         }),
+      rider,
     });
     const enteredAt = performance.now();
     // Waiting for a session slot is formrelay's own limit, not the relay's latency.
     if (ownWait) ownWait.ms += enteredAt - entering;
-    let connection = pool.take(key);
+    // A session carries a message waiting for a slot behind its own: that one's commands go
+    // out with this message's data, and it gets the session and the slot after (or the
+    // slot alone, should this message fail).
+    let carried = undefined as Adopted<Rider> | undefined;
+    const carryNext = (session: SmtpConnection) => () => {
+      carried = gate.adopt(key, (waiting) => session.takesBehind(waiting.mail));
+      return carried ? (carried.rider.prepared = session.prepare(carried.rider.mail)) : null;
+    };
+    let connection = rider.session ?? pool.take(key);
     let result: SendResult | undefined;
     try {
       if (connection) {
         connection.use({ deadline, signal });
         try {
-          result = await connection.send(message, { reused: true });
+          result = await connection.send(rider.session ? rider.prepared! : message, {
+            reused: true,
+            written: rider.session !== null,
+            next: carryNext(connection),
+          });
         } catch (error) {
-          // A stale idle session: nothing was sent, so a fresh one may try again.
+          // A stale session: nothing was sent, so a fresh one may try again.
           if (!(error instanceof SmtpError && error.beforeTransaction) || signal.aborted) {
             throw error;
           }
@@ -317,19 +337,25 @@ export function createSmtpConnector(
           deadline,
           signal,
         });
-        result = await connection.send(message);
+        result = await connection.send(message, { next: carryNext(connection) });
       }
     } catch (error) {
       if (connection) await connection.quit();
-      leave();
+      if (carried) carried.handOver(leave);
+      else leave();
       if (error instanceof SmtpError && SLOW_DOWN_CODES.has(error.replyCode ?? 0)) {
         gate.slowDown(key, enteredAt);
       }
       throw toDeliveryError(error, target);
     }
     gate.accepted(key);
-    leave();
-    if (!pool.put(key, connection)) await connection.quit();
+    if (carried) {
+      carried.rider.session = connection;
+      carried.handOver(leave);
+    } else {
+      leave();
+      if (!pool.put(key, connection)) await connection.quit();
+    }
     const receipt: DeliveryReceipt = { statusCode: 250 };
     if (result!.rejected.length > 0) {
       receipt.detail = "Rejected recipients: " + describeRejected(result!.rejected);
@@ -379,6 +405,18 @@ export function createSmtpConnector(
       pool.close();
     },
   };
+}
+
+/**
+ * A message waiting for a session slot, as a session that carries it next sees it: the
+ * session prepares it and, once its own message is through, hands itself over.
+ */
+interface Rider {
+  mail: MailMessage;
+  /** Prepared for the carrying session, its commands already written. */
+  prepared: PreparedMail | null;
+  /** The session that carried it, or null (none did, or its own message failed). */
+  session: SmtpConnection | null;
 }
 
 /** Variant A sends through the destination's relay, Variant B through the platform's. */

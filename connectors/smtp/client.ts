@@ -86,6 +86,15 @@ export interface OutgoingMail {
   data: string;
 }
 
+/** A message ready for one session ({@linkcode SmtpConnection.prepare}). */
+export interface PreparedMail {
+  recipients: string[];
+  /** Dot-stuffed, with the final dot. */
+  data: Uint8Array;
+  /** MAIL FROM, the RCPT TOs, and DATA when pipelined. */
+  commands: string[];
+}
+
 /** Why a conversation failed. */
 export type SmtpErrorKind = "reply" | "timeout" | "network" | "protocol" | "aborted" | "policy";
 
@@ -150,6 +159,8 @@ export class SmtpConnection {
   #closed = false;
   /** True between a 354 and the reply to the final dot: QUIT would be message text. */
   #inData = false;
+  /** A next message's commands are on the wire, unread: QUIT could be its text too. */
+  #commandsAhead = false;
   #stage = "the greeting";
   /** An SMTP greeting (any reply) came: failures before it are told apart by nobody. */
   #greeted = false;
@@ -230,39 +241,69 @@ export class SmtpConnection {
   }
 
   /**
+   * A message ready to go on this session: its SMTPUTF8 need checked, its data encoded,
+   * its commands listed. An address that is not ASCII (a visitor's `josé@…`) needs
+   * SMTPUTF8 (RFC 6531): without it a relay would mangle or misroute it, so the message is
+   * refused here, unsent (a permanent error).
+   */
+  prepare(mail: OutgoingMail): PreparedMail {
+    if (!this.#utf8Allowed(mail)) {
+      throw new SmtpError(
+        "the relay does not offer SMTPUTF8, which an address that is not ASCII needs",
+        { kind: "policy", permanent: true, messageRefused: true },
+      );
+    }
+    const utf8 = needsUtf8(mail);
+    const data = encodeData(mail.data);
+    const params = (this.#capabilities.has("SIZE") ? ` SIZE=${data.length}` : "") +
+      (utf8 ? " SMTPUTF8" : "");
+    return {
+      recipients: mail.recipients,
+      data,
+      // With PIPELINING, DATA may end the batch (RFC 2920 3.1): one round trip fewer.
+      commands: [
+        `MAIL FROM:<${mail.from}>${params}`,
+        ...mail.recipients.map((address) => `RCPT TO:<${address}>`),
+        ...(this.#pipelining() ? ["DATA"] : []),
+      ],
+    };
+  }
+
+  /**
+   * Whether `mail` may have its commands written behind the message before it (send's
+   * `next`): the server offers PIPELINING, and SMTPUTF8 when the addresses need it.
+   */
+  takesBehind(mail: OutgoingMail): boolean {
+    return this.#pipelining() && this.#utf8Allowed(mail);
+  }
+
+  /**
    * Sends one message: MAIL FROM, one RCPT TO per recipient (pipelined when the
    * server offers PIPELINING), DATA, the dot-stuffed message and the final dot.
    * With `reused` (a pooled session), a failure of the first command, or a 421 to it,
    * says the session went stale with nothing sent (`beforeTransaction`). No RSET goes
    * first: a pooled session has ended its last transaction (a send that fails closes
    * its session), so the MAIL command is the liveness probe. Recipients the server
-   * refuses are reported; the message goes to the others. An address that is not ASCII
-   * goes with SMTPUTF8, and is a permanent error, nothing sent, when the server does not
-   * offer it. Throws when all are refused or any other step fails.
+   * refuses are reported; the message goes to the others. Throws when all are refused
+   * or any other step fails.
+   *
+   * With PIPELINING, `next` is asked once the server has said 354 for a message that
+   * may follow: its commands go out in the same write as this message (RFC 2920 3.1
+   * lets the message content start a group), and `written` then sends it on this
+   * session without writing them again. A session that ends with such commands on the
+   * wire is closed, never sent QUIT (it could be the next message's text).
    */
-  async send(mail: OutgoingMail, options: { reused?: boolean } = {}): Promise<SendResult> {
-    // An address that is not ASCII (a visitor's `josé@…`) needs SMTPUTF8 (RFC 6531): without
-    // it a relay would mangle or misroute it, so the message is refused here, unsent.
-    const utf8 = [mail.from, ...mail.recipients].some((address) => !ASCII.test(address));
-    if (utf8 && !this.#capabilities.has("SMTPUTF8")) {
-      throw new SmtpError(
-        "the relay does not offer SMTPUTF8, which an address that is not ASCII needs",
-        { kind: "policy", permanent: true, messageRefused: true },
-      );
-    }
-    const data = encodeData(mail.data);
-    const params = (this.#capabilities.has("SIZE") ? ` SIZE=${data.length}` : "") +
-      (utf8 ? " SMTPUTF8" : "");
-    // With PIPELINING, DATA may end the batch (RFC 2920 3.1): one round trip fewer.
-    const pipelining = this.#capabilities.has("PIPELINING");
-    const commands = [
-      `MAIL FROM:<${mail.from}>${params}`,
-      ...mail.recipients.map((address) => `RCPT TO:<${address}>`),
-      ...(pipelining ? ["DATA"] : []),
-    ];
-    const replies = await this.#batch(commands, options.reused === true);
+  async send(
+    mail: OutgoingMail | PreparedMail,
+    options: { reused?: boolean; written?: boolean; next?: () => PreparedMail | null } = {},
+  ): Promise<SendResult> {
+    const prepared = "commands" in mail ? mail : this.prepare(mail);
+    const { recipients, data, commands } = prepared;
+    const pipelining = this.#pipelining();
+    if (options.written) this.#commandsAhead = false;
+    const replies = await this.#batch(commands, options.reused === true, options.written === true);
     const mailReply = replies.shift()!;
-    const recipientReplies = replies.splice(0, mail.recipients.length);
+    const recipientReplies = replies.splice(0, recipients.length);
     let dataReply = pipelining ? replies.shift() : undefined;
     // A server that said 354 anyway is waiting for a message: this session cannot go on.
     const abandon = () => {
@@ -274,7 +315,7 @@ export class SmtpConnection {
     }
     const accepted: string[] = [];
     const rejected: RejectedRecipient[] = [];
-    mail.recipients.forEach((address, i) => {
+    recipients.forEach((address, i) => {
       const reply = recipientReplies[i];
       if (reply.code === 250 || reply.code === 251) accepted.push(address);
       else rejected.push({ address, reply });
@@ -296,11 +337,25 @@ export class SmtpConnection {
     }
     this.#inData = true;
     this.#stage = "the reply to the message";
-    await this.#write(data);
+    const next = pipelining ? options.next?.() : null;
+    if (next) {
+      this.#commandsAhead = true;
+      await this.#write(concatBytes([data, encoder.encode(next.commands.join("\r\n") + "\r\n")]));
+    } else {
+      await this.#write(data);
+    }
     const final = await this.#readReply(this.#timeouts.commandMs);
     this.#inData = false;
     if (final.code !== 250) throw replyError("message rejected", final, { messageRefused: true });
     return { accepted, rejected, reply: final };
+  }
+
+  #pipelining(): boolean {
+    return this.#capabilities.has("PIPELINING");
+  }
+
+  #utf8Allowed(mail: OutgoingMail): boolean {
+    return this.#capabilities.has("SMTPUTF8") || !needsUtf8(mail);
   }
 
   /** Writes one command and reads its reply. */
@@ -313,7 +368,7 @@ export class SmtpConnection {
   /** Says QUIT, waits briefly for the 221, and closes the socket. Never throws. */
   async quit(): Promise<void> {
     if (this.#closed) return;
-    if (this.#inData) return this.close();
+    if (this.#inData || this.#commandsAhead) return this.close();
     try {
       this.#deadline = Math.min(this.#deadline, Date.now() + QUIT_WAIT_MS);
       await this.#command("QUIT");
@@ -327,7 +382,7 @@ export class SmtpConnection {
   /** Writes QUIT without waiting for the answer, then closes. For idle connections. */
   async quitQuietly(): Promise<void> {
     if (this.#closed) return;
-    if (this.#inData) return this.close();
+    if (this.#inData || this.#commandsAhead) return this.close();
     try {
       this.#deadline = Date.now() + QUIT_WAIT_MS;
       await this.#write(encoder.encode("QUIT\r\n"));
@@ -428,13 +483,14 @@ export class SmtpConnection {
   /**
    * Sends commands in one write when the server offers PIPELINING, else one by one. With
    * `reused`, a failure of the first command, or a 421 to it, says the session went stale
-   * with nothing sent (`beforeTransaction`).
+   * with nothing sent (`beforeTransaction`). `written`: they are on the wire already
+   * (pipelined behind the message before), only their replies are read.
    */
-  async #batch(commands: string[], reused: boolean): Promise<SmtpReply[]> {
+  async #batch(commands: string[], reused: boolean, written: boolean): Promise<SmtpReply[]> {
     const replies: SmtpReply[] = [];
     const pipelining = this.#capabilities.has("PIPELINING");
     try {
-      if (pipelining) {
+      if (pipelining && !written) {
         this.#stage = replyStage(commands[0]);
         await this.#write(encoder.encode(commands.join("\r\n") + "\r\n"));
       }
@@ -661,6 +717,11 @@ async function connectWithin(
     clearTimeout(timer);
     if (onAbort) signal?.removeEventListener("abort", onAbort);
   }
+}
+
+/** Whether an address of the message is not ASCII (it then needs SMTPUTF8). */
+function needsUtf8(mail: OutgoingMail): boolean {
+  return !ASCII.test(mail.from) || mail.recipients.some((address) => !ASCII.test(address));
 }
 
 /** What a batch's reply answers, for error texts: its command's verb (MAIL, RCPT or DATA). */

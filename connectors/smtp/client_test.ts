@@ -23,8 +23,15 @@ interface Scripted {
   close(): void;
 }
 
-/** A one-connection SMTP peer answering each command line from `answer`. */
-function scriptedServer(greeting: string, answer: (command: string) => string): Scripted {
+/**
+ * A one-connection SMTP peer answering each command line from `answer`, and each
+ * message's final dot from `endOfData`.
+ */
+function scriptedServer(
+  greeting: string,
+  answer: (command: string) => string,
+  endOfData = () => "250 2.0.0 queued\r\n",
+): Scripted {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const commands: string[] = [];
   const chunks: string[] = [];
@@ -50,7 +57,7 @@ function scriptedServer(greeting: string, answer: (command: string) => string): 
             data.push(pending.slice(0, end + 2));
             pending = pending.slice(end + 5);
             inData = false;
-            out += "250 2.0.0 queued\r\n";
+            out += endOfData();
             continue;
           }
           const eol = pending.indexOf("\r\n");
@@ -237,6 +244,90 @@ Deno.test("SmtpConnection on a reused session opens the next transaction with MA
       "QUIT",
     ]);
     assert.equal(server.data.length, 2);
+  } finally {
+    server.close();
+  }
+});
+
+Deno.test("SmtpConnection writes the next message's commands with this message's data, and reads their replies after", async () => {
+  const server = scriptedServer(
+    "220 ready\r\n",
+    standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n"),
+  );
+  try {
+    const connection = await openTo(server.port);
+    const second = { ...mail, recipients: ["c@example.org"], data: "y\r\n" };
+    const first = await connection.send(mail, { next: () => connection.prepare(second) });
+    assert.equal(first.reply.code, 250);
+    const after = await connection.send(connection.prepare(second), {
+      reused: true,
+      written: true,
+    });
+    assert.deepEqual(after.accepted, ["c@example.org"]);
+    await connection.quit();
+    await server.finished;
+    assert.deepEqual(server.commands.slice(4), [
+      "MAIL FROM:<a@example.org>",
+      "RCPT TO:<b@example.org>",
+      "DATA",
+      "MAIL FROM:<a@example.org>",
+      "RCPT TO:<c@example.org>",
+      "DATA",
+      "QUIT",
+    ]);
+    assert.deepEqual(server.data, ["x\r\n", "y\r\n"]);
+    // One write: the first message's final dot and the second's commands.
+    assert.ok(
+      server.chunks.some((chunk) => chunk.includes("x\r\n.\r\nMAIL FROM:<a@example.org>\r\n")),
+      `chunks: ${JSON.stringify(server.chunks)}`,
+    );
+  } finally {
+    server.close();
+  }
+});
+
+Deno.test("SmtpConnection closes, without QUIT, a session whose message is refused with the next one's commands on the wire", async () => {
+  const server = scriptedServer(
+    "220 ready\r\n",
+    standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n"),
+    () => "554 5.7.1 refused\r\n",
+  );
+  try {
+    const connection = await openTo(server.port);
+    const error = await connection.send(mail, { next: () => connection.prepare(mail) }).then(
+      () => assert.fail("the message was refused"),
+      (error) => error,
+    );
+    assert.ok(error instanceof SmtpError && error.messageRefused && error.replyCode === 554);
+    await connection.quit();
+    await server.finished;
+    assert.ok(connection.closed);
+    // The second DATA was answered 354: a QUIT now would have been message text.
+    assert.deepEqual(server.commands.slice(-3), [
+      "MAIL FROM:<a@example.org>",
+      "RCPT TO:<b@example.org>",
+      "DATA",
+    ]);
+    assert.equal(server.data.length, 1);
+  } finally {
+    server.close();
+  }
+});
+
+Deno.test("SmtpConnection without PIPELINING never asks for a next message", async () => {
+  const server = scriptedServer(
+    "220 ready\r\n",
+    standardAnswers("250-mail.example\r\n250 AUTH LOGIN\r\n"),
+  );
+  try {
+    const connection = await openTo(server.port);
+    let asked = 0;
+    await connection.send(mail, { next: () => (asked++, connection.prepare(mail)) });
+    assert.equal(asked, 0);
+    assert.equal(connection.takesBehind(mail), false);
+    await connection.quit();
+    await server.finished;
+    assert.equal(server.commands.at(-1), "QUIT");
   } finally {
     server.close();
   }

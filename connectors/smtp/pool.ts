@@ -106,11 +106,27 @@ export class SmtpPool {
   }
 }
 
+/** A message waiting for a session slot; `rider` is what an adopter may take (adopt). */
+interface Waiter<R> {
+  /** Gives it a slot of its own. */
+  admit(): void;
+  rider?: R;
+  /** Taken off the wait by a session (adopt): no time-out or abort ends it from now on. */
+  adopted(): (release: () => void) => void;
+}
+
+/** A waiting message a session took to carry next (RelayGate.adopt). */
+export interface Adopted<R> {
+  rider: R;
+  /** Ends its wait, giving it the carrying session's slot (its release). */
+  handOver(release: () => void): void;
+}
+
 /** One relay's sessions: how many may be open, how many are, and who waits. */
-interface RelayLoad {
+interface RelayLoad<R> {
   limit: number;
   open: number;
-  waiting: (() => void)[];
+  waiting: Waiter<R>[];
   /** Messages accepted while the relay was used to its limit, since the limit last grew. */
   sent: number;
   /** The limit at which the relay last refused (0: never), and when (performance.now()). */
@@ -133,8 +149,8 @@ const MAX_RELAYS = 10_000;
  * costs a refusal now and then, not every few messages). What a relay's limit came to is
  * remembered while it differs from `initial`.
  */
-export class RelayGate {
-  #relays = new Map<string, RelayLoad>();
+export class RelayGate<R = never> {
+  #relays = new Map<string, RelayLoad<R>>();
   #initial: number;
   #max: number;
 
@@ -145,11 +161,12 @@ export class RelayGate {
 
   /**
    * Waits for a session slot to `key` until `deadline` (epoch ms) or `signal`; resolves
-   * with its release, or rejects with `timedOut()`'s error or the signal's reason.
+   * with its release, or rejects with `timedOut()`'s error or the signal's reason. A
+   * waiter with a `rider` may instead be adopted by a session already open (adopt).
    */
   enter(
     key: string,
-    options: { deadline: number; signal: AbortSignal; timedOut: () => Error },
+    options: { deadline: number; signal: AbortSignal; timedOut: () => Error; rider?: R },
   ): Promise<() => void> {
     const load = this.#relays.get(key) ??
       { limit: this.#initial, open: 0, waiting: [], sent: 0, refusedAt: 0, slowedAt: -Infinity };
@@ -163,7 +180,7 @@ export class RelayGate {
     const release = () => {
       load.open--;
       // Only as many as the limit allows now (it may have been halved or grown meanwhile).
-      while (load.open < load.limit && load.waiting.length > 0) load.waiting.shift()!();
+      while (load.open < load.limit && load.waiting.length > 0) load.waiting.shift()!.admit();
       if (load.open > 0 || load.waiting.length > 0) return;
       // A relay at its starting count is forgotten once idle; a grown or slowed one is remembered.
       if (load.limit === this.#initial) this.#relays.delete(key);
@@ -173,14 +190,24 @@ export class RelayGate {
       return Promise.resolve(once(release));
     }
     const { promise, resolve, reject } = Promise.withResolvers<() => void>();
-    const admit = () => {
+    const stopWaiting = () => {
       clearTimeout(timer);
       options.signal.removeEventListener("abort", abort);
-      load.open++;
-      resolve(once(release));
+    };
+    const waiter: Waiter<R> = {
+      admit() {
+        stopWaiting();
+        load.open++;
+        resolve(once(release));
+      },
+      rider: options.rider,
+      adopted() {
+        stopWaiting();
+        return resolve;
+      },
     };
     const leave = (error: unknown) => {
-      load.waiting.splice(load.waiting.indexOf(admit), 1);
+      load.waiting.splice(load.waiting.indexOf(waiter), 1);
       options.signal.removeEventListener("abort", abort);
       reject(error);
     };
@@ -193,8 +220,21 @@ export class RelayGate {
       Math.max(0, options.deadline - Date.now()),
     );
     options.signal.addEventListener("abort", abort, { once: true });
-    load.waiting.push(admit);
+    load.waiting.push(waiter);
     return promise;
+  }
+
+  /**
+   * Takes the first message waiting for a slot to `key` whose rider `fits`, off the
+   * wait: the session holding a slot carries it next. Its wait ends when `handOver` is
+   * called with that session's slot release, which it then owns.
+   */
+  adopt(key: string, fits: (rider: R) => boolean): Adopted<R> | undefined {
+    const waiting = this.#relays.get(key)?.waiting;
+    const at = waiting?.findIndex((w) => w.rider !== undefined && fits(w.rider)) ?? -1;
+    if (at < 0) return undefined;
+    const [waiter] = waiting!.splice(at, 1);
+    return { rider: waiter.rider!, handOver: waiter.adopted() };
   }
 
   /** The relay accepted a message (called before the session's slot is released). */

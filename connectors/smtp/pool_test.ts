@@ -65,6 +65,30 @@ Deno.test("RelayGate starts a relay low and grows it by one per round while it a
   again();
 });
 
+Deno.test("RelayGate lets a session adopt a waiting message: it takes over the slot, and no abort ends its wait", async () => {
+  const gate = new RelayGate<string>(1);
+  const deadline = Date.now() + 10_000;
+  const carrier = await gate.enter("relay", { deadline, signal: never, timedOut });
+  const abort = new AbortController();
+  const riding = gate.enter("relay", { deadline, signal: abort.signal, timedOut, rider: "b" });
+  const plain = gate.enter("relay", { deadline, signal: never, timedOut });
+  assert.equal(gate.adopt("relay", (rider) => rider === "x"), undefined, "no rider fits");
+  const adopted = gate.adopt("relay", (rider) => rider === "b");
+  assert.equal(adopted?.rider, "b");
+  assert.equal(gate.adopt("relay", () => true), undefined, "a waiter without a rider stays");
+  abort.abort(new Error("aborted too late"));
+  adopted!.handOver(carrier);
+  const release = await riding;
+  assert.equal(release, carrier, "the carrier's slot, not a new one");
+  let admitted = false;
+  plain.then(() => admitted = true);
+  await Promise.resolve();
+  assert.equal(admitted, false, "one slot, still held");
+  release();
+  (await plain)();
+  assert.equal(admitted, true);
+});
+
 Deno.test("RelayGate gives up waiting at the deadline", async () => {
   const gate = new RelayGate(1);
   await gate.enter("relay", { deadline: Date.now() + 1000, signal: never, timedOut });

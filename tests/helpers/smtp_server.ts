@@ -50,6 +50,8 @@ export interface SmtpServerOptions {
   hideStartTls?: boolean;
   /** Leave SMTPUTF8 out of the EHLO reply (a relay that cannot take addresses that are not ASCII). */
   hideSmtpUtf8?: boolean;
+  /** Refuse with 554 at its final dot, and keep not, a message whose text contains this. */
+  refuseMessagesWith?: string;
   /** Keep no messages (benchmarks). */
   discard?: boolean;
   /** Idle time after which the server says 421 and hangs up (smtp-server default 60 s). */
@@ -159,6 +161,10 @@ export async function startSmtpServer(options: SmtpServerOptions): Promise<TestS
         if (!options.discard) chunks.push(chunk);
       });
       stream.on("end", () => {
+        const refuse = options.refuseMessagesWith;
+        if (refuse && new TextDecoder().decode(concatBytes(chunks)).includes(refuse)) {
+          return callback(withCode(new Error("Message refused"), 554));
+        }
         received++;
         if (!options.discard) {
           messages.push({
