@@ -774,29 +774,36 @@ Deno.test("SMTP sessions to a relay that keeps accepting grow past 8, up to 20",
   assert.ok(server.maxOpen <= 20, `${server.maxOpen} sessions open at once`);
 });
 
-Deno.test("SMTP messages waiting for a session go behind others, each once, even behind one refused", async () => {
-  // Each message takes the relay a while: messages wait for the relay's first five
-  // sessions, which carry them behind their own; every third is refused at its final dot.
-  await using relay = await relayWith({ messageDelayMs: 20, refuseMessagesWith: "refuse-me" });
-  const { server, connector } = relay;
-  const config = relayConfig(server);
-  const results = await Promise.all(Array.from({ length: 30 }, (_, i) => {
-    const envelope = envelopeWith({
-      submissionId: `6f1c2a10-0000-4000-8000-${String(i).padStart(12, "0")}`,
-      payload: { message: i % 3 === 0 ? "refuse-me" : "keep" },
+for (const mode of ["off", "starttls", "on"] as const) {
+  Deno.test(`SMTP messages waiting for a session go behind others, each once, even behind one refused (${mode})`, async () => {
+    // Each message takes the relay a while: messages wait for the relay's first five
+    // sessions, which carry them behind their own; every third is refused at its final dot.
+    await using relay = await relayWith({
+      mode,
+      certs,
+      messageDelayMs: 20,
+      refuseMessagesWith: "refuse-me",
     });
-    return deliver(connector, config, envelope).then(() => "sent", (error) => error);
-  }));
-  const refused = results.filter((result) => result !== "sent");
-  assert.equal(refused.length, 10);
-  for (const error of refused) {
-    assert.ok(error instanceof DeliveryError && error.permanent && error.statusCode === 554);
-  }
-  const ids = server.messages.map((m) => /Submission ID: (\S+)/.exec(m.raw)?.[1]);
-  assert.equal(ids.length, 20);
-  assert.equal(new Set(ids).size, 20, "a message arrived twice");
-  assert.ok(server.connections <= 20, `${server.connections} connections`);
-});
+    const { server, connector } = relay;
+    const config = relayConfig(server, { secureTransport: mode });
+    const results = await Promise.all(Array.from({ length: 30 }, (_, i) => {
+      const envelope = envelopeWith({
+        submissionId: `6f1c2a10-0000-4000-8000-${String(i).padStart(12, "0")}`,
+        payload: { message: i % 3 === 0 ? "refuse-me" : "keep" },
+      });
+      return deliver(connector, config, envelope).then(() => "sent", (error) => error);
+    }));
+    const refused = results.filter((result) => result !== "sent");
+    assert.equal(refused.length, 10);
+    for (const error of refused) {
+      assert.ok(error instanceof DeliveryError && error.permanent && error.statusCode === 554);
+    }
+    const ids = server.messages.map((m) => /Submission ID: (\S+)/.exec(m.raw)?.[1]);
+    assert.equal(ids.length, 20);
+    assert.equal(new Set(ids).size, 20, "a message arrived twice");
+    assert.ok(server.connections <= 20, `${server.connections} connections`);
+  });
+}
 
 Deno.test("SMTP sessions to a relay that says 421 to more connections shrink below what it takes", async () => {
   await using relay = await relayWith({ messageDelayMs: 20, maxClients: 6 });

@@ -286,6 +286,28 @@ Deno.test("SmtpConnection writes the next message's commands with this message's
   }
 });
 
+Deno.test("SmtpConnection reads a 421 to a message's commands written behind the one before as a stale session, nothing sent", async () => {
+  let mails = 0;
+  const answers = standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n");
+  const server = scriptedServer("220 ready\r\n", (line) => {
+    if (line.startsWith("MAIL") && ++mails === 2) return "421 4.3.2 closing\r\n";
+    if (mails === 2 && (line.startsWith("RCPT") || line === "DATA")) return "503 5.5.1 no\r\n";
+    return answers(line);
+  });
+  try {
+    const connection = await openTo(server.port);
+    await connection.send(mail, { next: () => connection.prepare(mail) });
+    const error = await connection.send(connection.prepare(mail), { reused: true, written: true })
+      .then(() => assert.fail("the relay ended the session"), (error) => error);
+    assert.ok(error instanceof SmtpError && error.beforeTransaction);
+    assert.equal(server.data.length, 1);
+    connection.close();
+    await server.finished;
+  } finally {
+    server.close();
+  }
+});
+
 Deno.test("SmtpConnection closes, without QUIT, a session whose message is refused with the next one's commands on the wire", async () => {
   const server = scriptedServer(
     "220 ready\r\n",
