@@ -50,7 +50,7 @@ export interface SmtpServerOptions {
   hideStartTls?: boolean;
   /** Leave SMTPUTF8 out of the EHLO reply (a relay that cannot take addresses that are not ASCII). */
   hideSmtpUtf8?: boolean;
-  /** Refuse with 554 at its final dot, and keep not, a message whose text contains this. */
+  /** A message whose text contains this is refused with 554 at its final dot, and not kept. */
   refuseMessagesWith?: string;
   /** Keep no messages (benchmarks). */
   discard?: boolean;
