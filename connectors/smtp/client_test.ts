@@ -93,6 +93,9 @@ function standardAnswers(ehlo: string) {
   };
 }
 
+/** The EHLO reply of a relay offering PIPELINING and AUTH LOGIN. */
+const PIPELINING_EHLO = "250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n";
+
 const timeouts = { connectMs: 2000, greetingMs: 2000, commandMs: 2000 };
 const relay = {
   host: "127.0.0.1",
@@ -226,7 +229,7 @@ const mail = { from: "a@example.org", recipients: ["b@example.org"], data: "x\r\
 Deno.test("SmtpConnection on a reused session opens the next transaction with MAIL, no RSET", async () => {
   const server = scriptedServer(
     "220 ready\r\n",
-    standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n"),
+    standardAnswers(PIPELINING_EHLO),
   );
   try {
     const connection = await openTo(server.port);
@@ -252,7 +255,7 @@ Deno.test("SmtpConnection on a reused session opens the next transaction with MA
 Deno.test("SmtpConnection writes the next message's commands with this message's data, and reads their replies after", async () => {
   const server = scriptedServer(
     "220 ready\r\n",
-    standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n"),
+    standardAnswers(PIPELINING_EHLO),
   );
   try {
     const connection = await openTo(server.port);
@@ -288,7 +291,7 @@ Deno.test("SmtpConnection writes the next message's commands with this message's
 
 Deno.test("SmtpConnection reads a 421 to a message's commands written behind the one before as a stale session, nothing sent", async () => {
   let mails = 0;
-  const answers = standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n");
+  const answers = standardAnswers(PIPELINING_EHLO);
   const server = scriptedServer("220 ready\r\n", (line) => {
     if (line.startsWith("MAIL") && ++mails === 2) return "421 4.3.2 closing\r\n";
     if (mails === 2 && (line.startsWith("RCPT") || line === "DATA")) return "503 5.5.1 no\r\n";
@@ -311,7 +314,7 @@ Deno.test("SmtpConnection reads a 421 to a message's commands written behind the
 Deno.test("SmtpConnection closes, without QUIT, a session whose message is refused with the next one's commands on the wire", async () => {
   const server = scriptedServer(
     "220 ready\r\n",
-    standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n"),
+    standardAnswers(PIPELINING_EHLO),
     () => "554 5.7.1 refused\r\n",
   );
   try {
@@ -382,7 +385,7 @@ Deno.test("SmtpConnection reads a 421 to a reused session's MAIL as a stale sess
     });
   }
   await t.step("a fresh session's 421 is the relay's answer, not a stale session", async () => {
-    const answers = standardAnswers("250-mail.example\r\n250-PIPELINING\r\n250 AUTH LOGIN\r\n");
+    const answers = standardAnswers(PIPELINING_EHLO);
     const server = scriptedServer(
       "220 ready\r\n",
       (line) => line.startsWith("MAIL") ? "421 4.3.2 busy\r\n" : answers(line),
