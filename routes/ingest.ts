@@ -6,9 +6,14 @@
  * answer and counted in the metrics and, for a known form, for its tenant; each
  * acceptance with the spam it caught, the rules it observed, or that it went nowhere.
  *
+ * A submission is answered from the plain `Request` ({@linkcode Ingestion.submit}), not
+ * through Hono's context: the app hands a post to a form path straight to it (app.ts),
+ * since the router's dispatch and context cost a tenth of the service's requests a second
+ * there (docs/performance.md). The router's POST route calls the same function.
+ *
  * @module
  */
-import { type Context, Hono } from "hono";
+import { Hono } from "hono";
 import { type BodyWatch, declaredLength } from "../body_reading.ts";
 import type { AppDeps } from "./app_deps.ts";
 import type { FormRecord } from "../store/forms.ts";
@@ -25,9 +30,12 @@ import { ok, type OperationSpec } from "./operation_spec.ts";
 import { z } from "zod";
 import type { Config } from "../config.ts";
 
+/** What the server lends a request: its peer and the listener's watch (listener.ts). */
+export type IngestConnection = (Partial<Deno.ServeHandlerInfo> & BodyWatch) | undefined;
+
 /** Ingestion runs on Deno.serve: the connection info is the Hono environment. */
 type IngestEnv = {
-  Bindings: Partial<Deno.ServeHandlerInfo> | undefined;
+  Bindings: IngestConnection;
   Variables: { logIds: LogIds };
 };
 
@@ -58,10 +66,54 @@ function allowedOrigin(form: FormRecord | null, origin: string | null): string |
   return origin !== null && form.allowedOrigins.includes(origin) ? origin : null;
 }
 
-function setCorsHeaders(c: Context, allow: string | null) {
+function setCorsHeaders(headers: Headers, allow: string | null) {
   if (allow === null) return;
-  c.header("Access-Control-Allow-Origin", allow);
-  if (allow !== "*") c.header("Vary", "Origin");
+  headers.set("Access-Control-Allow-Origin", allow);
+  if (allow !== "*") headers.set("Vary", "Origin");
+}
+
+/** A JSON answer, as Hono's `c.json` writes one. */
+function jsonResponse(body: unknown, status: number, headers: Headers): Response {
+  headers.set("Content-Type", "application/json");
+  return new Response(JSON.stringify(body), { status, headers });
+}
+
+/** A page, as Hono's `c.html` writes one. */
+function htmlResponse(page: string, status: number, headers: Headers): Response {
+  headers.set("Content-Type", "text/html; charset=UTF-8");
+  return new Response(page, { status, headers });
+}
+
+/** Where a post to a form path (`/v1/f/:publicKey`) goes, its key; null for other paths. */
+const SUBMISSION_PATH = /^https?:\/\/[^/?#]+\/v1\/f\/(pk_[A-Za-z0-9_-]+)(?:[?#]|$)/;
+
+/**
+ * The public key of a URL to a form's submission path, null for any other URL. Keys with
+ * other characters (percent-encoded, say) are left to the router, which decodes them.
+ */
+export function submissionPathKey(url: string): string | null {
+  return SUBMISSION_PATH.exec(url)?.[1] ?? null;
+}
+
+/** The ids a submission's request line carries, known once its form is. */
+export interface SubmissionIds {
+  logIds?: LogIds;
+}
+
+/** Ingestion's HTTP: the router (preflight, other methods) and the submission itself. */
+export interface Ingestion {
+  routes: Hono<IngestEnv>;
+  /**
+   * Answers a post to a form: the contract's answer to a refusal, or the 202 (303 or
+   * page for a browser form post). Sets `ids` as soon as the form is known, for the
+   * request line; throws only what is not a refusal (the app answers it with a 500).
+   */
+  submit(
+    request: Request,
+    info: IngestConnection,
+    publicKey: string,
+    ids: SubmissionIds,
+  ): Promise<Response>;
 }
 
 /** The 202 answer's note when a form has no enabled destination (counted as "nowhere"). */
@@ -81,17 +133,17 @@ interface Seen {
 const NOT_SEEN: Seen = { formId: null, orgId: null, origin: null };
 
 /** The request as the pipeline reads it: headers, body, peer and the listener's watch. */
-function incoming(c: Context<IngestEnv>) {
+function incoming(request: Request, info: IngestConnection) {
   return {
-    header: (name: string) => c.req.header(name),
-    body: c.req.raw.body,
-    remoteAddr: c.env?.remoteAddr,
-    watch: c.env as BodyWatch | undefined,
+    header: (name: string) => request.headers.get(name) ?? undefined,
+    body: request.body,
+    remoteAddr: info?.remoteAddr,
+    watch: info,
   };
 }
 
 /** `POST /v1/f/:publicKey` and its CORS preflight (spec 4.1, CONTRACT "Ingestion"). */
-export function ingestRoutes(deps: AppDeps) {
+export function createIngestion(deps: AppDeps): Ingestion {
   const { config } = deps;
   const pipeline = createIngestPipeline(deps);
   openRefusalSeries(INGEST_REFUSALS);
@@ -141,84 +193,112 @@ export function ingestRoutes(deps: AppDeps) {
     if (nowhere) deps.refusals.count(formId, "nowhere");
   }
 
-  /** The contract's answer to a refusal (a page for a browser form post), headers included. */
-  function answer(c: Context, refusal: Refusal, browserPost: boolean) {
+  /**
+   * The contract's answer to a refusal (a page for a browser form post), with `headers`
+   * (CORS) and those the refusal adds.
+   */
+  function answer(headers: Headers, refusal: Refusal, browserPost: boolean): Response {
     const { retryAfter } = refusal;
-    if (retryAfter !== undefined) c.header("Retry-After", String(retryAfter));
+    if (retryAfter !== undefined) headers.set("Retry-After", String(retryAfter));
     // The connection goes (the runtime closes it after this answer).
-    if (refusal.closeConnection) c.header("Connection", "close");
+    if (refusal.closeConnection) headers.set("Connection", "close");
     const { status, text } = ERRORS[refusal.answer];
     // A person who posted a plain HTML form gets a page to read, not JSON.
-    if (browserPost) return c.html(errorPage(status, text, retryAfter !== undefined), status);
+    if (browserPost) {
+      return htmlResponse(errorPage(status, text, retryAfter !== undefined), status, headers);
+    }
     const details: Record<string, unknown> = {};
     if (refusal.detail !== undefined) details.detail = refusal.detail;
     if (retryAfter !== undefined) details.retryAfter = retryAfter;
-    return c.json(errorBody(text, details), status);
+    return jsonResponse(errorBody(text, details), status, headers);
   }
 
   router.options("/:publicKey", async (c) => {
     const form = (await pipeline.find(c.req.param("publicKey")))?.form ?? null;
     const origin = originOf(c.req.header("origin"));
     const allow = allowedOrigin(form, origin);
-    setCorsHeaders(c, allow);
-    // Answered on this context, so the refusal keeps the CORS headers set above.
-    if (form === null) return answer(c, new Refusal("formEndpointNotFound"), false);
+    const headers = new Headers();
+    setCorsHeaders(headers, allow);
+    // The refusals keep the CORS headers set above.
+    if (form === null) return answer(headers, new Refusal("formEndpointNotFound"), false);
     if (allow === null) {
       // A page posting with fetch is refused here, before its POST is ever sent: this
       // is the form's refusal of that site, counted as such.
       c.set("logIds", { orgId: form.orgId, formId: form.id });
       const seen = { formId: form.id, orgId: form.orgId, origin };
       const refusal = counted(new Refusal("originNotAllowed"), seen);
-      return answer(c, refusal, false);
+      return answer(headers, refusal, false);
     }
-    c.header("Access-Control-Allow-Methods", "POST");
-    c.header("Access-Control-Allow-Headers", "Content-Type, x-captcha-token");
-    c.header("Access-Control-Max-Age", "86400");
-    return c.body(null, 204);
+    headers.set("Access-Control-Allow-Methods", "POST");
+    headers.set("Access-Control-Allow-Headers", "Content-Type, x-captcha-token");
+    headers.set("Access-Control-Max-Age", "86400");
+    return new Response(null, { status: 204, headers });
   });
 
-  router.post("/:publicKey", async (c) => {
-    const contentType = c.req.header("content-type") ?? "";
-    const browserPost = isBrowserFormPost(contentType, c.req.header("accept") ?? "");
+  async function submit(
+    request: Request,
+    info: IngestConnection,
+    publicKey: string,
+    ids: SubmissionIds,
+  ): Promise<Response> {
+    const contentType = request.headers.get("content-type") ?? "";
+    const browserPost = isBrowserFormPost(contentType, request.headers.get("accept") ?? "");
+    const headers = new Headers();
     /** The form, once known: its refusals are counted for its tenant. */
     const seen: Seen = { ...NOT_SEEN };
     try {
-      return await accept(c, {
-        publicKey: c.req.param("publicKey"),
+      return await accept(request, info, {
+        publicKey,
         contentType,
         browserPost,
         seen,
+        headers,
+        ids,
       });
     } catch (error) {
       if (!(error instanceof Refusal)) {
         countRefused(ERRORS.internal.status, ERRORS.internal.reason);
         throw error;
       }
-      return answer(c, counted(error, seen), browserPost);
+      return answer(headers, counted(error, seen), browserPost);
+    }
+  }
+
+  router.post("/:publicKey", async (c) => {
+    const ids: SubmissionIds = {};
+    try {
+      return await submit(c.req.raw, c.env, c.req.param("publicKey"), ids);
+    } finally {
+      if (ids.logIds !== undefined) c.set("logIds", ids.logIds);
     }
   });
 
   async function accept(
-    c: Context<IngestEnv>,
-    { publicKey, contentType, browserPost, seen }: {
+    request: Request,
+    info: IngestConnection,
+    { publicKey, contentType, browserPost, seen, headers, ids }: {
       publicKey: string;
       contentType: string;
       browserPost: boolean;
       seen: Seen;
+      /** The answer's headers, CORS set here. */
+      headers: Headers;
+      ids: SubmissionIds;
     },
-  ) {
-    const declared = declaredLength(c.req.header("content-length"));
+  ): Promise<Response> {
+    const header = (name: string) => request.headers.get(name) ?? undefined;
+    const declared = declaredLength(header("content-length"));
     const kind = bodyKind(contentType, config.ingestContentTypes);
     // Looked up before the cheaper refusals too, so that every answer carries the right CORS header.
     const target = await pipeline.find(publicKey);
     const form = target?.form ?? null;
     seen.formId = form?.id ?? null;
     seen.orgId = form?.orgId ?? null;
-    if (form !== null) c.set("logIds", { orgId: form.orgId, formId: form.id });
-    const origin = originOf(c.req.header("origin"));
+    if (form !== null) ids.logIds = { orgId: form.orgId, formId: form.id };
+    const origin = originOf(header("origin"));
     seen.origin = origin;
     const allow = allowedOrigin(form, origin);
-    setCorsHeaders(c, allow);
+    setCorsHeaders(headers, allow);
 
     if (declared === "invalid") throw new Refusal("invalidContentLength");
     if (declared !== null && declared > MAX_SUBMISSION_BYTES) {
@@ -232,7 +312,7 @@ export function ingestRoutes(deps: AppDeps) {
     if (target === null || form === null) throw new Refusal("formEndpointNotFound");
     if (allow === null) throw new Refusal("originNotAllowed");
 
-    const accepted = await pipeline.submit(incoming(c), {
+    const accepted = await pipeline.submit(incoming(request, info), {
       target,
       kind,
       contentType,
@@ -243,14 +323,21 @@ export function ingestRoutes(deps: AppDeps) {
     const { envelope, nowhere } = accepted;
     if (accepted.caughtBy === null) {
       const submission = { submissionId: envelope.submissionId, nowhere };
-      c.set("logIds", { orgId: form.orgId, formId: form.id, accepted: submission });
+      ids.logIds = { orgId: form.orgId, formId: form.id, accepted: submission };
     }
     if (browserPost) {
       // The thank-you page is the form's own setting, never taken from the request.
-      if (form.redirectUrl !== null) return c.redirect(form.redirectUrl, 303);
-      return c.html(thankYouPage(), 202);
+      if (form.redirectUrl !== null) {
+        // As Hono's c.redirect: a header value must be bytes.
+        const location = /[\u0100-\uFFFF]/.test(form.redirectUrl)
+          ? encodeURI(form.redirectUrl)
+          : form.redirectUrl;
+        headers.set("Location", location);
+        return new Response(null, { status: 303, headers });
+      }
+      return htmlResponse(thankYouPage(), 202, headers);
     }
-    return c.json(
+    return jsonResponse(
       nowhere
         ? {
           ok: true,
@@ -259,13 +346,14 @@ export function ingestRoutes(deps: AppDeps) {
         }
         : { ok: true, submissionId: envelope.submissionId },
       202,
+      headers,
     );
   }
 
   refuseOtherMethods(router, "/:publicKey");
   // A post to no form's path is a refusal of a submission too, counted like an unknown key.
-  router.post("/*", (c) => answer(c, counted(new Refusal("notFound")), false));
-  return router;
+  router.post("/*", () => answer(new Headers(), counted(new Refusal("notFound")), false));
+  return { routes: router, submit };
 }
 
 /** The OpenAPI operations of these routes (assembled in routes/openapi.ts). */

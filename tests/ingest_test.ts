@@ -8,6 +8,7 @@ import { createBacklogReader } from "../store/backlog.ts";
 import { createRefusalCounter } from "../store/refusals.ts";
 import { createRateLimiter } from "../store/rate_limit.ts";
 import { MAX_METADATA_CHARS } from "../ingest/steps.ts";
+import { submissionPathKey } from "../routes/ingest.ts";
 import { createIngestLoad } from "../delivery/ingest_load.ts";
 import { createDb } from "../store/db.ts";
 import type { StoredJob } from "../store/job_record.ts";
@@ -735,4 +736,55 @@ Deno.test("bad input gets a clear 4xx and the service keeps serving", async (t) 
     assert.equal(response.status, 202);
     await response.body?.cancel();
   });
+});
+
+Deno.test("a post to a form path is answered without the router only for a plain pk_ key", () => {
+  const key = "pk_" + "a".repeat(24);
+  assert.equal(submissionPathKey(`http://localhost/v1/f/${key}`), key);
+  assert.equal(submissionPathKey(`https://forms.example.com/v1/f/${key}?ref=1`), key);
+  for (
+    const url of [
+      `http://localhost/v1/f/${key}/`,
+      `http://localhost/v1/f/${key}/token`,
+      `http://localhost/v1/f/%70k_${"a".repeat(24)}`,
+      `http://localhost//v1/f/${key}`,
+      `http://localhost/v1/admin/forms`,
+      `http://localhost/x/v1/f/${key}`,
+    ]
+  ) {
+    assert.equal(submissionPathKey(url), null, url);
+  }
+});
+
+Deno.test("a post the router takes (a key to decode) is answered as one answered without it", async () => {
+  const { h, form, post } = await setUp({}, { allowedOrigins: ["https://site.example"] });
+  await using _ = h;
+  const headers = { "content-type": "application/json", origin: "https://site.example" };
+  const direct = await post(JSON.stringify({ n: 1 }), headers);
+  const routed = await h.request(`/v1/f/%70${form.publicKey.slice(1)}`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ n: 2 }),
+  });
+  for (const response of [direct, routed]) {
+    assert.equal(response.status, 202);
+    assert.equal(response.headers.get("content-type"), "application/json");
+    assert.equal(response.headers.get("access-control-allow-origin"), "https://site.example");
+    assert.equal(response.headers.get("vary"), "Origin");
+    assert.match((await response.json()).submissionId, UUID_V7);
+  }
+  const payloads = (await storedEnvelopes(h)).map((envelope) => envelope.payload);
+  assert.deepEqual(payloads.sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))), [
+    { n: 1 },
+    { n: 2 },
+  ]);
+  // Refused alike: a site the form does not allow.
+  for (const path of [`/v1/f/${form.publicKey}`, `/v1/f/%70${form.publicKey.slice(1)}`]) {
+    const response = await h.request(path, {
+      method: "POST",
+      headers: { ...headers, origin: "https://evil.example" },
+      body: "{}",
+    });
+    await expectError(response, 403, "Origin is not allowed for this form");
+  }
 });
