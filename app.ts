@@ -135,7 +135,7 @@ export function createApp(deps: AppDeps): Hono {
   answerErrors(app, logger);
 
   // A post to a form, the service's busiest request, is answered without the router: its
-  // dispatch and context cost a tenth of the submissions a second (docs/performance.md).
+  // dispatch and context cost about 5 % of a submission's CPU (docs/design.md).
   // Set on the app itself, so that app.request (the tests) takes the same way in.
   const route = app.fetch;
   app.fetch = (request, env, executionCtx) => {

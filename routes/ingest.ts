@@ -8,8 +8,9 @@
  *
  * A submission is answered from the plain `Request` ({@linkcode Ingestion.submit}), not
  * through Hono's context: the app hands a post to a form path straight to it (app.ts),
- * since the router's dispatch and context cost a tenth of the service's requests a second
- * there (docs/performance.md). The router's POST route calls the same function.
+ * since the router's dispatch and context cost about 5 % of a submission's CPU
+ * (docs/design.md, "Ingestion as named steps"). The router's POST route calls the same
+ * function.
  *
  * @module
  */
