@@ -2,7 +2,6 @@ import { notificationRoutes } from "./routes/notifications.ts";
 import { notifyConfirmRoutes } from "./routes/notify_confirm.ts";
 import { type Env, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { consoleRoutes } from "./console/serve.ts";
 import { describeError } from "./log.ts";
 import { tenantAuth } from "./routes/auth.ts";
@@ -146,15 +145,9 @@ export function createApp(deps: AppDeps): Hono {
   async function submitDirectly(request: Request, info: unknown, publicKey: string) {
     const started = performance.now();
     const ids: SubmissionIds = {};
-    const line = { method: "POST", path: pathOf(request.url) };
-    let response: Response;
-    try {
-      response = await ingestion.submit(request, info as IngestConnection, publicKey, ids);
-    } catch (error) {
-      const { body, status } = errorAnswer(error, logger, line);
-      response = Response.json(body, { status });
-    }
-    logRequest(logger, { ...line, status: response.status, started }, ids.logIds);
+    const response = await ingestion.submit(request, info as IngestConnection, publicKey, ids);
+    const line = { method: "POST", path: pathOf(request.url), status: response.status, started };
+    logRequest(logger, line, ids.logIds);
     return response;
   }
   return app;
@@ -164,27 +157,17 @@ export function createApp(deps: AppDeps): Hono {
 function answerErrors<E extends Env>(app: Hono<E>, logger: AppDeps["logger"]): void {
   app.notFound((c) => c.json(errorBody(ERRORS.notFound.text), ERRORS.notFound.status));
   app.onError((error, c) => {
-    const { body, status } = errorAnswer(error, logger, c.req);
-    return c.json(body, status);
+    if (error instanceof ApiError) {
+      return c.json(errorBody(error.message, error.details), error.status);
+    }
+    if (error instanceof HTTPException) {
+      return c.json(errorBody(error.message || "Bad request"), error.status);
+    }
+    logger.error("unhandled error", {
+      method: c.req.method,
+      path: loggedPath(c.req.path),
+      error: describeError(error),
+    });
+    return c.json(errorBody(ERRORS.internal.text), ERRORS.internal.status);
   });
-}
-
-/** The answer to an error a route threw: its own for an API error, else a logged 500. */
-function errorAnswer(
-  error: unknown,
-  logger: AppDeps["logger"],
-  request: { method: string; path: string },
-): { body: unknown; status: ContentfulStatusCode } {
-  if (error instanceof ApiError) {
-    return { body: errorBody(error.message, error.details), status: error.status };
-  }
-  if (error instanceof HTTPException) {
-    return { body: errorBody(error.message || "Bad request"), status: error.status };
-  }
-  logger.error("unhandled error", {
-    method: request.method,
-    path: loggedPath(request.path),
-    error: describeError(error),
-  });
-  return { body: errorBody(ERRORS.internal.text), status: ERRORS.internal.status };
 }

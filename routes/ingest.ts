@@ -20,6 +20,7 @@ import type { AppDeps } from "./app_deps.ts";
 import type { FormRecord } from "../store/forms.ts";
 import { isFormRefusalReason } from "../refusal_reasons.ts";
 import { errorBody, ERRORS, INGEST_REFUSALS, submissionTypeError } from "../errors.ts";
+import { describeError } from "../log.ts";
 import { refuseOtherMethods } from "./http.ts";
 import { bodyKind } from "../ingest/parse.ts";
 import { errorPage, isBrowserFormPost, thankYouPage } from "../ingest/pages.ts";
@@ -105,9 +106,9 @@ export interface SubmissionIds {
 export interface Ingestion {
   routes: Hono<IngestEnv>;
   /**
-   * Answers a post to a form: the contract's answer to a refusal, or the 202 (303 or
-   * page for a browser form post). Sets `ids` as soon as the form is known, for the
-   * request line; throws only what is not a refusal (the app answers it with a 500).
+   * Answers a post to a form: the contract's answer to a refusal (a 500 for an error of
+   * ours), or the 202 (303 or page for a browser form post). Sets `ids` as soon as the
+   * form is known, for the request line.
    */
   submit(
     request: Request,
@@ -257,21 +258,30 @@ export function createIngestion(deps: AppDeps): Ingestion {
         ids,
       });
     } catch (error) {
-      if (!(error instanceof Refusal)) {
-        countRefused(ERRORS.internal.status, ERRORS.internal.reason);
-        throw error;
-      }
-      return answer(headers, counted(error, seen), browserPost);
+      const refusal = error instanceof Refusal ? error : failed(error, seen);
+      return answer(headers, counted(refusal, seen), browserPost);
     }
+  }
+
+  /**
+   * An error of ours, not the visitor's: logged as the app logs one (app.ts), answered as
+   * the contract's 500 with the request's CORS headers, so that its page can read it.
+   */
+  function failed(error: unknown, { formId, orgId }: Seen): Refusal {
+    deps.logger.error("unhandled error", {
+      method: "POST",
+      path: "/v1/f/:publicKey",
+      ...(formId === null ? {} : { orgId, formId }),
+      error: describeError(error),
+    });
+    return new Refusal("internal");
   }
 
   router.post("/:publicKey", async (c) => {
     const ids: SubmissionIds = {};
-    try {
-      return await submit(c.req.raw, c.env, c.req.param("publicKey"), ids);
-    } finally {
-      if (ids.logIds !== undefined) c.set("logIds", ids.logIds);
-    }
+    const response = await submit(c.req.raw, c.env, c.req.param("publicKey"), ids);
+    if (ids.logIds !== undefined) c.set("logIds", ids.logIds);
+    return response;
   });
 
   async function accept(

@@ -788,3 +788,28 @@ Deno.test("a post the router takes (a key to decode) is answered as one answered
     await expectError(response, 403, "Origin is not allowed for this form");
   }
 });
+
+Deno.test("an error of ours answers 500 with the form's CORS headers, logged without the payload", async () => {
+  const { h, form, post } = await setUp({}, { allowedOrigins: ["https://site.example"] });
+  await using _ = h;
+  const headers = { "content-type": "application/json", origin: "https://site.example" };
+  const gate = h.service.bodyGate;
+  const admit = gate.admit;
+  gate.admit = () => {
+    throw new Error("disk on fire");
+  };
+  try {
+    const response = await post(JSON.stringify({ secret: "hunter2" }), headers);
+    await expectError(response, 500, "Internal error");
+    assert.equal(response.headers.get("access-control-allow-origin"), "https://site.example");
+  } finally {
+    gate.admit = admit;
+  }
+  const failure = h.logs.map((line) => JSON.parse(line)).find((line) =>
+    line.msg === "unhandled error"
+  );
+  assert.equal(failure?.formId, form.id);
+  assert.match(failure?.error, /disk on fire/);
+  assert.ok(!h.logs.some((line) => line.includes("hunter2")), "no payload in the log");
+  assert.equal((await post(JSON.stringify({ n: 1 }), headers)).status, 202);
+});
