@@ -18,13 +18,16 @@
  * on all; then the rate limit off once and the bare Deno.serve 202 once. wrk drives 50
  * connections for BENCH_SECONDS (10 s) a run with a 200-byte JSON body and the same script
  * for all (BENCH_POSTS_PER_CLIENT=2: each address posts twice in a row, every visitor a
- * repeat one). Prints req/s, p50/p99, peak RSS and ratios. Last, one more formrelay run with the
- * defaults under a CPU profile (which slows it a little) gives the JS thread's time per
- * request in each step of the pipeline (bench/profile_steps.ts).
+ * repeat one). Prints req/s, CPU a request (all threads, and the JS thread's with how busy it
+ * was: near 1, that thread bounds the server), p50/p99, peak RSS and ratios. Last, one more
+ * formrelay run with the defaults under a CPU profile (which slows it a little) gives the JS
+ * thread's time per request in each step of the pipeline (bench/profile_steps.ts); the
+ * profile covers the process's stop too (the rate limiter writing its counts, say).
  */
 import {
   cpuSeconds,
   freePort,
+  jsThreadCpuSeconds,
   peakRssMb,
   runWrk,
   spawnDeno,
@@ -72,14 +75,18 @@ interface Run {
   rss: number;
   /** The server's CPU time (all threads) per request, µs. */
   cpuMicros: number;
+  /** Its JS thread's share of that, µs. */
+  jsMicros: number;
 }
 
 /** wrk against `url` while measuring the server process `pid`. */
 async function measure(url: string, pid: number): Promise<Run> {
   const cpuBefore = await cpuSeconds(pid);
+  const jsBefore = await jsThreadCpuSeconds(pid);
   const result = await runWrk(url, load);
   const cpuMicros = (await cpuSeconds(pid) - cpuBefore) * 1e6 / result.requests;
-  return { result, rss: await peakRssMb(pid), cpuMicros };
+  const jsMicros = (await jsThreadCpuSeconds(pid) - jsBefore) * 1e6 / result.requests;
+  return { result, rss: await peakRssMb(pid), cpuMicros, jsMicros };
 }
 
 /** One run of formrelay with `env` over the defaults (under a CPU profile written to `profileDir`). */
@@ -138,14 +145,24 @@ const profiled = await runFormrelay({ RATE_LIMIT_MAX: "60" }, profileDir);
 const profile = await takeProfile(profileDir);
 await sink.shutdown();
 
-const row = (name: string, { result: r, rss, cpuMicros }: Run) =>
-  `${name.padEnd(30)} ${r.requestsPerSecond.toFixed(0).padStart(8)} req/s  CPU ${
+/** The share of the run its JS thread was busy: near 1, that thread bounds the server. */
+const jsBusy = ({ result, jsMicros }: Run) => jsMicros * result.requestsPerSecond / 1e6;
+const row = (name: string, run: Run) => {
+  const { result: r, rss, cpuMicros, jsMicros } = run;
+  return `${name.padEnd(30)} ${r.requestsPerSecond.toFixed(0).padStart(8)} req/s  CPU ${
     cpuMicros.toFixed(0).padStart(3)
-  } µs/req  p50 ${r.p50Ms.toFixed(2)} ms  p99 ${
-    r.p99Ms.toFixed(2)
-  } ms  peak RSS ${rss} MB  non-2xx ${r.non2xx}${r.errors ? `  ${r.errors}` : ""}`;
+  } µs/req (JS thread ${jsMicros.toFixed(0)}, busy ${jsBusy(run).toFixed(2)})  p50 ${
+    r.p50Ms.toFixed(2)
+  } ms  p99 ${r.p99Ms.toFixed(2)} ms  peak RSS ${rss} MB  non-2xx ${r.non2xx}${
+    r.errors ? `  ${r.errors}` : ""
+  }`;
+};
 const total = (runs: Run[]) => runs.reduce((sum, run) => sum + run.result.requestsPerSecond, 0);
 const ratio = total(formrelay) / total(durable);
+const busyRange = (runs: Run[]) => {
+  const busy = runs.map(jsBusy);
+  return `${Math.min(...busy).toFixed(2)}–${Math.max(...busy).toFixed(2)}`;
+};
 const cpuTotal = (runs: Run[]) => runs.reduce((sum, run) => sum + run.cpuMicros, 0);
 console.log(
   `bench:ingest — wrk -c${CONNECTIONS} -d${SECONDS}s, 200-byte JSON body, ` +
@@ -185,7 +202,9 @@ console.log(
       formrelay.map((run, i) =>
         (run.result.requestsPerSecond / writesOnly[i].result.requestsPerSecond).toFixed(3)
       ).join(", ")
-    })`,
+    }); JS thread busy ${busyRange(formrelay)} of each run in the service, ${
+      busyRange(writesOnly)
+    } in the writes alone`,
 );
 console.log(row("formrelay, defaults, profiled", profiled));
 for (const line of formatBreakdown(stepBreakdown(profile, profiled.result.requests))) {

@@ -58,8 +58,20 @@ export async function rssMb(pid: number): Promise<number> {
  * tells what a server costs, which holds better than its throughput while other work
  * shares the machine.
  */
-export async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+export function cpuSeconds(pid: number): Promise<number> {
+  return cpuSecondsIn(`/proc/${pid}/stat`);
+}
+
+/**
+ * CPU seconds a process's main thread, Deno's JS thread, has used so far: where a server
+ * that keeps it busy all the time is bound, whatever its other threads do.
+ */
+export function jsThreadCpuSeconds(pid: number): Promise<number> {
+  return cpuSecondsIn(`/proc/${pid}/task/${pid}/stat`);
+}
+
+async function cpuSecondsIn(statPath: string): Promise<number> {
+  const stat = await Deno.readTextFile(statPath);
   // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
