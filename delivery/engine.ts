@@ -31,6 +31,7 @@ import { createNoticeJobs, isNoticeLane, NOTICE_IN_FLIGHT, noticeJobRef } from "
 import { listDueNotices, type NoticeRef } from "../store/notice_jobs.ts";
 import { envelopeTtlMs } from "../store/envelope.ts";
 import { createShareExchange } from "../store/process_shares.ts";
+import { createSweepSchedule } from "./sweep_schedule.ts";
 
 /** What the engine needs. */
 export interface EngineDeps {
@@ -351,8 +352,12 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     );
   }
 
+  // Background sweeps: one at a time, within a tenth of the time (sweep_schedule.ts).
+  const sweeps = createSweepSchedule(() =>
+    sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }))
+  );
   function sweepInBackground() {
-    sweep().catch((error) => logger.error("sweep failed", { error: describeError(error) }));
+    sweeps.request();
   }
 
   async function sweep(): Promise<number> {
@@ -411,6 +416,7 @@ export function startDeliveryEngine(deps: EngineDeps): DeliveryEngine {
     async close() {
       const idle = dispatcher.close();
       clearInterval(sweeper);
+      sweeps.close();
       sharing = false;
       clearInterval(paceSync);
       if (quickSyncs !== null) clearTimeout(quickSyncs);
