@@ -13,7 +13,8 @@
  * Each round also gives the service's CPU time (user + system, all threads) from the
  * first post to the last arrival, per submission (two deliveries each). Last, one more
  * throughput run under a CPU profile (unless BENCH_STEPS=0) gives the JS thread's µs per
- * submission in each step of its acceptance and deliveries (bench/profile_steps.ts).
+ * submission in each step of its acceptance and deliveries (bench/profile_steps.ts), read
+ * over that run alone (the process's start and stop left out).
  */
 import { type BenchService, cpuSeconds, peakRssMb, startBenchService } from "./lib.ts";
 import { DELIVERY_STEPS, formatBreakdown, stepBreakdown, takeProfile } from "./profile_steps.ts";
@@ -164,12 +165,17 @@ if (STEPS_RUN) {
   const profileDir = await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" });
   const service = await startService(profileDir);
   let run;
+  const started = performance.now();
+  let ended = started;
   try {
     run = await throughput(service);
+    ended = performance.now();
   } finally {
     await service.stop();
   }
-  const steps = stepBreakdown(await takeProfile(profileDir), N, DELIVERY_STEPS);
+  // Read over the run alone: the process's start and stop are not its deliveries' cost.
+  const window = { ms: ended - started, beforeEndMs: performance.now() - ended };
+  const steps = stepBreakdown(await takeProfile(profileDir, window), N, DELIVERY_STEPS);
   profiled = { run, steps: formatBreakdown(steps, "submission") };
 }
 await sink.shutdown();

@@ -21,8 +21,9 @@
  * repeat one). Prints req/s, CPU a request (all threads, and the JS thread's with how busy it
  * was: near 1, that thread bounds the server), p50/p99, peak RSS and ratios. Last, one more
  * formrelay run with the defaults under a CPU profile (which slows it a little) gives the JS
- * thread's time per request in each step of the pipeline (bench/profile_steps.ts); the
- * profile covers the process's stop too (the rate limiter writing its counts, say).
+ * thread's time per request in each step of the pipeline (bench/profile_steps.ts), read
+ * over the load alone: the process's start and stop (the rate limiter writing its counts,
+ * say) are left out.
  */
 import {
   cpuSeconds,
@@ -35,7 +36,12 @@ import {
   waitUntilUp,
 } from "./lib.ts";
 import type { WrkResult } from "./lib.ts";
-import { formatBreakdown, stepBreakdown, takeProfile } from "./profile_steps.ts";
+import {
+  formatBreakdown,
+  type ProfileWindow,
+  stepBreakdown,
+  takeProfile,
+} from "./profile_steps.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? "2");
@@ -89,8 +95,14 @@ async function measure(url: string, pid: number): Promise<Run> {
   return { result, rss: await peakRssMb(pid), cpuMicros, jsMicros };
 }
 
-/** One run of formrelay with `env` over the defaults (under a CPU profile written to `profileDir`). */
-async function runFormrelay(env: Record<string, string>, profileDir?: string): Promise<Run> {
+/**
+ * One run of formrelay with `env` over the defaults (under a CPU profile written to
+ * `profileDir`), and the load's place in the process's life (for reading the profile).
+ */
+async function runFormrelay(
+  env: Record<string, string>,
+  profileDir?: string,
+): Promise<Run & { window: ProfileWindow }> {
   const service = await startBenchService(sinkUrl, {
     LOG_LEVEL: Deno.env.get("LOG_LEVEL") ?? "info",
     CLIENT_IP_HEADER: "x-forwarded-for",
@@ -98,9 +110,12 @@ async function runFormrelay(env: Record<string, string>, profileDir?: string): P
     BACKLOG_ORG_SHARE: "1",
     ...env,
   }, { profileDir });
+  const loadStarted = performance.now();
   const run = await measure(`${service.origin}/v1/f/${service.publicKey}`, service.child.pid);
+  const loadEnded = performance.now();
   await service.stop();
-  return run;
+  const window = { ms: loadEnded - loadStarted, beforeEndMs: performance.now() - loadEnded };
+  return { ...run, window };
 }
 
 /** One run of a baseline script taking its port (and `args`), on its own temporary directory. */
@@ -142,7 +157,7 @@ const limitOff = await runFormrelay({ RATE_LIMIT_MAX: "0" });
 const bare = await runBare();
 const profileDir = await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" });
 const profiled = await runFormrelay({ RATE_LIMIT_MAX: "60" }, profileDir);
-const profile = await takeProfile(profileDir);
+const profile = await takeProfile(profileDir, profiled.window);
 await sink.shutdown();
 
 /** The share of the run its JS thread was busy: near 1, that thread bounds the server. */

@@ -21,8 +21,20 @@ export interface CpuProfile {
     callFrame: { functionName: string; url: string };
     children?: number[];
   }[];
+  /** Microseconds, on the clock of the samples' times. */
+  startTime: number;
+  endTime: number;
   samples: number[];
   timeDeltas: number[];
+}
+
+/**
+ * The part of a profiled process's life a benchmark measured: `ms` long, ending
+ * `beforeEndMs` before the profile does (the process's stop, which writes the profile).
+ */
+export interface ProfileWindow {
+  ms: number;
+  beforeEndMs: number;
 }
 
 /** Steps in order, each with its functions: `name`, `name@path-suffix`, or `*@path-suffix`. */
@@ -189,12 +201,32 @@ export function formatBreakdown(breakdown: StepBreakdown, unit = "req"): string[
   return lines;
 }
 
-/** Reads the one profile a service wrote into `dir` (BENCH_PROFILE_DIR), and removes `dir`. */
-export async function takeProfile(dir: string): Promise<CpuProfile> {
+/**
+ * Reads the one profile a service wrote into `dir` (BENCH_PROFILE_DIR), and removes `dir`.
+ * With `window`, only the samples taken in it are kept: the process's start, and its
+ * stop (the rate limiter writing its counts, say), are not the load's cost.
+ */
+export async function takeProfile(dir: string, window?: ProfileWindow): Promise<CpuProfile> {
   const [file] = [...Deno.readDirSync(dir)].map((entry) => entry.name);
   const profile: CpuProfile = JSON.parse(await Deno.readTextFile(`${dir}/${file}`));
   await Deno.remove(dir, { recursive: true });
-  return profile;
+  return window === undefined ? profile : profileWithin(profile, window);
+}
+
+/** The samples of `profile` taken within `window`. */
+export function profileWithin(profile: CpuProfile, window: ProfileWindow): CpuProfile {
+  const to = profile.endTime - window.beforeEndMs * 1000;
+  const from = to - window.ms * 1000;
+  const samples: number[] = [];
+  const timeDeltas: number[] = [];
+  let at = profile.startTime;
+  profile.samples.forEach((id, i) => {
+    at += profile.timeDeltas[i] ?? 0;
+    if (at < from || at > to) return;
+    samples.push(id);
+    timeDeltas.push(profile.timeDeltas[i] ?? 0);
+  });
+  return { ...profile, startTime: from, endTime: to, samples, timeDeltas };
 }
 
 if (import.meta.main) {

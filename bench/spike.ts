@@ -21,7 +21,8 @@
  * BACKLOG_MAX_JOBS, when set, is passed on: a machine too slow to fill the default
  * bound in a spike can be given one in proportion. Then the same spike once more under a
  * CPU profile (unless BENCH_STEPS=0) gives the JS thread's µs per email in each step of
- * a delivered submission (bench/profile_steps.ts DELIVERY_STEPS).
+ * a delivered submission (bench/profile_steps.ts DELIVERY_STEPS), read from the first post
+ * to the last email as the CPU time is: the process's start and stop are left out.
  */
 import { startSmtpServer } from "../tests/helpers/smtp_server.ts";
 import { START_TASK } from "../tools/start_task.ts";
@@ -33,7 +34,13 @@ import {
   startBenchService,
   waitUntilUp,
 } from "./lib.ts";
-import { DELIVERY_STEPS, formatBreakdown, stepBreakdown, takeProfile } from "./profile_steps.ts";
+import {
+  type CpuProfile,
+  DELIVERY_STEPS,
+  formatBreakdown,
+  stepBreakdown,
+  takeProfile,
+} from "./profile_steps.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
 const DRAIN_SECONDS = Number(Deno.env.get("BENCH_DRAIN_SECONDS") ?? "120");
@@ -141,12 +148,14 @@ async function spike(target: Target) {
   let drained = true;
   await smtp.waitForMessages(receivedBefore + accepted, DRAIN_SECONDS * 1000)
     .catch(() => drained = false);
-  const allSeconds = (performance.now() - start) / 1000;
+  const endedAt = performance.now();
+  const allSeconds = (endedAt - start) / 1000;
   // From the first post to the last email: every accepted submission's whole cost.
   const cpu = await cpuSeconds(target.pid) - cpuBefore;
   const rss = await peakRssMb(target.pid);
   const emails = smtp.received - receivedBefore;
   return {
+    endedAt,
     statuses,
     acceptedMs,
     loadSeconds,
@@ -185,8 +194,19 @@ const [bare, bareWarm] = await spikes(await bareEmail(), 2);
 const profileDir = STEPS_RUN
   ? await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" })
   : null;
-const profiled = profileDir === null ? null : (await spikes(await formrelay(profileDir), 1))[0];
-const profile = profileDir === null ? null : await takeProfile(profileDir);
+let profiled: Awaited<ReturnType<typeof spike>> | null = null;
+let profile: CpuProfile | null = null;
+if (profileDir !== null) {
+  const target = await formrelay(profileDir);
+  try {
+    profiled = await spike(target);
+  } finally {
+    await target.stop();
+  }
+  // Read from the first post to the last email: the start and the stop are not the spike's.
+  const beforeEndMs = performance.now() - profiled.endedAt;
+  profile = await takeProfile(profileDir, { ms: profiled.allSeconds * 1000, beforeEndMs });
+}
 await smtp.close();
 const accepted = run.acceptedMs.length;
 const cpuPerEmail = (spiked: { cpu: number; emails: number }) =>
