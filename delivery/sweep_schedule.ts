@@ -4,11 +4,10 @@
  * thread a job (bench:sweep): 20 000 jobs take a sixth of a second, but a deployment that
  * holds a million (destinations paused for days, a raised backlog bound) would spend half
  * its thread sweeping every 15 s, and past two million a sweep would start before the last
- * one ended.
- * So sweeps never overlap, and each waits after the one before for nine times as long as
- * that one took: sweeping takes at most a tenth of the time, and a sweep of a small
- * backlog keeps to SWEEP_INTERVAL_SECONDS as before. A sweep asked for meanwhile (the
- * interval's, or the waiting list's once it has room) runs when its turn comes.
+ * one ended. So sweeps never overlap, and each waits after the one before for nine times
+ * as long as that one took: sweeping takes at most a tenth of the time, and a sweep of a
+ * small backlog keeps to SWEEP_INTERVAL_SECONDS as before. A sweep asked for meanwhile
+ * (the interval's, or the waiting list's once it has room) runs when its turn comes.
  *
  * @module
  */
