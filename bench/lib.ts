@@ -71,10 +71,62 @@ export function jsThreadCpuSeconds(pid: number): Promise<number> {
 }
 
 async function cpuSecondsIn(statPath: string): Promise<number> {
-  const stat = await Deno.readTextFile(statPath);
+  return cpuSecondsOf(await Deno.readTextFile(statPath));
+}
+
+/** utime + stime of a /proc stat line, in seconds. */
+function cpuSecondsOf(stat: string): number {
   // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** The kinds of thread a Deno process's CPU time is told apart by. */
+export interface CpuByThread {
+  /** The JS thread (the main thread). */
+  js: number;
+  /** KV's SQLite thread, which runs every commit (named sw-N). */
+  kv: number;
+  /** V8's helper threads: compiling and, without --single-threaded-gc, garbage collection. */
+  v8: number;
+  /** The rest: the runtime's I/O threads. */
+  other: number;
+}
+
+/**
+ * CPU seconds a process's threads have used so far, by kind: which thread a difference
+ * between two servers is on. A thread that ended takes its time with it.
+ */
+export async function cpuSecondsByThread(pid: number): Promise<CpuByThread> {
+  const byKind: CpuByThread = { js: 0, kv: 0, v8: 0, other: 0 };
+  for await (const entry of Deno.readDir(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = await Deno.readTextFile(`/proc/${pid}/task/${entry.name}/stat`);
+    } catch {
+      continue; // ended since the listing
+    }
+    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    const kind: keyof CpuByThread = entry.name === String(pid)
+      ? "js"
+      : name.startsWith("sw-")
+      ? "kv"
+      : name.startsWith("V8 ")
+      ? "v8"
+      : "other";
+    byKind[kind] += cpuSecondsOf(stat);
+  }
+  return byKind;
+}
+
+/** The CPU seconds each kind of thread used from `before` to `after`. */
+export function cpuBetween(before: CpuByThread, after: CpuByThread): CpuByThread {
+  return {
+    js: after.js - before.js,
+    kv: after.kv - before.kv,
+    v8: after.v8 - before.v8,
+    other: after.other - before.other,
+  };
 }
 
 /** USER_HZ on Linux. */

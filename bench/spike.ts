@@ -14,7 +14,8 @@
  * Prints the answers by status, the share of 503s, accepted answers' p50/p99, emails
  * received during the load, and emails per second from the first post until the last
  * accepted submission's email arrived (waiting up to BENCH_DRAIN_SECONDS, 120), and the
- * service's CPU time (user + system, all its threads, /proc) over that span per email.
+ * service's CPU time (user + system, all its threads, /proc) over that span per email,
+ * and by kind of thread (the JS thread, KV's SQLite thread, V8's helpers).
  * Then the same spike against the bare durable email (bench/bare_email.ts: the same KV
  * writes and SMTP exchange, nothing else), the floor formrelay's CPU per email is read
  * against.
@@ -27,7 +28,10 @@
 import { startSmtpServer } from "../tests/helpers/smtp_server.ts";
 import { START_TASK } from "../tools/start_task.ts";
 import {
+  cpuBetween,
+  type CpuByThread,
   cpuSeconds,
+  cpuSecondsByThread,
   freePort,
   peakRssMb,
   spawnDeno,
@@ -121,6 +125,7 @@ async function spike(target: Target) {
   const connectionsBefore = smtp.connections;
   const { url } = target;
   const cpuBefore = await cpuSeconds(target.pid);
+  const threadsBefore = await cpuSecondsByThread(target.pid);
   const statuses = new Map<number, number>();
   const acceptedMs: number[] = [];
   const start = performance.now();
@@ -152,6 +157,8 @@ async function spike(target: Target) {
   const allSeconds = (endedAt - start) / 1000;
   // From the first post to the last email: every accepted submission's whole cost.
   const cpu = await cpuSeconds(target.pid) - cpuBefore;
+  const threadsAfter = await cpuSecondsByThread(target.pid);
+  const threads = cpuBetween(threadsBefore, threadsAfter);
   const rss = await peakRssMb(target.pid);
   const emails = smtp.received - receivedBefore;
   return {
@@ -163,6 +170,7 @@ async function spike(target: Target) {
     drained,
     allSeconds,
     cpu,
+    threads,
     rss,
     emails,
     sessions: smtp.connections - connectionsBefore,
@@ -266,6 +274,17 @@ console.log(
   } ms each; formrelay's warm CPU per email ${
     (cpuPerEmail(warm) / cpuPerEmail(bareWarm)).toFixed(2)
   } × it`,
+);
+/** µs an email on each kind of thread: which thread the difference from the floor is on. */
+function byThread({ threads, emails }: { threads: CpuByThread; emails: number }) {
+  const per = (seconds: number) => (1e6 * seconds / Math.max(1, emails)).toFixed(0);
+  return `JS ${per(threads.js)}, KV's SQLite ${per(threads.kv)}, V8's helpers ${
+    per(threads.v8)
+  }, other ${per(threads.other)}`;
+}
+console.log(
+  `by thread, µs an email: formrelay ${byThread(run)} (warm ${byThread(warm)}); ` +
+    `the bare durable email ${byThread(bare)} (warm ${byThread(bareWarm)})`,
 );
 if (profiled !== null && profile !== null) {
   console.log(
