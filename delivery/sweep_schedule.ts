@@ -7,7 +7,9 @@
  * one ended. So sweeps never overlap, and each waits after the one before for nine times
  * as long as that one took: sweeping takes at most a tenth of the time, and a sweep of a
  * small backlog keeps to SWEEP_INTERVAL_SECONDS as before. A sweep asked for meanwhile
- * (the interval's, or the waiting list's once it has room) runs when its turn comes.
+ * (the interval's, or the waiting list's once it has room) runs when its turn comes. An
+ * explicit sweep (Deno Deploy's cron, tests) is not put off by the wait, but it too waits
+ * for the sweep under way, and counts as a turn.
  *
  * @module
  */
@@ -19,7 +21,12 @@ export const SWEEP_SHARE = 0.1;
 export interface SweepSchedule {
   /** Sweeps now, or once the sweep under way has ended and its wait is over. */
   request(): void;
-  /** Runs no sweep that has not started yet. */
+  /**
+   * Runs `sweep` once the sweep under way, if any, has ended (never beside it), and
+   * resolves or rejects as it does; background sweeps asked for meanwhile wait for it.
+   */
+  explicit<T>(sweep: () => Promise<T>): Promise<T>;
+  /** Runs no background sweep that has not started yet. */
   close(): void;
 }
 
@@ -38,37 +45,43 @@ export function createSweepSchedule(
     const timer = setTimeout(run, ms);
     return () => clearTimeout(timer);
   });
-  let running = false;
+  /** The sweep under way, settled or not, until its turn is over. */
+  let running: Promise<unknown> | null = null;
   let asked = false;
   let notBefore = -Infinity;
   let cancelTimer: (() => void) | null = null;
   let closed = false;
 
-  function run() {
-    running = true;
+  /** Runs a sweep as this process's one sweep under way. */
+  function run<T>(sweep: () => Promise<T>): Promise<T> {
     const started = now();
-    // `sweep` reports its own failures: either way the turn is over.
+    const swept = sweep();
+    // Either way the turn is over (a background sweep reports its own failures).
     const over = () => {
       const ended = now();
       notBefore = ended + (ended - started) * (1 / share - 1);
-      running = false;
+      running = null;
       if (asked) {
         asked = false;
         request();
       }
     };
-    sweep().then(over, over);
+    running = swept.then(over, over);
+    return swept;
   }
 
   function request() {
     if (closed) return;
-    if (running) {
+    if (running !== null) {
       asked = true;
       return;
     }
     if (cancelTimer !== null) return;
     const waitMs = notBefore - now();
-    if (waitMs <= 0) return run();
+    if (waitMs <= 0) {
+      run(sweep);
+      return;
+    }
     cancelTimer = setTimer(() => {
       cancelTimer = null;
       request();
@@ -77,6 +90,11 @@ export function createSweepSchedule(
 
   return {
     request,
+    async explicit(sweep) {
+      // Several may be waiting: each goes once none is under way.
+      while (running !== null) await running;
+      return run(sweep);
+    },
     close() {
       closed = true;
       cancelTimer?.();

@@ -103,3 +103,48 @@ Deno.test("a closed schedule starts nothing more", async () => {
   s.schedule.request();
   assert.equal(s.sweeps.length, 1);
 });
+
+Deno.test("an explicit sweep waits for the background sweep under way, and is a turn", async () => {
+  const s = scheduled();
+  s.schedule.request();
+  let explicitRan = false;
+  const explicit = s.schedule.explicit(() => {
+    explicitRan = true;
+    return Promise.resolve(7);
+  });
+  await Promise.resolve();
+  assert.equal(explicitRan, false);
+  // The background sweep ends at 10 ms; the explicit one starts then and takes none.
+  await s.end(10);
+  assert.equal(await explicit, 7);
+  assert.equal(explicitRan, true);
+  // A background sweep asked for now waits the explicit one's turn, which took no time.
+  s.schedule.request();
+  assert.equal(s.sweeps.length, 2);
+});
+
+Deno.test("a background sweep asked for during an explicit one runs after it", async () => {
+  const s = scheduled();
+  const explicitSweep = Promise.withResolvers<number>();
+  const explicit = s.schedule.explicit(() => explicitSweep.promise);
+  s.schedule.request();
+  assert.equal(s.sweeps.length, 0);
+  // 20 ms of explicit sweep: the background one may start 180 ms after it.
+  s.at(20);
+  explicitSweep.resolve(3);
+  assert.equal(await explicit, 3);
+  await Promise.resolve();
+  assert.deepEqual(s.timers.map((t) => t.at), [200]);
+  s.at(200);
+  assert.equal(s.sweeps.length, 1);
+});
+
+Deno.test("an explicit sweep's failure is its caller's, and ends its turn", async () => {
+  const s = scheduled();
+  await assert.rejects(
+    s.schedule.explicit(() => Promise.reject(new Error("KV unavailable"))),
+    /KV unavailable/,
+  );
+  s.schedule.request();
+  assert.equal(s.sweeps.length, 1);
+});
