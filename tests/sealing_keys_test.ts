@@ -84,9 +84,14 @@ Deno.test("a submission under a key the delivering process lacks is held, told a
     assert.ok(logLine, "logged");
     assert.match(logLine, new RegExp(keyIdOf(NEW)));
     assert.ok(!logLine.includes(NEW.toBase64()), "never the key");
-    const heldLine = old.logs.map((line) => JSON.parse(line)).find((line) =>
-      line.msg === "delivery attempt" && line.result === "held"
-    );
+    // The attempt's line is written once its outcome's commit returns: the job can be seen
+    // held in KV a moment before.
+    const findHeldLine = () =>
+      old.logs.map((line) => JSON.parse(line)).find((line) =>
+        line.msg === "delivery attempt" && line.result === "held"
+      );
+    await waitFor(() => findHeldLine() !== undefined, { message: "the held attempt logged" });
+    const heldLine = findHeldLine();
     assert.match(String(heldLine?.reason), new RegExp(`key ${keyIdOf(NEW)}`), "why it is held");
     assert.ok((await unknownKeyCount()) > countBefore, "counted");
     await waitFor(
