@@ -10,9 +10,17 @@
  * the same KV writes as formrelay's, with none of the rest (no sealing, rate limit, origin
  * check, retries, pace, logs or metrics), and nothing waits that need not.
  *
- * Usage: deno run -A --unstable-kv bare_email.ts PORT KV_PATH SMTP_PORT USER PASSWORD
+ * With --contract, the floor of what the contract asks of every email besides: the envelope
+ * sealed (store/envelope.ts, the sealer of store/sealing.ts), the message built by
+ * formrelay's MIME builder (connectors/smtp/message.ts), the accepted submission's and the
+ * attempt's log lines (log.ts) and metrics (metrics.ts: the acceptance, the attempt, each
+ * commit). formrelay's own code for each, so the line between this and formrelay is what
+ * the rest of formrelay costs (checks, routing, the dispatcher, pace, retries).
+ *
+ * Usage: deno run -A --unstable-kv bare_email.ts PORT KV_PATH SMTP_PORT USER PASSWORD [--contract]
  */
-const [portText, kvPath, smtpPortText, user, password] = Deno.args;
+const [portText, kvPath, smtpPortText, user, password, mode] = Deno.args;
+const contract = mode === "--contract" ? await contractParts() : null;
 const kv = await Deno.openKv(kvPath);
 const SESSIONS = 20;
 const OUTCOME_TTL_MS = 7 * 24 * 3600 * 1000;
@@ -31,7 +39,7 @@ function groupCommitter() {
       const batch = waiting.splice(0, 100);
       const op = kv.atomic();
       for (const part of batch) part.apply(op);
-      const result = await op.commit();
+      const result = await (contract?.timedCommit(op, batch.length) ?? op.commit());
       for (const part of batch) part.done(result.ok ? result.versionstamp : null);
     }
     busy = false;
@@ -49,18 +57,86 @@ interface Job {
   versionstamp: string;
   envelope: { fields: Record<string, string>; acceptedAt: number };
 }
+
+/** What --contract adds to every email, from formrelay's own modules. */
+async function contractParts() {
+  const [{ createSealer }, { sealEnvelope }, { buildMessage }, { createLogger }, metrics] =
+    await Promise.all([
+      import("../store/sealing.ts"),
+      import("../store/envelope.ts"),
+      import("../connectors/smtp/message.ts"),
+      import("../log.ts"),
+      import("../metrics.ts"),
+    ]);
+  const sealer = await createSealer(crypto.getRandomValues(new Uint8Array(32)));
+  const logger = createLogger("info");
+  const ids = { orgId: "org_bare", formId: "form_bare", destinationId: "dest_bare" };
+  const envelopeOf = (id: string, { fields, acceptedAt }: Job["envelope"]) => ({
+    submissionId: id,
+    formId: ids.formId,
+    formName: "Contact",
+    payload: fields,
+    metadata: {
+      origin: null,
+      ip: null,
+      userAgent: null,
+      referer: null,
+      submittedAt: new Date(acceptedAt).toISOString(),
+    },
+  });
+  const ms = (since: number) => Math.round((performance.now() - since) * 10) / 10;
+  return {
+    timedCommit: metrics.timedCommit,
+    /** The envelope's stored value: sealed. */
+    async stored(id: string, envelope: Job["envelope"]) {
+      return (await sealEnvelope(sealer, envelopeOf(id, envelope))).sealed;
+    },
+    accepted(id: string, started: number) {
+      metrics.countAccepted(ids.formId, false);
+      logger.info("submission accepted", {
+        ...ids,
+        submissionId: id,
+        status: 202,
+        ms: ms(started),
+      });
+    },
+    message(job: Job) {
+      return buildMessage(envelopeOf(job.id, job.envelope), {
+        layout: "plain",
+        from: "forms@tenant.example",
+        to: ["owner@tenant.example"],
+        subjectTemplate: "New submission",
+        destinationId: ids.destinationId,
+      }).data;
+    },
+    attempted(job: Job, started: number) {
+      const { id, envelope } = job;
+      const attempt = { ...ids, type: "smtp", submissionId: id, submittedAt: envelope.acceptedAt };
+      metrics.countAttempt(attempt, { result: "delivered" }, started);
+      logger.info("delivery attempt", {
+        ...ids,
+        submissionId: id,
+        result: "delivered",
+        ms: ms(started),
+      });
+    },
+  };
+}
 const queue: Job[] = [];
 const idle: (() => void)[] = [];
 
 Deno.serve({ port: Number(portText), hostname: "127.0.0.1", onListen() {} }, async (request) => {
   if (request.method !== "POST") return new Response("ok");
   const fields = Object.fromEntries(new URLSearchParams(await request.text()));
+  const started = performance.now();
   const id = crypto.randomUUID();
   const envelope = { fields, acceptedAt: Date.now() };
+  const stored = await contract?.stored(id, envelope) ?? JSON.stringify(envelope);
   const versionstamp = await commit((op) =>
-    op.set(["envelope", id], JSON.stringify(envelope)).set(["job", id], { state: "pending" })
+    op.set(["envelope", id], stored).set(["job", id], { state: "pending" })
   );
   if (versionstamp === null) return new Response("store failed", { status: 500 });
+  contract?.accepted(id, started);
   claim({ id, versionstamp, envelope });
   return Response.json({ ok: true, submissionId: id }, { status: 202 });
 });
@@ -74,6 +150,15 @@ async function claim(job: Job) {
   if (claimed === null) return;
   queue.push({ ...job, versionstamp: claimed });
   idle.pop()?.();
+}
+
+/** The bare's message: the fields as lines under fixed headers, CRLF-ended. */
+function bareMessage(job: Job): string {
+  const text = Object.entries(job.envelope.fields).map(([name, value]) => `${name}: ${value}`)
+    .join("\r\n");
+  return `From: forms@tenant.example\r\nTo: owner@tenant.example\r\nSubject: New submission\r\n` +
+    `Message-ID: <${job.id}@bare.example>\r\nMIME-Version: 1.0\r\n` +
+    `Content-Type: text/plain; charset=utf-8\r\n\r\n${text}\r\n`;
 }
 
 /** One SMTP session: lines in, replies counted. */
@@ -113,18 +198,14 @@ async function session() {
       await new Promise<void>((wake) => idle.push(wake));
       continue;
     }
-    const { fields } = job.envelope;
-    const text = Object.entries(fields).map(([name, value]) => `${name}: ${value}`).join("\r\n")
-      .replace(/^\./gm, "..");
+    const started = performance.now();
     await write("MAIL FROM:<forms@tenant.example>\r\nRCPT TO:<owner@tenant.example>\r\nDATA\r\n");
     const [mail, rcpt, data] = await replies(3);
     if (mail !== 250 || rcpt !== 250 || data !== 354) throw new Error("SMTP refused");
-    await write(
-      `From: forms@tenant.example\r\nTo: owner@tenant.example\r\nSubject: New submission\r\n` +
-        `Message-ID: <${job.id}@bare.example>\r\nMIME-Version: 1.0\r\n` +
-        `Content-Type: text/plain; charset=utf-8\r\n\r\n${text}\r\n.\r\n`,
-    );
+    const message = contract?.message(job) ?? bareMessage(job);
+    await write(`${message.replace(/^\./gm, "..")}.\r\n`);
     if ((await replies(1))[0] !== 250) throw new Error("message refused");
+    contract?.attempted(job, started);
     commit((op) =>
       op.check({ key: ["job", job.id], versionstamp: job.versionstamp })
         .delete(["job", job.id]).delete(["envelope", job.id])

@@ -18,7 +18,8 @@
  * and by kind of thread (the JS thread, KV's SQLite thread, V8's helpers).
  * Then the same spike against the bare durable email (bench/bare_email.ts: the same KV
  * writes and SMTP exchange, nothing else), the floor formrelay's CPU per email is read
- * against.
+ * against, and against the contract's floor (bare_email.ts --contract: that, with the
+ * envelope sealed, the message built, the log lines and metrics, by formrelay's own code).
  * BACKLOG_MAX_JOBS, when set, is passed on: a machine too slow to fill the default
  * bound in a spike can be given one in proportion. Then the same spike once more under a
  * CPU profile (unless BENCH_STEPS=0) gives the JS thread's µs per email in each step of
@@ -93,8 +94,11 @@ async function formrelay(profileDir?: string): Promise<Target> {
   };
 }
 
-/** The bare durable email (bench/bare_email.ts), with the start task's V8 flags and allocator settings. */
-async function bareEmail(): Promise<Target> {
+/**
+ * The bare durable email (bench/bare_email.ts), with the start task's V8 flags and allocator
+ * settings; with `contract`, the contract's floor (its --contract).
+ */
+async function bareEmail(contract = false): Promise<Target> {
   const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-bare-" });
   const port = freePort();
   const child = spawnDeno([
@@ -106,6 +110,7 @@ async function bareEmail(): Promise<Target> {
     String(smtp.port),
     "bench-user",
     "bench-password",
+    ...(contract ? ["--contract"] : []),
   ], { ...START_TASK.env });
   await waitUntilUp(`http://127.0.0.1:${port}/`);
   return {
@@ -198,6 +203,8 @@ async function spikes(target: Target, count: number) {
 const [run, warm] = await spikes(await formrelay(), 2);
 // The floor: the same spikes against a process doing only the durable work of an email.
 const [bare, bareWarm] = await spikes(await bareEmail(), 2);
+// And with what the contract asks of every email besides, by formrelay's own code.
+const [floor, floorWarm] = await spikes(await bareEmail(true), 2);
 // Then once more under a CPU profile, for the JS thread's time in each step.
 const profileDir = STEPS_RUN
   ? await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" })
@@ -265,6 +272,16 @@ console.log(
     } ms each; formrelay's CPU per email ${(cpuPerEmail(run) / cpuPerEmail(bare)).toFixed(2)} × it`,
 );
 console.log(
+  `the contract's floor (bare_email.ts --contract: that, the envelope sealed, the message built ` +
+    `by formrelay's MIME builder, the log lines and metrics): CPU ${
+      cpuPerEmail(floor).toFixed(3)
+    } ms an email (warm ${cpuPerEmail(floorWarm).toFixed(3)}), ${
+      (floor.emails / floor.allSeconds).toFixed(0)
+    } emails/s; formrelay's CPU per email ${
+      (cpuPerEmail(run) / cpuPerEmail(floor)).toFixed(2)
+    } × it`,
+);
+console.log(
   `warm (a second spike against the same process): formrelay ${warm.acceptedMs.length} accepted (${
     (warm.acceptedMs.length / warm.loadSeconds).toFixed(0)
   }/s), ${warm.emails} emails, ${(warm.emails / warm.allSeconds).toFixed(0)}/s, CPU ${
@@ -284,7 +301,8 @@ function byThread({ threads, emails }: { threads: CpuByThread; emails: number })
 }
 console.log(
   `by thread, µs an email: formrelay ${byThread(run)} (warm ${byThread(warm)}); ` +
-    `the bare durable email ${byThread(bare)} (warm ${byThread(bareWarm)})`,
+    `the bare durable email ${byThread(bare)} (warm ${byThread(bareWarm)}); ` +
+    `the contract's floor ${byThread(floor)} (warm ${byThread(floorWarm)})`,
 );
 if (profiled !== null && profile !== null) {
   console.log(
