@@ -15,7 +15,10 @@
  * formrelay's writes alone (bench/writes_only_server.ts: the same server storing what
  * formrelay stores, sealed, through formrelay's writer; the ceiling of formrelay's ratio)
  * run alternately, BENCH_ROUNDS times each (2), so load from elsewhere on the machine falls
- * on all; then the rate limit off once and the bare Deno.serve 202 once. wrk drives 50
+ * on all; then formrelay and its writes alone side by side, BENCH_SIDE_ROUNDS times (3):
+ * both at once, half the connections each, so that the ratio of their CPU a request is
+ * read without the machine's drift between alternate runs; then the rate limit off once
+ * and the bare Deno.serve 202 once. wrk drives 50
  * connections for BENCH_SECONDS (10 s) a run with a 200-byte JSON body and the same script
  * for all (BENCH_POSTS_PER_CLIENT=2: each address posts twice in a row, every visitor a
  * repeat one). Prints req/s, CPU a request (all threads, and the JS thread's with how busy it
@@ -42,12 +45,15 @@ import {
   stepBreakdown,
   takeProfile,
 } from "./profile_steps.ts";
+import { median } from "./ref_worktree.ts";
 
 const SECONDS = Number(Deno.env.get("BENCH_SECONDS") ?? "10");
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? "2");
 const CONNECTIONS = 50;
 /** Posts per client address (BENCH_POSTS_PER_CLIENT; 2: every visitor a repeat one). */
 const POSTS_PER_CLIENT = Number(Deno.env.get("BENCH_POSTS_PER_CLIENT") ?? "1");
+/** Rounds of formrelay and its writes alone side by side (BENCH_SIDE_ROUNDS). */
+const SIDE_ROUNDS = Number(Deno.env.get("BENCH_SIDE_ROUNDS") ?? "3");
 const BARE_DURABLE = new URL(
   "bare_durable_ingest.ts",
   Deno.env.get("BARE_DURABLE_DIR") ?? new URL("../../shared/bench/", import.meta.url),
@@ -85,14 +91,37 @@ interface Run {
   jsMicros: number;
 }
 
-/** wrk against `url` while measuring the server process `pid`. */
-async function measure(url: string, pid: number): Promise<Run> {
+/** wrk against `url` (with `connections`) while measuring the server process `pid`. */
+async function measure(url: string, pid: number, connections = CONNECTIONS): Promise<Run> {
   const cpuBefore = await cpuSeconds(pid);
   const jsBefore = await jsThreadCpuSeconds(pid);
-  const result = await runWrk(url, load);
+  const result = await runWrk(url, { ...load, connections });
   const cpuMicros = (await cpuSeconds(pid) - cpuBefore) * 1e6 / result.requests;
   const jsMicros = (await jsThreadCpuSeconds(pid) - jsBefore) * 1e6 / result.requests;
   return { result, rss: await peakRssMb(pid), cpuMicros, jsMicros };
+}
+
+/** A server under test: where to post, its process, and how to stop it. */
+interface Server {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** formrelay with `env` over the defaults (under a CPU profile written to `profileDir`). */
+async function startFormrelay(env: Record<string, string>, profileDir?: string) {
+  const service = await startBenchService(sinkUrl, {
+    LOG_LEVEL: Deno.env.get("LOG_LEVEL") ?? "info",
+    CLIENT_IP_HEADER: "x-forwarded-for",
+    BACKLOG_MAX_JOBS: "1000000",
+    BACKLOG_ORG_SHARE: "1",
+    ...env,
+  }, { profileDir });
+  return {
+    url: `${service.origin}/v1/f/${service.publicKey}`,
+    pid: service.child.pid,
+    stop: () => service.stop(),
+  };
 }
 
 /**
@@ -103,44 +132,71 @@ async function runFormrelay(
   env: Record<string, string>,
   profileDir?: string,
 ): Promise<Run & { window: ProfileWindow }> {
-  const service = await startBenchService(sinkUrl, {
-    LOG_LEVEL: Deno.env.get("LOG_LEVEL") ?? "info",
-    CLIENT_IP_HEADER: "x-forwarded-for",
-    BACKLOG_MAX_JOBS: "1000000",
-    BACKLOG_ORG_SHARE: "1",
-    ...env,
-  }, { profileDir });
+  const service = await startFormrelay(env, profileDir);
   const loadStarted = performance.now();
-  const run = await measure(`${service.origin}/v1/f/${service.publicKey}`, service.child.pid);
+  const run = await measure(service.url, service.pid);
   const loadEnded = performance.now();
   await service.stop();
   const window = { ms: loadEnded - loadStarted, beforeEndMs: performance.now() - loadEnded };
   return { ...run, window };
 }
 
-/** One run of a baseline script taking its port (and `args`), on its own temporary directory. */
-async function runBaseline(script: string, args: (dir: string) => string[]): Promise<Run> {
+/** A baseline script taking its port (and `args`), on its own temporary directory. */
+async function startBaseline(script: string, args: (dir: string) => string[]): Promise<Server> {
   const dir = await Deno.makeTempDir({ prefix: "formrelay-bench-bare-" });
   const port = freePort();
   const child = spawnDeno(["--unstable-kv", script, String(port), ...args(dir)], {
     PORT: String(port),
   });
-  try {
-    await waitUntilUp(`http://127.0.0.1:${port}/`);
-    return await measure(`http://127.0.0.1:${port}/`, child.pid);
-  } finally {
+  const stop = async () => {
     child.kill("SIGTERM");
     await child.status;
     await Deno.remove(dir, { recursive: true });
+  };
+  try {
+    await waitUntilUp(`http://127.0.0.1:${port}/`);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url: `http://127.0.0.1:${port}/`, pid: child.pid, stop };
+}
+
+/** One run of a baseline script. */
+async function runBaseline(script: string, args: (dir: string) => string[]): Promise<Run> {
+  const server = await startBaseline(script, args);
+  try {
+    return await measure(server.url, server.pid);
+  } finally {
+    await server.stop();
   }
 }
 
+const WRITES_ONLY = new URL("./writes_only_server.ts", import.meta.url).pathname;
 const runBareDurable = () => runBaseline(BARE_DURABLE, (dir) => [`${dir}/bare.kv`]);
-const runWritesOnly = () =>
-  runBaseline(
-    new URL("./writes_only_server.ts", import.meta.url).pathname,
-    (dir) => [`${dir}/writes.kv`],
-  );
+const runWritesOnly = () => runBaseline(WRITES_ONLY, (dir) => [`${dir}/writes.kv`]);
+
+/**
+ * formrelay with the defaults and its writes alone under the same load at the same time,
+ * half the connections each: a slower spell of the machine slows both, so the ratio of
+ * their CPU a request is read without the drift that moves alternate runs.
+ */
+async function sideBySide(): Promise<{ service: Run; writes: Run }> {
+  const [service, writes] = await Promise.all([
+    startFormrelay({ RATE_LIMIT_MAX: "60" }),
+    startBaseline(WRITES_ONLY, (dir) => [`${dir}/writes.kv`]),
+  ]);
+  try {
+    const half = CONNECTIONS / 2;
+    const [serviceRun, writesRun] = await Promise.all([
+      measure(service.url, service.pid, half),
+      measure(writes.url, writes.pid, half),
+    ]);
+    return { service: serviceRun, writes: writesRun };
+  } finally {
+    await Promise.all([service.stop(), writes.stop()]);
+  }
+}
 const runBare = () => runBaseline(new URL("./bare_server.ts", import.meta.url).pathname, () => []);
 
 // The defaults as users run them (the rate limit on: 60 per form and client per 10 min),
@@ -153,6 +209,8 @@ for (let round = 0; round < ROUNDS; round++) {
   durable.push(await runBareDurable());
   writesOnly.push(await runWritesOnly());
 }
+const sideBySideRuns = [];
+for (let round = 0; round < SIDE_ROUNDS; round++) sideBySideRuns.push(await sideBySide());
 const limitOff = await runFormrelay({ RATE_LIMIT_MAX: "0" });
 const bare = await runBare();
 const profileDir = await Deno.makeTempDir({ prefix: "formrelay-bench-profile-" });
@@ -221,6 +279,21 @@ console.log(
       busyRange(writesOnly)
     } in the writes alone`,
 );
+if (sideBySideRuns.length > 0) {
+  const cpuRatios = sideBySideRuns.map(({ service, writes }) =>
+    writes.cpuMicros / service.cpuMicros
+  );
+  console.log(
+    `side by side (both at once, ${CONNECTIONS / 2} connections each), the writes alone's CPU a ` +
+      `request ÷ the service's, the service's share of its writes alone by cost: median ${
+        median(cpuRatios).toFixed(3)
+      } (rounds: ${cpuRatios.map((r) => r.toFixed(3)).join(", ")}; target ≥ 0.65); the service ${
+        sideBySideRuns.map(({ service }) => service.cpuMicros.toFixed(0)).join(", ")
+      } µs a request, the writes alone ${
+        sideBySideRuns.map(({ writes }) => writes.cpuMicros.toFixed(0)).join(", ")
+      }`,
+  );
+}
 console.log(row("formrelay, defaults, profiled", profiled));
 for (const line of formatBreakdown(stepBreakdown(profile, profiled.result.requests))) {
   console.log(line);
