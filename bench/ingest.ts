@@ -18,11 +18,11 @@
  * on all; then formrelay and its writes alone side by side, BENCH_SIDE_ROUNDS times (3):
  * both at once, half the connections each, so that the ratio of their CPU a request is
  * read without the machine's drift between alternate runs; then the rate limit off once
- * and the bare Deno.serve 202 once. wrk drives 50
- * connections for BENCH_SECONDS (10 s) a run with a 200-byte JSON body and the same script
- * for all (BENCH_POSTS_PER_CLIENT=2: each address posts twice in a row, every visitor a
- * repeat one). Prints req/s, CPU a request (all threads, and the JS thread's with how busy it
- * was: near 1, that thread bounds the server), p50/p99, peak RSS and ratios. Last, one more
+ * and the bare Deno.serve 202 once. wrk drives 50 connections for BENCH_SECONDS (10 s) a
+ * run with a 200-byte JSON body and the same script for all (BENCH_POSTS_PER_CLIENT=2:
+ * each address posts twice in a row, every visitor a repeat one). Prints req/s, CPU a
+ * request (all threads, and the JS thread's with how busy it was: near 1, that thread
+ * bounds the server), p50/p99, peak RSS and ratios. Last, one more
  * formrelay run with the defaults under a CPU profile (which slows it a little) gives the JS
  * thread's time per request in each step of the pipeline (bench/profile_steps.ts), read
  * over the load alone: the process's start and stop (the rate limiter writing its counts,
